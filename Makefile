@@ -1,0 +1,133 @@
+# memgrant: GNU make.  ./configure writes config.mk; `make` runs it when missing.
+# Objects go to build/; one static library per folder, programs link them.
+
+ifeq ($(filter distclean clean,$(MAKECMDGOALS)),)
+include config.mk
+endif
+
+config.mk:
+	./configure
+
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+B := build
+
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -I. $(WARNFLAGS) $(SANFLAGS) $(CFLAGS) $(CPPFLAGS) \
+	-DSYSCONFDIR='"$(SYSCONFDIR)"' -DLOCALSTATEDIR='"$(LOCALSTATEDIR)"' \
+	-DRUNSTATEDIR='"$(RUNSTATEDIR)"' -DMEMGRANT_VERSION='"$(VERSION)"'
+ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
+
+# --- sources -----------------------------------------------------------------
+HOTPLUG_SRC := $(wildcard lib/*.c) $(wildcard hotplug/*.c)
+CONFIG_SRC := $(wildcard config/*.c)
+AGENT_SRC := $(filter-out agent/memgrantd.c,$(wildcard agent/*.c))
+PROVIDERS_SRC := $(wildcard providers/*.c) $(wildcard providers/*/*.c)
+CTL_SRC := $(wildcard agent/ctl/*.c)
+HOST_SRC := $(wildcard providers/host/*.c)
+PROVIDERS_SRC := $(filter-out $(HOST_SRC),$(PROVIDERS_SRC))
+
+HOTPLUG_LIB := $(B)/libhotplug.a
+AGENT_LIB := $(B)/libagent.a
+
+AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
+	$(CURL_CFLAGS) $(SYSTEMD_CFLAGS)
+AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CURL_LIBS) \
+	$(SYSTEMD_LIBS) -lpthread
+
+UNIT_HOTPLUG := $(patsubst tests/unit/hotplug/%.c,$(B)/tests/%,$(wildcard tests/unit/hotplug/test_*.c))
+UNIT_AGENT := $(patsubst tests/unit/agent/%.c,$(B)/tests/%,$(wildcard tests/unit/agent/test_*.c))
+TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(wildcard tests/tools/*.c))
+
+ifeq ($(ONLY),hotplug)
+PROGRAMS :=
+UNIT := $(UNIT_HOTPLUG)
+else
+PROGRAMS := $(B)/memgrantd $(B)/memgrantctl $(if $(filter 1,$(HAVE_LIBVIRT)),$(B)/memgrant-host)
+UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
+endif
+
+.PHONY: all check check-unit check-hotplug demo install clean distclean deps
+all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
+
+# --- compile -----------------------------------------------------------------
+$(B)/%.o: %.c config.mk
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(AGENT_CFLAGS_$(firstword $(subst /, ,$*))) $(JANSSON_CFLAGS) $(CMOCKA_CFLAGS_$(firstword $(subst /, ,$*))) -MMD -MP -c -o $@ $<
+
+AGENT_CFLAGS_agent = $(AGENT_CFLAGS)
+AGENT_CFLAGS_config = $(AGENT_CFLAGS)
+AGENT_CFLAGS_providers = $(AGENT_CFLAGS) $(LIBVIRT_CFLAGS)
+AGENT_CFLAGS_tests = $(AGENT_CFLAGS)
+AGENT_CFLAGS_bench = $(AGENT_CFLAGS)
+CMOCKA_CFLAGS_tests = $(CMOCKA_CFLAGS)
+
+$(HOTPLUG_LIB): $(patsubst %.c,$(B)/%.o,$(HOTPLUG_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(AGENT_LIB): $(patsubst %.c,$(B)/%.o,$(CONFIG_SRC) $(AGENT_SRC) $(PROVIDERS_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(B)/memgrantd: $(B)/agent/memgrantd.o $(AGENT_LIB) $(HOTPLUG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
+
+$(B)/memgrantctl: $(patsubst %.c,$(B)/%.o,$(CTL_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
+
+$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(AGENT_LIBS)
+
+$(B)/tests/test_%: $(B)/tests/unit/hotplug/test_%.o $(HOTPLUG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(JANSSON_LIBS) $(CMOCKA_LIBS)
+
+$(B)/tests/test_%: $(B)/tests/unit/agent/test_%.o $(AGENT_LIB) $(HOTPLUG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(CMOCKA_LIBS)
+
+$(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(HOTPLUG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(TOOLS_LIBS)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+# --- dependencies --------------------------------------------------------------
+# make demo / make check install the Debian build dependencies when one is missing.
+deps:
+	@packaging/install-deps.sh --if-missing
+
+# --- tests ---------------------------------------------------------------------
+# TEST_WRAPPER runs each test binary (qemu-s390x-static for cross builds).
+check: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh $(UNIT) $(if $(PROGRAMS),$(wildcard tests/integration/*.sh))
+
+check-unit: $(UNIT)
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh $(UNIT)
+
+check-hotplug: $(UNIT_HOTPLUG)
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh $(UNIT_HOTPLUG)
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(B) tests/demo.sh
+
+# --- install -------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/memgrant
+	install -m 0755 $(B)/memgrantd $(DESTDIR)$(SBINDIR)/memgrantd
+	install -m 0755 $(B)/memgrantctl $(DESTDIR)$(BINDIR)/memgrantctl
+	$(if $(filter 1,$(HAVE_LIBVIRT)),install -m 0755 $(B)/memgrant-host $(DESTDIR)$(BINDIR)/memgrant-host)
+	install -m 0644 config/memgrant.yaml $(DESTDIR)$(SYSCONFDIR)/memgrant/memgrant.yaml
+
+clean:
+	rm -rf $(B)
+
+distclean: clean
+	rm -f config.mk

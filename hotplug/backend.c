@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+#include "backend.h"
+#include "../lib/util.h"
+
+void hp_backend_close(struct hp_backend *b)
+{
+	if (b)
+		b->ops->close(b);
+}
+
+int block_set_memmap(struct hp_backend *b, uint64_t id, bool on)
+{
+	return b->ops->write_attr(b, HP_ATTR_MEMMAP, id, on ? "1" : "0");
+}
+
+int block_configure(struct hp_backend *b, uint64_t id)
+{
+	return b->ops->write_attr(b, HP_ATTR_CONFIG, id, "1");
+}
+
+int block_deconfigure(struct hp_backend *b, uint64_t id)
+{
+	return b->ops->write_attr(b, HP_ATTR_CONFIG, id, "0");
+}
+
+int block_online(struct hp_backend *b, uint64_t id, enum online_type type)
+{
+	return b->ops->write_attr(b, HP_ATTR_STATE, id, online_type_word(type));
+}
+
+int block_offline(struct hp_backend *b, uint64_t id)
+{
+	return b->ops->write_attr(b, HP_ATTR_STATE, id, "offline");
+}
+
+int hp_set_auto_online(struct hp_backend *b, const char *policy)
+{
+	return b->ops->write_attr(b, HP_ATTR_AUTO_ONLINE, 0, policy);
+}

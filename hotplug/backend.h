@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hotplug backend: the one seam through which memgrant changes memory.
+ *
+ * Each operation is one sysfs write as kernel.md describes it; a backend
+ * returns 0 or the kernel's negative errno unchanged.  Everything above this
+ * interface (executor, planner, daemon) is the same for the real kernel
+ * (sysfs backend) and the model of it (sim backend).
+ *
+ * The interface is deliberately narrow and typed so that it could be served
+ * by a small privileged process while the rest of the agent runs unprivileged.
+ *
+ * Attribute writes take the raw string a user would echo into the file, so
+ * that the kernel's parsing rules (K1, W1) are exercised exactly; the typed
+ * helpers below (block_configure() ...) write the canonical values.
+ */
+#pragma once
+
+#include "block.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum hp_attr {
+	HP_ATTR_CONFIG,           /* sys/firmware/memory/memoryN/config */
+	HP_ATTR_MEMMAP,           /* sys/firmware/memory/memoryN/memmap_on_memory */
+	HP_ATTR_ONLINE,           /* sys/devices/system/memory/memoryN/online */
+	HP_ATTR_STATE,            /* sys/devices/system/memory/memoryN/state */
+	HP_ATTR_AUTO_ONLINE,      /* sys/devices/system/memory/auto_online_blocks (id ignored) */
+};
+
+struct hp_backend;
+
+struct hp_backend_ops {
+	const char *name; /* "sysfs", "sim" */
+	/* Whole-machine view (A1-A9, C1-C3). */
+	int (*discover)(struct hp_backend *b, struct mem_table **out);
+	/* One block; -ENOENT when neither directory exists. */
+	int (*read_block)(struct hp_backend *b, uint64_t id, struct mem_block *out);
+	/* Write VALUE to ATTR of block ID, as echo(1) would (with or without newline). */
+	int (*write_attr)(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value);
+	/* Reads auto_online_blocks into BUF; -ENOENT when the file is absent. */
+	int (*read_auto_online)(struct hp_backend *b, char *buf, size_t len);
+	void (*close)(struct hp_backend *b);
+};
+
+struct hp_backend {
+	const struct hp_backend_ops *ops;
+	/* Directory under which sys/ and proc/ are read ("/" on a real guest;
+	 * the sim's tree for the sim).  Owned by the backend. */
+	char *root;
+};
+
+/* Real sysfs under ROOT ("/" in production).  Never creates files. */
+int hp_sysfs_open(const char *root, struct hp_backend **out);
+
+/* Sim: see sim.h for creating the state file. */
+int hp_sim_open(const char *state_path, struct hp_backend **out);
+
+void hp_backend_close(struct hp_backend *b);
+static inline void hp_backend_closep(struct hp_backend **b) { hp_backend_close(*b); }
+#define _cleanup_backend_ __attribute__((cleanup(hp_backend_closep)))
+
+static inline int hp_discover(struct hp_backend *b, struct mem_table **out)
+{
+	return b->ops->discover(b, out);
+}
+static inline int hp_read_block(struct hp_backend *b, uint64_t id, struct mem_block *out)
+{
+	return b->ops->read_block(b, id, out);
+}
+
+/* Typed operations: one kernel step each (kernel.md C7, C11, C12, W5, W6). */
+int block_set_memmap(struct hp_backend *b, uint64_t id, bool on);
+int block_configure(struct hp_backend *b, uint64_t id);
+int block_deconfigure(struct hp_backend *b, uint64_t id);
+int block_online(struct hp_backend *b, uint64_t id, enum online_type type);
+int block_offline(struct hp_backend *b, uint64_t id);
+int hp_set_auto_online(struct hp_backend *b, const char *policy);

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+#include "block.h"
+#include "../lib/util.h"
+
+const char *mem_state_name(enum mem_state s)
+{
+	switch (s) {
+	case MEM_STATE_OFFLINE: return "offline";
+	case MEM_STATE_ONLINE: return "online";
+	case MEM_STATE_GOING_OFFLINE: return "going-offline";
+	default: return "unknown";
+	}
+}
+
+int mem_state_parse(const char *s, enum mem_state *out)
+{
+	if (streq(s, "online"))
+		*out = MEM_STATE_ONLINE;
+	else if (streq(s, "offline"))
+		*out = MEM_STATE_OFFLINE;
+	else if (streq(s, "going-offline"))
+		*out = MEM_STATE_GOING_OFFLINE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *online_type_word(enum online_type t)
+{
+	switch (t) {
+	case ONLINE_KERNEL: return "online_kernel";
+	case ONLINE_MOVABLE: return "online_movable";
+	default: return "online";
+	}
+}
+
+struct mem_table *mem_table_new(uint64_t block_size)
+{
+	struct mem_table *t = calloc(1, sizeof(*t));
+
+	if (t)
+		t->block_size = block_size;
+	return t;
+}
+
+void mem_table_free(struct mem_table *t)
+{
+	if (!t)
+		return;
+	free(t->blocks);
+	free(t);
+}
+
+struct mem_block *mem_table_add(struct mem_table *t, uint64_t id)
+{
+	struct mem_block *b;
+
+	if ((t->n & (t->n - 1)) == 0) { /* grow at powers of two */
+		size_t cap = t->n ? t->n * 2 : 16;
+		struct mem_block *nb = reallocarray(t->blocks, cap, sizeof(*nb));
+		if (!nb)
+			return NULL;
+		t->blocks = nb;
+	}
+	b = &t->blocks[t->n++];
+	memset(b, 0, sizeof(*b));
+	b->id = id;
+	b->memmap_on_memory = -1;
+	b->removable = -1;
+	b->node = -1;
+	b->state = MEM_STATE_OFFLINE;
+	return b;
+}
+
+static int cmp_block(const void *a, const void *b)
+{
+	const struct mem_block *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void mem_table_sort(struct mem_table *t)
+{
+	if (t->n > 1)
+		qsort(t->blocks, t->n, sizeof(*t->blocks), cmp_block);
+}
+
+struct mem_block *mem_table_find(const struct mem_table *t, uint64_t id)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->blocks[mid].id == id)
+			return &t->blocks[mid];
+		if (t->blocks[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The block model: one row per memory block, merged from
+ * sys/devices/system/memory (what the kernel has added) and, on s390 with
+ * Linux 6.19, sys/firmware/memory (what the hypervisor could give).
+ *
+ * A block that has a firmware entry but no devices entry is "standby":
+ * deconfigured, state offline (kernel.md C14).  On hosts without
+ * sys/firmware/memory every present block counts as configured (C0).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum mem_state {
+	MEM_STATE_OFFLINE,
+	MEM_STATE_ONLINE,
+	MEM_STATE_GOING_OFFLINE,
+	MEM_STATE_UNKNOWN,
+};
+
+/* How to online a block: the words written to memoryN/state (W1, W5). */
+enum online_type {
+	ONLINE_DEFAULT, /* "online": the kernel's online policy picks */
+	ONLINE_KERNEL,  /* "online_kernel" */
+	ONLINE_MOVABLE, /* "online_movable" */
+};
+
+struct mem_block {
+	uint64_t id;           /* memoryN: start address / block size */
+	bool in_firmware;      /* has sys/firmware/memory/memoryN */
+	bool configured;       /* has sys/devices/system/memory/memoryN */
+	int memmap_on_memory;  /* 0/1, -1 when there is no firmware entry */
+	enum mem_state state;  /* MEM_STATE_OFFLINE when deconfigured */
+	int removable;         /* 0/1, -1 unknown */
+	int node;              /* NUMA node, -1 unknown */
+	char zones[48];        /* valid_zones as read ("Movable", "Normal Movable"), "" when deconfigured */
+};
+
+struct mem_table {
+	uint64_t block_size;       /* block_size_bytes (A1) */
+	bool has_firmware;         /* sys/firmware/memory exists (C0) */
+	char auto_online[24];      /* auto_online_blocks (A2), "" when absent */
+	char memmap_param[8];      /* module parameter memmap_on_memory (P1), "" when absent */
+	size_t n;
+	struct mem_block *blocks;  /* sorted by id, ids unique */
+};
+
+const char *mem_state_name(enum mem_state s);
+int mem_state_parse(const char *s, enum mem_state *out);
+const char *online_type_word(enum online_type t); /* "online", "online_kernel", "online_movable" */
+
+struct mem_table *mem_table_new(uint64_t block_size);
+void mem_table_free(struct mem_table *t);
+static inline void mem_table_freep(struct mem_table **t) { mem_table_free(*t); }
+#define _cleanup_mem_table_ __attribute__((cleanup(mem_table_freep)))
+
+/* Appends a zeroed block with this id (ids must be added in any order; call mem_table_sort after). */
+struct mem_block *mem_table_add(struct mem_table *t, uint64_t id);
+void mem_table_sort(struct mem_table *t);
+/* Binary search; NULL when the id is not in the table. */
+struct mem_block *mem_table_find(const struct mem_table *t, uint64_t id);
+
+static inline uint64_t mem_block_start(const struct mem_table *t, const struct mem_block *b)
+{
+	return b->id * t->block_size;
+}
+
+/* Standby: the hypervisor can give it, the kernel does not have it yet. */
+static inline bool mem_block_is_standby(const struct mem_block *b)
+{
+	return b->in_firmware && !b->configured;
+}

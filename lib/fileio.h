@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Durable file helpers.
+ *
+ * file_write_atomic(): writes DATA to PATH so that a crash leaves either the
+ * old or the new content: write a temporary file in the same directory,
+ * fsync it, rename it over PATH, fsync the directory.  Returns 0 or -errno.
+ *
+ * file_read_all(): reads a whole file (up to MAX bytes) into a NUL-terminated
+ * malloc'd buffer.  -EFBIG when it is larger than MAX.
+ */
+#pragma once
+
+#include <stddef.h>
+
+int file_write_atomic(const char *path, const void *data, size_t len, int mode);
+int file_read_all(const char *path, size_t max, char **out, size_t *out_len);
+int mkdir_p(const char *path, int mode);
+int rm_rf(const char *path);

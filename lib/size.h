@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sizes and durations as operators write them.
+ *
+ * size_parse(): plain bytes or a K/M/G/T suffix (powers of 1024, an optional
+ * trailing "B" or "iB"); rejects signs, empty strings, junk and overflow.
+ * Returns 0, -EINVAL (malformed) or -ERANGE (does not fit in 64 bits).
+ *
+ * size_format(): the shortest human form lsmem prints ("128M", "1.9G").
+ * duration_parse(): "30", "30s", "5m", "2h", "250ms" into milliseconds.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+int size_parse(const char *s, uint64_t *out);
+void size_format(uint64_t bytes, char *buf, size_t len);
+int duration_parse_ms(const char *s, uint64_t *out_ms);
