@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The local REST API: libmicrohttpd on a Unix socket.
+ *
+ * The socket is created here with mode SOCKET_MODE and group GROUP; every
+ * request is attributed with SO_PEERCRED: root, the daemon's own user and
+ * members of GROUP may change things (POST), anyone who can connect may read.
+ * Request bodies above BODY_LIMIT bytes are refused with 413.  Errors are
+ * {"error": {"code": ..., "message": ...}}.  One thread per connection, so
+ * a client following /v1/events never delays another.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+#include "log.h"
+
+struct api_params {
+	const char *socket_path;
+	int socket_mode;      /* 0660 */
+	const char *group;    /* NULL or "": no group access */
+	size_t body_limit;    /* bytes */
+	unsigned max_connections;
+};
+
+struct api;
+
+int api_start(const struct api_params *p, struct daemon *d, const struct mg_log *log, struct api **out);
+void api_stop(struct api *a);

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's engine: configuration, hotplug backend, journal, the grant
+ * queue and the executor thread that applies it, status, events, metrics.
+ *
+ * Threads: the caller's (main loop, API and provider threads) only queue work
+ * and read state under d->lock; all kernel writes happen on the executor
+ * thread, one grant at a time, so a minute-long offline never stalls the API.
+ * Every accepted grant is in the journal (fsync'd) before the caller learns
+ * it was accepted.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "events.h"
+#include "log.h"
+
+struct daemon;
+struct mg_config;
+
+int daemon_new(const struct mg_config *cfg, const struct mg_log *log, struct daemon **out);
+/* Reconciles the journal with the kernel and starts the executor thread. */
+int daemon_start(struct daemon *d);
+/* Asks the executor to stop after the block operation in progress; joins it;
+ * restores what the agent changed at start (auto_online_blocks). */
+void daemon_stop(struct daemon *d);
+void daemon_free(struct daemon *d);
+
+/* Swaps in a new configuration (SIGHUP); settings that need a restart
+ * (backend, state_dir, socket) are kept and a warning names them. */
+int daemon_reload(struct daemon *d, const struct mg_config *cfg);
+
+/*
+ * A grant or revocation from SOURCE ("local", "https", "channel").  BODY is a
+ * wire-protocol message.  Sets *HTTP_STATUS (202 accepted, 200 replay of a
+ * recorded generation, 400 malformed, 409 rejected by the planner, 413 too
+ * large, 503 stopping) and *REPLY (a status message or an error object).
+ * Returns 0 whenever a reply was produced.
+ */
+int daemon_submit(struct daemon *d, const char *source, const char *body, size_t len,
+		  int *http_status, json_t **reply);
+
+json_t *daemon_status_json(struct daemon *d);
+int daemon_blocks_json(struct daemon *d, json_t **out);
+json_t *daemon_grants_json(struct daemon *d);
+json_t *daemon_grant_json(struct daemon *d, const char *id); /* NULL: no such grant */
+int daemon_metrics_text(struct daemon *d, char **out);
+struct event_bus *daemon_events(struct daemon *d);
+/* One line for systemd's STATUS= ("idle; 2 grants applied, 1.0G granted"). */
+void daemon_status_line(struct daemon *d, char *buf, size_t len);

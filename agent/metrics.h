@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Prometheus counters of the agent: grants and revocations by outcome, block
+ * operations by step and result, and a latency histogram of block operations.
+ * Gauges (online, standby, granted bytes) are passed in at render time because
+ * they are read from the kernel, not counted.  Thread-safe.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum metric_outcome { OUT_APPLIED, OUT_PARTIAL, OUT_FAILED, OUT_REJECTED, OUT__MAX };
+
+struct metrics;
+
+int metrics_new(struct metrics **out);
+void metrics_free(struct metrics *m);
+
+/* KIND is "grant" or "revoke". */
+void metrics_count_request(struct metrics *m, const char *kind, enum metric_outcome o);
+/* STEP "configure", "online", ...; ERR 0 or -errno; SECONDS how long it took. */
+void metrics_count_block_op(struct metrics *m, const char *step, int err, double seconds);
+
+struct metrics_gauges {
+	uint64_t block_size;
+	uint64_t online_bytes;
+	uint64_t standby_bytes;
+	uint64_t granted_bytes;
+	uint64_t outbox_pending;
+};
+
+/* Renders the text exposition format into a malloc'd string. */
+int metrics_render(struct metrics *m, const struct metrics_gauges *g, char **out);
