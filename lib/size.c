@@ -54,26 +54,32 @@ int size_parse(const char *s, uint64_t *out)
 }
 
 /*
- * Same rounding as util-linux size_to_human_string(): one decimal, dropped
- * when it is zero, units K/M/G/T/P/E.
+ * Same digits as util-linux size_to_human_string(SIZE_SUFFIX_1LETTER):
+ * the fraction is taken in thousandths of the unit, rounded to one
+ * decimal, and dropped when that decimal is zero ("1.9G", "2G", "640M").
+ * Rounding in 1/1024ths instead would print e.g. 1.5G for 1.449G.
  */
 void size_format(uint64_t bytes, char *buf, size_t len)
 {
 	static const char units[] = "BKMGTPE";
-	unsigned exp = 0;
+	unsigned shift = 10;
 	uint64_t dec, frac;
 
-	while (exp < 6 && bytes >= (1ULL << (10 * (exp + 1))))
-		exp++;
-	if (exp == 0) {
+	while (shift <= 60 && bytes >= (1ULL << shift))
+		shift += 10;
+	shift -= 10; /* largest power of 1024 not above BYTES */
+	if (shift == 0) {
 		snprintf(buf, len, "%lluB", (unsigned long long)bytes);
 		return;
 	}
-	dec = bytes >> (10 * exp);
-	frac = bytes & ((1ULL << (10 * exp)) - 1);
+	dec = bytes >> shift;
+	frac = bytes & ((1ULL << shift) - 1);
 	if (frac) {
-		/* tenths, rounded the way util-linux lsmem rounds them */
-		frac = ((frac >> (10 * exp - 10)) + 50) / 100;
+		if (frac >= UINT64_MAX / 1000) /* only for exabytes: avoid overflow */
+			frac = ((frac / 1024) * 1000) / (1ULL << (shift - 10));
+		else
+			frac = (frac * 1000) / (1ULL << shift);
+		frac = (frac + 50) / 100; /* tenths, rounded half up */
 		if (frac == 10) {
 			dec++;
 			frac = 0;
@@ -81,9 +87,9 @@ void size_format(uint64_t bytes, char *buf, size_t len)
 	}
 	if (frac)
 		snprintf(buf, len, "%llu.%llu%c", (unsigned long long)dec,
-			 (unsigned long long)frac, units[exp]);
+			 (unsigned long long)frac, units[shift / 10]);
 	else
-		snprintf(buf, len, "%llu%c", (unsigned long long)dec, units[exp]);
+		snprintf(buf, len, "%llu%c", (unsigned long long)dec, units[shift / 10]);
 }
 
 int duration_parse_ms(const char *s, uint64_t *out_ms)
