@@ -177,19 +177,25 @@ bool plan_block_is_candidate(const struct mem_table *t, const struct mem_block *
 uint64_t plan_available_bytes(const struct mem_table *t, enum plan_source source,
 			      const struct owned_block *owned, size_t n_owned)
 {
+	struct owned_index ix;
 	uint64_t count = 0;
+	bool indexed = owned_index_build(owned, n_owned, &ix) == 0;
 
 	for (size_t i = 0; i < t->n; i++) {
 		bool mine = false;
 
 		if (!plan_block_is_candidate(t, &t->blocks[i], source))
 			continue;
-		/* Linear scan: this helper is for status output, not planning. */
-		for (size_t j = 0; owned && j < n_owned && !mine; j++)
-			mine = owned[j].id == t->blocks[i].id;
+		if (indexed)
+			mine = owned_index_find(&ix, t->blocks[i].id) != NULL;
+		else /* out of memory for the index: the slow way still answers */
+			for (size_t j = 0; owned && j < n_owned && !mine; j++)
+				mine = owned[j].id == t->blocks[i].id;
 		if (!mine)
 			count++;
 	}
+	if (indexed)
+		free(ix.v);
 	return count * t->block_size;
 }
 
