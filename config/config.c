@@ -577,6 +577,19 @@ static void list_choices(const char *const *choices, char *buf, size_t len)
 		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", choices[i]);
 }
 
+/* The largest whole unit: 3600000 -> "1h", 1500 -> "1500ms". */
+static void duration_format(uint64_t ms, char *buf, size_t len)
+{
+	if (ms && ms % (3600 * 1000) == 0)
+		snprintf(buf, len, "%lluh", (unsigned long long)(ms / (3600 * 1000)));
+	else if (ms && ms % (60 * 1000) == 0)
+		snprintf(buf, len, "%llum", (unsigned long long)(ms / (60 * 1000)));
+	else if (ms && ms % 1000 == 0)
+		snprintf(buf, len, "%llus", (unsigned long long)(ms / 1000));
+	else
+		snprintf(buf, len, "%llums", (unsigned long long)ms);
+}
+
 static int check_range(const struct key_def *d, uint64_t v, const char *s, char *why, size_t len)
 {
 	char a[32], b[32];
@@ -587,8 +600,8 @@ static int check_range(const struct key_def *d, uint64_t v, const char *s, char 
 		size_format(d->min, a, sizeof(a));
 		size_format(d->max, b, sizeof(b));
 	} else if (d->kind == K_DURATION) {
-		snprintf(a, sizeof(a), "%llums", (unsigned long long)d->min);
-		snprintf(b, sizeof(b), "%llums", (unsigned long long)d->max);
+		duration_format(d->min, a, sizeof(a));
+		duration_format(d->max, b, sizeof(b));
 	} else {
 		snprintf(a, sizeof(a), "%llu", (unsigned long long)d->min);
 		snprintf(b, sizeof(b), "%llu", (unsigned long long)d->max);
@@ -1446,21 +1459,25 @@ static bool is_pow2(uint64_t v)
 	return v && !(v & (v - 1));
 }
 
-static void check_ids(struct ctx *c, const struct mg_id_list *l, uint64_t nblocks,
-		      const char *path)
+static void check_ids(struct ctx *c, uint64_t nblocks, const char *path)
 {
-	const struct seen *s = seen_get(c, path);
-	yaml_node_t *n = s ? node(c, s->value) : NULL;
+	yaml_node_t *n = node(c, where(c, path));
 
-	for (size_t i = 0; i < l->n; i++) {
-		int at = s ? s->value : 0;
-		/* the list node's i-th item, when it came from the file as a list */
-		if (n && n->type == YAML_SEQUENCE_NODE &&
-		    (size_t)(n->data.sequence.items.top - n->data.sequence.items.start) == l->n)
-			at = n->data.sequence.items.start[i];
-		if (l->ids[i] >= nblocks)
-			err_at(c, at, "%s: block %llu does not exist (the sim has blocks 0 to %llu)",
-			       path, (unsigned long long)l->ids[i],
+	if (!n || n->type != YAML_SEQUENCE_NODE)
+		return;
+	/* walk the items again rather than the parsed list: each message can
+	 * then point at its own item */
+	for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+	     it++) {
+		yaml_node_t *item = node(c, *it);
+		uint64_t v;
+
+		if (item->type != YAML_SCALAR_NODE ||
+		    parse_u64((const char *)item->data.scalar.value, &v) < 0)
+			continue; /* reported by the walk */
+		if (v >= nblocks)
+			err_at(c, *it, "%s: block %llu does not exist (the sim has blocks 0 to %llu)",
+			       path, (unsigned long long)v,
 			       (unsigned long long)(nblocks ? nblocks - 1 : 0));
 	}
 }
@@ -1486,6 +1503,9 @@ static void finish_sim(struct ctx *c, struct mg_config *cfg)
 	char bs[32];
 	uint64_t nblocks;
 
+	if (s->online == 0)
+		err_at(c, where(c, "backend.sim.online"),
+		       "backend.sim.online: a machine needs some online memory");
 	if (bad(c, "backend.sim.block_size"))
 		return; /* every check below depends on it */
 	size_format(s->block_size, bs, sizeof(bs));
@@ -1494,9 +1514,6 @@ static void finish_sim(struct ctx *c, struct mg_config *cfg)
 		       "backend.sim.block_size: %s is not a power of two of at least 1M", bs);
 		return; /* the multiple checks below would only repeat it */
 	}
-	if (s->online == 0)
-		err_at(c, where(c, "backend.sim.online"),
-		       "backend.sim.online: a machine needs some online memory");
 	if (s->online % s->block_size)
 		err_at(c, where(c, "backend.sim.online"),
 		       "backend.sim.online: not a multiple of the block size %s", bs);
@@ -1507,8 +1524,8 @@ static void finish_sim(struct ctx *c, struct mg_config *cfg)
 		err_at(c, where(c, "backend.sim.used"),
 		       "backend.sim.used: more than the online memory");
 	nblocks = (s->online + s->standby) / s->block_size;
-	check_ids(c, &s->faults.configure_eio, nblocks, "backend.sim.faults.configure_eio");
-	check_ids(c, &s->faults.offline_ebusy, nblocks, "backend.sim.faults.offline_ebusy");
+	check_ids(c, nblocks, "backend.sim.faults.configure_eio");
+	check_ids(c, nblocks, "backend.sim.faults.offline_ebusy");
 	if (cfg->pressure.enabled && cfg->pressure.step % s->block_size)
 		err_at(c, where(c, "pressure.step"),
 		       "pressure.step: not a multiple of the sim's block size %s", bs);
@@ -1558,7 +1575,9 @@ static void finish(struct ctx *c, struct mg_config *cfg)
 		at = where(c, p);
 		if (node(c, at) && node(c, at)->type != YAML_MAPPING_NODE)
 			continue; /* already reported */
-		if (!h->exec && !h->webhook)
+		snprintf(q, sizeof(q), "%s.exec", p);
+		snprintf(r, sizeof(r), "%s.webhook", p);
+		if (!seen_get(c, q) && !seen_get(c, r))
 			err_at(c, at, "%s: needs exec or webhook", p);
 		if (h->exec && h->webhook)
 			err_at(c, at, "%s: has both exec and webhook; one hook does one of them", p);
@@ -1674,7 +1693,8 @@ static void parse(struct ctx *c)
 		if (!yaml_parser_load(&p, &extra)) {
 			syntax_error(c, &p);
 		} else {
-			if (yaml_document_get_root_node(&extra))
+			yaml_node_t *r2 = yaml_document_get_root_node(&extra);
+			if (r2 && !is_null(r2)) /* a trailing "---" is harmless */
 				err_mark(c, extra.start_mark.line, extra.start_mark.column,
 					 "a second YAML document; the configuration is one document");
 			yaml_document_delete(&extra);
