@@ -11,8 +11,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "hotplug/backend.h"
 #include "hotplug/discover.h"
 #include "hotplug/path.h"
+#include "hotplug/sim.h"
 #include "lib/util.h"
 #include "tests/fixtures/gentree.h"
 
@@ -400,6 +402,86 @@ static void test_path_read_write(void **state)
 			 -ENOENT);
 }
 
+
+/* Discovery over the sim's tree must give the sim's own table, field by field. */
+static void assert_same_table(const struct mem_table *a, const struct mem_table *b)
+{
+	assert_int_equal(a->block_size, b->block_size);
+	assert_int_equal(a->has_firmware, b->has_firmware);
+	assert_string_equal(a->auto_online, b->auto_online);
+	assert_string_equal(a->memmap_param, b->memmap_param);
+	assert_int_equal(a->n, b->n);
+	for (size_t i = 0; i < a->n; i++) {
+		const struct mem_block *x = &a->blocks[i], *y = &b->blocks[i];
+		if (x->id != y->id || x->in_firmware != y->in_firmware ||
+		    x->configured != y->configured || x->memmap_on_memory != y->memmap_on_memory ||
+		    x->state != y->state || x->removable != y->removable || x->node != y->node ||
+		    !streq(x->zones, y->zones))
+			fail_msg("block %" PRIu64 "/%" PRIu64 ": tree fw=%d conf=%d memmap=%d state=%s "
+				 "rm=%d node=%d zones='%s'; sim fw=%d conf=%d memmap=%d state=%s rm=%d "
+				 "node=%d zones='%s'", x->id, y->id, x->in_firmware, x->configured,
+				 x->memmap_on_memory, mem_state_name(x->state), x->removable, x->node,
+				 x->zones, y->in_firmware, y->configured, y->memmap_on_memory,
+				 mem_state_name(y->state), y->removable, y->node, y->zones);
+	}
+}
+
+static void compare_sim(const char *dir, const struct sim_params *p, const char *steps)
+{
+	char state[4096], tree[4096], buf[256], *save = NULL;
+	_cleanup_backend_ struct hp_backend *sim = NULL;
+	_cleanup_mem_table_ struct mem_table *ts = NULL, *tt = NULL;
+	struct sim_params q = *p;
+
+	snprintf(state, sizeof(state), "%s/sim.json", dir);
+	snprintf(tree, sizeof(tree), "%s/tree", dir);
+	q.tree = tree;
+	assert_int_equal(sim_init(state, &q), 0);
+	assert_int_equal(hp_sim_open(state, &sim), 0);
+	/* steps: "c16=1 s16=online_movable ..." as in rules.h */
+	snprintf(buf, sizeof(buf), "%s", steps);
+	for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		static const enum hp_attr attrs[] = { ['c'] = HP_ATTR_CONFIG, ['m'] = HP_ATTR_MEMMAP,
+						      ['o'] = HP_ATTR_ONLINE, ['s'] = HP_ATTR_STATE,
+						      ['a'] = HP_ATTR_AUTO_ONLINE };
+		char *eq = strchr(tok, '=');
+		assert_non_null(eq);
+		*eq = '\0';
+		assert_int_equal(sim->ops->write_attr(sim, attrs[(unsigned char)tok[0]],
+						      strtoull(tok + 1, NULL, 10), eq + 1), 0);
+	}
+	assert_int_equal(hp_discover(sim, &ts), 0);
+	tt = discover_ok(sim->root);
+	assert_same_table(tt, ts);
+	for (size_t i = 0; i < ts->n; i++) {
+		struct mem_block b;
+		_cleanup_hp_path_ struct hp_path *hp = NULL;
+		assert_int_equal(hp_path_open(sim->root, &hp), 0);
+		assert_int_equal(hp_discover_block(hp, ts->blocks[i].id, &b, NULL, 0), 0);
+		assert_memory_equal(&b, &tt->blocks[i], sizeof(b));
+	}
+}
+
+static void test_sim_tree_matches_sim(void **state)
+{
+	const char *dir = *state;
+	struct sim_params p;
+
+	sim_params_default(&p);
+	compare_sim(dir, &p, "");
+	rm_rf(dir), mkdir(dir, 0700);
+	compare_sim(dir, &p, "c16=1 c17=1 s16=online_movable o17=1 c20=1 a=online c21=1 "
+			     "o5=0 c5=0 m5=1 c5=1 m22=0");
+	rm_rf(dir), mkdir(dir, 0700);
+	p.has_firmware = false; /* C0 */
+	compare_sim(dir, &p, "o3=0 s16=online_movable");
+	rm_rf(dir), mkdir(dir, 0700);
+	sim_params_default(&p);
+	p.memmap_supported = false;
+	p.block_size = 256ull << 20;
+	compare_sim(dir, &p, "c9=1");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -418,6 +500,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_read_block_x86_C0, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_path_read_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sim_tree_matches_sim, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
