@@ -49,5 +49,10 @@ json_t *daemon_grants_json(struct daemon *d);
 json_t *daemon_grant_json(struct daemon *d, const char *id); /* NULL: no such grant */
 int daemon_metrics_text(struct daemon *d, char **out);
 struct event_bus *daemon_events(struct daemon *d);
+/* An eventfd that becomes readable whenever the agent's state changed
+ * (the main loop then updates systemd's STATUS=); drain it after reading. */
+int daemon_notify_fd(struct daemon *d);
+void daemon_notify_drain(struct daemon *d);
+
 /* One line for systemd's STATUS= ("idle; 2 grants applied, 1.0G granted"). */
 void daemon_status_line(struct daemon *d, char *buf, size_t len);

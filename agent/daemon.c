@@ -1,0 +1,1532 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine of memgrantd.
+ *
+ * Accepting (daemon_submit, any thread): parse, check the generation, check
+ * the request against the kernel's current table, write it to the journal
+ * (fsync), queue it, answer.  Applying (the executor thread): plan against a
+ * fresh table, decide memmap and zone, bring blocks up or take them down one
+ * at a time, journal every step before the kernel write and every result
+ * after it.  d->lock guards the journal, the queue and the counters; it is
+ * never held across a kernel write, so the API answers while a block takes
+ * a minute to go offline.
+ */
+#include "daemon.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "../config/config.h"
+#include "../hotplug/backend.h"
+#include "../hotplug/blockjson.h"
+#include "../hotplug/executor.h"
+#include "../hotplug/planner.h"
+#include "../hotplug/policy.h"
+#include "../hotplug/sim.h"
+#include "../lib/fileio.h"
+#include "../lib/size.h"
+#include "../lib/util.h"
+#include "journal.h"
+#include "message.h"
+#include "metrics.h"
+
+#define SOURCE_LOCAL "local"
+#define AUTO_ONLINE_SAVE "auto_online_blocks.orig"
+
+/* What happened to one block of an operation, for the status report. */
+struct outcome {
+	uint64_t block;
+	bool configured;
+	int memmap;
+	char state[16];
+	char zone[48];
+	char err_code[16];
+	char err_msg[192];
+};
+
+/* A grant or revocation that is queued or running. */
+struct op {
+	struct op *next;
+	struct msg *msg;
+	char source[MSG_ID_MAX + 1];
+	enum msg_state state;
+	uint64_t requested_bytes;
+	uint64_t applied_bytes;
+	size_t blocks_total;
+	struct outcome *outcomes;
+	size_t n_outcomes;
+	char **decisions;
+	size_t n_decisions;
+	char err_code[16];
+	char err_msg[256];
+};
+
+struct daemon {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct mg_log log;
+	/* settings (replaced on reload) */
+	char *agent_id;
+	char *state_dir;
+	struct policy_settings policy;
+	uint64_t revoke_budget_ms;
+	size_t body_limit;
+	bool own_onlining;
+	/* parts */
+	struct hp_backend *backend;
+	struct journal *journal;
+	struct metrics *metrics;
+	struct event_bus *events;
+	int notify_fd;
+	/* work */
+	struct op *queue_head, *queue_tail;
+	struct op *running;
+	bool stopping;
+	bool executor_started;
+	pthread_t executor;
+	pid_t executor_tid;
+	char auto_online_saved[24]; /* "" when the agent did not change it */
+};
+
+/* --- small helpers ---------------------------------------------------------- */
+
+static void notify(struct daemon *d)
+{
+	uint64_t one = 1;
+
+	if (write(d->notify_fd, &one, sizeof(one)) < 0) {
+		/* the counter is saturated or closed: the main loop wakes anyway */
+	}
+}
+
+int daemon_notify_fd(struct daemon *d)
+{
+	return d->notify_fd;
+}
+
+void daemon_notify_drain(struct daemon *d)
+{
+	uint64_t n;
+
+	if (read(d->notify_fd, &n, sizeof(n)) < 0) {
+		/* nothing pending */
+	}
+}
+
+struct event_bus *daemon_events(struct daemon *d)
+{
+	return d->events;
+}
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void op_free(struct op *o)
+{
+	if (!o)
+		return;
+	msg_free(o->msg);
+	free(o->outcomes);
+	for (size_t i = 0; i < o->n_decisions; i++)
+		free(o->decisions[i]);
+	free(o->decisions);
+	free(o);
+}
+
+static void op_add_decision(struct op *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void op_add_decision(struct op *o, const char *fmt, ...)
+{
+	char **nd = reallocarray(o->decisions, o->n_decisions + 1, sizeof(*nd));
+	va_list ap;
+	char *s;
+
+	if (!nd)
+		return;
+	o->decisions = nd;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) >= 0)
+		o->decisions[o->n_decisions++] = s;
+	va_end(ap);
+}
+
+static struct outcome *op_add_outcome(struct op *o, uint64_t block)
+{
+	struct outcome *no = reallocarray(o->outcomes, o->n_outcomes + 1, sizeof(*no));
+
+	if (!no)
+		return NULL;
+	o->outcomes = no;
+	no = &o->outcomes[o->n_outcomes++];
+	memset(no, 0, sizeof(*no));
+	no->block = block;
+	no->memmap = -1;
+	return no;
+}
+
+static void outcome_from_block(struct outcome *oc, const struct mem_block *b)
+{
+	oc->configured = b->configured;
+	oc->memmap = b->memmap_on_memory;
+	snprintf(oc->state, sizeof(oc->state), "%s", mem_state_name(b->state));
+	/* an online block's valid_zones is its zone (A9) */
+	if (b->state == MEM_STATE_ONLINE)
+		snprintf(oc->zone, sizeof(oc->zone), "%s", b->zones);
+	else
+		oc->zone[0] = '\0';
+}
+
+static enum msg_zone zone_of_block(const struct mem_block *b)
+{
+	return strstr(b->zones, "Movable") == b->zones ? MSG_ZONE_MOVABLE : MSG_ZONE_NORMAL;
+}
+
+static void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *standby)
+{
+	*online = *standby = 0;
+	for (size_t i = 0; t && i < t->n; i++) {
+		if (t->blocks[i].configured && t->blocks[i].state == MEM_STATE_ONLINE)
+			*online += t->block_size;
+		else if (mem_block_is_standby(&t->blocks[i]))
+			*standby += t->block_size;
+	}
+}
+
+/* The status report of O as the wire protocol has it, plus progress fields. */
+static json_t *op_status_json(struct daemon *d, const struct op *o, const struct mem_table *t)
+{
+	_cleanup_free_ struct msg_status_block *blocks = calloc(o->n_outcomes + 1, sizeof(*blocks));
+	struct msg_status s = {
+		.agent = d->agent_id,
+		.id = o->msg->id,
+		.generation = o->msg->generation,
+		.state = o->state,
+		.requested_bytes = o->requested_bytes,
+		.applied_bytes = o->applied_bytes,
+		.n_blocks = o->n_outcomes,
+		.error_code = o->err_code[0] ? o->err_code : NULL,
+		.error_message = o->err_code[0] ? o->err_msg : NULL,
+		.block_size = t ? t->block_size : 0,
+		.decisions = (const char *const *)o->decisions,
+		.n_decisions = o->n_decisions,
+		.source = o->source,
+	};
+	json_t *j;
+
+	if (!blocks)
+		return NULL;
+	for (size_t i = 0; i < o->n_outcomes; i++) {
+		const struct outcome *oc = &o->outcomes[i];
+		blocks[i] = (struct msg_status_block){
+			.block = oc->block,
+			.configured = oc->configured,
+			.memmap_on_memory = oc->memmap,
+			.state = oc->state[0] ? oc->state : NULL,
+			.zone = oc->zone[0] ? oc->zone : NULL,
+			.error_code = oc->err_code[0] ? oc->err_code : NULL,
+			.error_message = oc->err_code[0] ? oc->err_msg : NULL,
+		};
+	}
+	s.blocks = blocks;
+	memory_figures(t, &s.online_bytes, &s.standby_bytes);
+	j = msg_status_to_json(&s);
+	if (j) {
+		json_object_set_new(j, "kind", json_string(msg_type_name(o->msg->type)));
+		json_object_set_new(j, "blocks_total", json_integer((json_int_t)o->blocks_total));
+		json_object_set_new(j, "blocks_done", json_integer((json_int_t)o->n_outcomes));
+	}
+	return j;
+}
+
+/* Where reports of SOURCE go: the provider that sent the grant; none for local. */
+static const char *outbox_dest(const char *source)
+{
+	return streq(source, SOURCE_LOCAL) ? NULL : source;
+}
+
+/* Journals O's state and report and tells everybody; called with d->lock held. */
+static int op_publish_locked(struct daemon *d, struct op *o, const struct mem_table *t)
+{
+	json_t *status = op_status_json(d, o, t);
+	int r;
+
+	if (!status)
+		return -ENOMEM;
+	r = journal_set_state(d->journal, o->msg->id, o->state, status,
+			      msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS
+				      ? outbox_dest(o->source) : NULL);
+	if (r < 0)
+		log_err(&d->log, "%s: cannot journal state %s: %s", o->msg->id, msg_state_name(o->state),
+			strerror(-r));
+	events_publish(d->events, status);
+	json_decref(status);
+	notify(d);
+	return r;
+}
+
+static void op_publish(struct daemon *d, struct op *o, const struct mem_table *t)
+{
+	pthread_mutex_lock(&d->lock);
+	op_publish_locked(d, o, t);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Ownership list for the planner from the journal; called with d->lock held. */
+static int owned_list_locked(struct daemon *d, struct owned_block **out, size_t *n)
+{
+	_cleanup_free_ struct journal_block *jb = NULL;
+	struct owned_block *ob;
+	size_t k = 0;
+	int r = journal_owned_blocks(d->journal, &jb, &k);
+
+	if (r < 0)
+		return r;
+	ob = calloc(k + 1, sizeof(*ob));
+	if (!ob)
+		return -ENOMEM;
+	for (size_t i = 0; i < k; i++) {
+		ob[i].id = jb[i].block;
+		ob[i].seq = jb[i].seq;
+		ob[i].zone = jb[i].zone == MSG_ZONE_MOVABLE ? ZONE_KIND_MOVABLE : ZONE_KIND_NORMAL;
+		snprintf(ob[i].grant_id, sizeof(ob[i].grant_id), "%s", jb[i].grant_id);
+	}
+	*out = ob;
+	*n = k;
+	return 0;
+}
+
+static void fill_grant_request(const struct msg *m, struct grant_request *req)
+{
+	memset(req, 0, sizeof(*req));
+	switch (m->target) {
+	case MSG_BY_BLOCKS:
+		req->by = GRANT_BY_BLOCKS;
+		req->ids = m->blocks;
+		req->n_ids = m->n_blocks;
+		break;
+	case MSG_BY_RANGES:
+		req->by = GRANT_BY_RANGES;
+		req->ranges = (const char *const *)m->ranges;
+		req->n_ranges = m->n_ranges;
+		break;
+	default:
+		req->by = GRANT_BY_SIZE;
+		req->size = m->size;
+		break;
+	}
+	req->source = PLAN_SOURCE_AUTO;
+}
+
+static void fill_revoke_request(const struct msg *m, struct revoke_request *req)
+{
+	memset(req, 0, sizeof(*req));
+	switch (m->target) {
+	case MSG_BY_BLOCKS:
+		req->by = REVOKE_BY_BLOCKS;
+		req->ids = m->blocks;
+		req->n_ids = m->n_blocks;
+		break;
+	case MSG_BY_GRANT:
+		req->by = REVOKE_BY_GRANT;
+		req->grant_id = m->grant;
+		break;
+	default:
+		req->by = REVOKE_BY_SIZE;
+		req->size = m->size;
+		break;
+	}
+}
+
+static uint64_t queued_bytes_locked(struct daemon *d, enum msg_type type)
+{
+	uint64_t sum = 0;
+
+	for (struct op *o = d->queue_head; o; o = o->next)
+		if (o->msg->type == type)
+			sum += o->requested_bytes;
+	if (d->running && d->running->msg->type == type)
+		sum += d->running->requested_bytes - d->running->applied_bytes;
+	return sum;
+}
+
+/*
+ * Checks M against the kernel's current table before it is accepted.  Blocks
+ * promised to queued grants count as taken, so two grants are never promised
+ * the same memory.  Returns 0 with *REQUESTED set, or -errno with ERR filled.
+ * Called with d->lock held.
+ */
+static int precheck_locked(struct daemon *d, const struct msg *m, const struct mem_table *t,
+			   uint64_t *requested, struct msg_error *err)
+{
+	_cleanup_free_ struct owned_block *owned = NULL;
+	_cleanup_plan_ struct plan *p = NULL;
+	size_t n_owned = 0;
+	int r;
+
+	if (m->has_not_after && m->not_after <= time(NULL)) {
+		char when[32];
+		msg_time_format(m->not_after, when);
+		return msg_error_set(err, ETIME, "%s %s expired at %s (not_after): nothing applied",
+				     msg_type_name(m->type), m->id, when);
+	}
+	r = owned_list_locked(d, &owned, &n_owned);
+	if (r < 0)
+		return msg_error_set(err, r, "cannot read the journal's block list");
+
+	if (m->type == MSG_GRANT) {
+		struct grant_request req;
+		uint64_t reserved = queued_bytes_locked(d, MSG_GRANT);
+		uint64_t avail = plan_available_bytes(t, PLAN_SOURCE_AUTO, owned, n_owned);
+
+		fill_grant_request(m, &req);
+		r = plan_grant(t, &req, owned, n_owned, &p);
+		if (r < 0)
+			return msg_error_set(err, r, "%s", p ? p->reason : "cannot plan the grant");
+		if (p->want_bytes > avail - (reserved < avail ? reserved : avail)) {
+			char a[16], q[16], w[16];
+			size_format(p->want_bytes, w, sizeof(w));
+			size_format(avail, a, sizeof(a));
+			size_format(reserved, q, sizeof(q));
+			return msg_error_set(err, ENOSPC,
+					     "%s requested, %s standby available of which %s is promised to queued grants",
+					     w, a, q);
+		}
+		*requested = p->want_bytes;
+	} else {
+		struct revoke_request req;
+		uint64_t owned_bytes = (uint64_t)n_owned * t->block_size;
+		uint64_t pending_grants = queued_bytes_locked(d, MSG_GRANT);
+		uint64_t pending_revokes = queued_bytes_locked(d, MSG_REVOKE);
+
+		fill_revoke_request(m, &req);
+		r = plan_revoke(t, &req, owned, n_owned, &p);
+		/* a revocation of a grant still queued is planned when it runs */
+		if (r == -ENOENT && m->target == MSG_BY_GRANT) {
+			bool queued = false;
+			for (struct op *o = d->queue_head; o; o = o->next)
+				queued |= streq(o->msg->id, m->grant);
+			if (d->running && streq(d->running->msg->id, m->grant))
+				queued = true;
+			if (queued) {
+				*requested = 0;
+				return 0;
+			}
+		}
+		if (r < 0)
+			return msg_error_set(err, r, "%s", p ? p->reason : "cannot plan the revocation");
+		if (m->target == MSG_BY_SIZE &&
+		    m->size > owned_bytes + pending_grants - (pending_revokes < owned_bytes + pending_grants
+								      ? pending_revokes : owned_bytes + pending_grants)) {
+			char w[16], o[16];
+			size_format(m->size, w, sizeof(w));
+			size_format(owned_bytes, o, sizeof(o));
+			return msg_error_set(err, ENOSPC,
+					     "%s to revoke, the agent owns %s and queued revocations already take part of it",
+					     w, o);
+		}
+		*requested = p->want_bytes;
+	}
+	return 0;
+}
+
+static json_t *error_json(const struct msg_error *e)
+{
+	return json_pack("{s:{s:s,s:s}}", "error", "code", e->code, "message", e->message);
+}
+
+/*
+ * Local callers do not track generations: an operator's message without one
+ * gets the next local generation, and one without an id gets "local-<gen>".
+ */
+static int complete_local_message(struct daemon *d, json_t *obj)
+{
+	uint64_t gen;
+
+	if (!json_is_object(obj) || json_object_get(obj, "generation"))
+		return 0;
+	if (streq(json_string_value(json_object_get(obj, "type")), "sync"))
+		return 0;
+	gen = journal_last_generation(d->journal, SOURCE_LOCAL) + 1;
+	json_object_set_new(obj, "generation", json_integer((json_int_t)gen));
+	if (!json_object_get(obj, "id")) {
+		char id[32];
+		snprintf(id, sizeof(id), "local-%llu", (unsigned long long)gen);
+		json_object_set_new(obj, "id", json_string(id));
+	}
+	return 0;
+}
+
+static enum metric_outcome metric_of_state(enum msg_state s)
+{
+	switch (s) {
+	case MSG_STATE_APPLIED: return OUT_APPLIED;
+	case MSG_STATE_PARTIAL: return OUT_PARTIAL;
+	case MSG_STATE_REJECTED: return OUT_REJECTED;
+	default: return OUT_FAILED;
+	}
+}
+
+int daemon_submit(struct daemon *d, const char *source, const char *body, size_t len, int *http_status,
+		  json_t **reply)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct msg_error err = { 0 };
+	struct msg *m = NULL;
+	json_t *obj;
+	json_error_t jerr;
+	struct op *o;
+	int r;
+
+	*reply = NULL;
+	if (len > d->body_limit) {
+		msg_error_set(&err, E2BIG, "message of %zu bytes is larger than the limit of %zu bytes", len,
+			      d->body_limit);
+		*http_status = 413;
+		*reply = error_json(&err);
+		return 0;
+	}
+	obj = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!obj) {
+		msg_error_set(&err, EBADMSG, "not JSON: %s at line %d, column %d", jerr.text, jerr.line,
+			      jerr.column);
+		*http_status = 400;
+		*reply = error_json(&err);
+		return 0;
+	}
+
+	pthread_mutex_lock(&d->lock);
+	if (streq(source, SOURCE_LOCAL))
+		complete_local_message(d, obj);
+	r = msg_from_json(obj, &m, &err);
+	json_decref(obj);
+	if (r < 0) {
+		*http_status = r == -E2BIG ? 413 : 400;
+		goto out_error;
+	}
+	if (m->type == MSG_SYNC) {
+		*http_status = 200;
+		*reply = msg_sync_reply_json(m->nonce);
+		goto out;
+	}
+	if (d->stopping) {
+		msg_error_set(&err, ESHUTDOWN, "the agent is stopping; send %s again when it is back", m->id);
+		*http_status = 503;
+		goto out_error;
+	}
+
+	{
+		struct journal_grant rec = { 0 };
+		r = journal_lookup_generation(d->journal, source, m->generation, &rec);
+		if (r == JOURNAL_GEN_REPLAY) {
+			/* a replay: the recorded answer, nothing applied */
+			*http_status = 200;
+			*reply = rec.status ? json_incref(rec.status) : journal_grant_json(d->journal, rec.id);
+			journal_grant_done(&rec);
+			log_info(&d->log, "%s from %s: generation %llu already seen, answering with the recorded status",
+				 m->id, source, (unsigned long long)m->generation);
+			goto out;
+		}
+		if (r == JOURNAL_GEN_STALE) {
+			msg_error_set(&err, ESTALE,
+				      "generation %llu is not above the last generation %llu from %s: stale, nothing applied",
+				      (unsigned long long)m->generation,
+				      (unsigned long long)journal_last_generation(d->journal, source), source);
+			*http_status = 409;
+			goto out_error;
+		}
+		if (r < 0) {
+			msg_error_set(&err, r, "bad source \"%s\"", source);
+			*http_status = 400;
+			goto out_error;
+		}
+		if (journal_get_grant(d->journal, m->id, &rec) == 0) {
+			journal_grant_done(&rec);
+			msg_error_set(&err, EEXIST, "id \"%s\" is already used by another grant or revocation", m->id);
+			*http_status = 409;
+			goto out_error;
+		}
+	}
+
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		msg_error_set(&err, ENOMEM, "out of memory");
+		*http_status = 500;
+		goto out_error;
+	}
+	o->msg = m;
+	m = NULL;
+	snprintf(o->source, sizeof(o->source), "%s", source);
+
+	r = hp_discover(d->backend, &t);
+	if (r < 0) {
+		msg_error_set(&err, r, "cannot read the memory blocks: %s", strerror(-r));
+		*http_status = 500;
+		op_free(o);
+		goto out_error;
+	}
+	r = precheck_locked(d, o->msg, t, &o->requested_bytes, &err);
+	if (r < 0) {
+		json_t *status;
+		o->state = MSG_STATE_REJECTED;
+		snprintf(o->err_code, sizeof(o->err_code), "%s", err.code);
+		snprintf(o->err_msg, sizeof(o->err_msg), "%s", err.message);
+		status = op_status_json(d, o, t);
+		r = journal_record_grant(d->journal, source, o->msg, MSG_STATE_REJECTED, status,
+					 outbox_dest(source));
+		if (r < 0)
+			log_err(&d->log, "%s: cannot journal the rejection: %s", o->msg->id, strerror(-r));
+		log_notice(&d->log, "%s %s from %s rejected: %s", msg_type_name(o->msg->type), o->msg->id, source,
+			   err.message);
+		metrics_count_request(d->metrics, msg_type_name(o->msg->type), OUT_REJECTED);
+		events_publish(d->events, status);
+		*http_status = 409;
+		*reply = status;
+		op_free(o);
+		goto out;
+	}
+
+	o->state = MSG_STATE_ACCEPTED;
+	{
+		json_t *status = op_status_json(d, o, t);
+		/* durable before acknowledged */
+		r = status ? journal_record_grant(d->journal, source, o->msg, MSG_STATE_ACCEPTED, status,
+						  outbox_dest(source))
+			   : -ENOMEM;
+		if (r < 0) {
+			json_decref(status);
+			msg_error_set(&err, r, "cannot record %s in the journal: %s", o->msg->id, strerror(-r));
+			*http_status = r == -ENOBUFS ? 503 : 500;
+			log_err(&d->log, "%s", err.message);
+			op_free(o);
+			goto out_error;
+		}
+		events_publish(d->events, status);
+		*reply = status;
+	}
+	{
+		char sz[16];
+		size_format(o->requested_bytes, sz, sizeof(sz));
+		log_notice(&d->log, "%s %s from %s accepted (generation %llu, %s)", msg_type_name(o->msg->type),
+			   o->msg->id, source, (unsigned long long)o->msg->generation, sz);
+	}
+	if (d->queue_tail)
+		d->queue_tail->next = o;
+	else
+		d->queue_head = o;
+	d->queue_tail = o;
+	pthread_cond_signal(&d->cond);
+	notify(d);
+	*http_status = 202;
+	goto out;
+
+out_error:
+	*reply = error_json(&err);
+out:
+	pthread_mutex_unlock(&d->lock);
+	msg_free(m);
+	return 0;
+}
+
+/* --- the executor ------------------------------------------------------------ */
+
+static void interrupt_handler(int sig)
+{
+	(void)sig; /* only there to make a blocking sysfs write return EINTR */
+}
+
+/* A one-shot timer that interrupts the executor's blocking write at a deadline
+ * (W6: offlining has no time limit of its own; a signal stops it). */
+struct budget_timer {
+	timer_t id;
+	bool armed;
+};
+
+static void budget_arm(struct daemon *d, struct budget_timer *bt, double deadline)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGUSR1 };
+	struct itimerspec its = { 0 };
+	double left = deadline - now_seconds();
+
+	sev._sigev_un._tid = d->executor_tid;
+	if (left < 0.001)
+		left = 0.001;
+	if (timer_create(CLOCK_MONOTONIC, &sev, &bt->id) < 0)
+		return;
+	its.it_value.tv_sec = (time_t)left;
+	its.it_value.tv_nsec = (long)((left - (double)(time_t)left) * 1e9);
+	timer_settime(bt->id, 0, &its, NULL);
+	bt->armed = true;
+}
+
+static void budget_disarm(struct budget_timer *bt)
+{
+	if (bt->armed)
+		timer_delete(bt->id);
+	bt->armed = false;
+}
+
+static void set_outcome_error(struct outcome *oc, const struct block_result *res, const char *extra)
+{
+	snprintf(oc->err_code, sizeof(oc->err_code), "%s", errno_name(res->err));
+	snprintf(oc->err_msg, sizeof(oc->err_msg), "block %llu: %s failed: %s%s%s",
+		 (unsigned long long)oc->block, block_step_name(res->failed_step), strerror(-res->err),
+		 res->undo_err ? "; undo failed too: " : "", res->undo_err ? strerror(-res->undo_err) : "");
+	if (extra) {
+		size_t n = strlen(oc->err_msg);
+		snprintf(oc->err_msg + n, sizeof(oc->err_msg) - n, "%s", extra);
+	}
+}
+
+static void count_result(struct daemon *d, const struct block_result *res, double secs, bool up)
+{
+	const char *step = res->failed_step != STEP_NONE ? block_step_name(res->failed_step)
+							 : up ? "online" : "deconfigure";
+	metrics_count_block_op(d->metrics, step, res->err, secs);
+}
+
+static bool stop_requested(struct daemon *d)
+{
+	bool s;
+
+	pthread_mutex_lock(&d->lock);
+	s = d->stopping;
+	pthread_mutex_unlock(&d->lock);
+	return s;
+}
+
+static void finish_op(struct daemon *d, struct op *o, size_t ok, size_t total, const struct mem_table *t)
+{
+	if (total == 0 || ok == total)
+		o->state = MSG_STATE_APPLIED;
+	else if (ok > 0)
+		o->state = MSG_STATE_PARTIAL;
+	else
+		o->state = MSG_STATE_FAILED;
+	if (o->state != MSG_STATE_APPLIED && !o->err_code[0]) {
+		for (size_t i = 0; i < o->n_outcomes; i++)
+			if (o->outcomes[i].err_code[0]) {
+				snprintf(o->err_code, sizeof(o->err_code), "%s", o->outcomes[i].err_code);
+				snprintf(o->err_msg, sizeof(o->err_msg), "%s", o->outcomes[i].err_msg);
+				break;
+			}
+	}
+	metrics_count_request(d->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
+	{
+		char a[16], q[16];
+		size_format(o->applied_bytes, a, sizeof(a));
+		size_format(o->requested_bytes, q, sizeof(q));
+		log_notice(&d->log, "%s %s %s: %s of %s%s%s", msg_type_name(o->msg->type), o->msg->id,
+			   msg_state_name(o->state), a, q, o->err_code[0] ? "; " : "", o->err_code[0] ? o->err_msg : "");
+	}
+	op_publish(d, o, t);
+}
+
+static int run_grant(struct daemon *d, struct op *o)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_free_ struct owned_block *owned = NULL;
+	_cleanup_plan_ struct plan *p = NULL;
+	_cleanup_policy_decision_ struct policy_decision *pd = NULL;
+	struct grant_request req;
+	struct policy_request preq = { .memmap = -1 };
+	uint64_t mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
+	size_t n_owned = 0, ok = 0;
+	uint64_t already = 0;
+	int r;
+
+	r = hp_discover(d->backend, &t);
+	if (r < 0) {
+		snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(r));
+		snprintf(o->err_msg, sizeof(o->err_msg), "cannot read the memory blocks: %s", strerror(-r));
+		finish_op(d, o, 0, 1, NULL);
+		return r;
+	}
+
+	/* Resuming after a restart: blocks this grant already owns count as done. */
+	pthread_mutex_lock(&d->lock);
+	r = owned_list_locked(d, &owned, &n_owned);
+	pthread_mutex_unlock(&d->lock);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n_owned; i++) {
+		if (!streq(owned[i].grant_id, o->msg->id))
+			continue;
+		struct mem_block *b = mem_table_find(t, owned[i].id);
+		struct outcome *oc = op_add_outcome(o, owned[i].id);
+		if (oc && b)
+			outcome_from_block(oc, b);
+		already += t->block_size;
+		ok++;
+	}
+	o->applied_bytes = already;
+
+	fill_grant_request(o->msg, &req);
+	if (req.by == GRANT_BY_SIZE) {
+		if (already >= req.size) {
+			o->blocks_total = ok;
+			finish_op(d, o, ok, ok, t);
+			return 0;
+		}
+		req.size -= already;
+	}
+	r = plan_grant(t, &req, owned, n_owned, &p);
+	if (r < 0 && !(req.by != GRANT_BY_SIZE && ok > 0 && r == -EBUSY)) {
+		o->state = ok ? MSG_STATE_PARTIAL : MSG_STATE_REJECTED;
+		snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(r));
+		snprintf(o->err_msg, sizeof(o->err_msg), "%s", p ? p->reason : strerror(-r));
+		log_notice(&d->log, "grant %s cannot be planned now: %s", o->msg->id, o->err_msg);
+		metrics_count_request(d->metrics, "grant", metric_of_state(o->state));
+		op_publish(d, o, t);
+		return r;
+	}
+	o->blocks_total = ok + (p ? p->n : 0);
+
+	{
+		char why[160];
+		int r2 = policy_read_meminfo(d->backend->root, NULL, &mem_available);
+		if (r2 < 0) {
+			log_warn(&d->log, "cannot read %s/proc/meminfo (%s): MemAvailable unknown", d->backend->root,
+				 strerror(-r2));
+			mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
+		}
+		(void)why;
+	}
+	preq.memmap = o->msg->memmap == MSG_MEMMAP_AUTO ? -1 : o->msg->memmap == MSG_MEMMAP_ON;
+	preq.zone = o->msg->zone == MSG_ZONE_MOVABLE ? POLICY_ZONE_MOVABLE
+		    : o->msg->zone == MSG_ZONE_NORMAL ? POLICY_ZONE_NORMAL : POLICY_ZONE_AUTO;
+	preq.contiguous = o->msg->contiguous;
+	if (p && p->n > 0) {
+		struct policy_settings ps;
+		pthread_mutex_lock(&d->lock);
+		ps = d->policy;
+		pthread_mutex_unlock(&d->lock);
+		r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
+		if (r < 0)
+			return r;
+		op_add_decision(o, "%s", pd->memmap_reason);
+		op_add_decision(o, "%s", pd->zone_reason);
+		log_info(&d->log, "grant %s: %s", o->msg->id, pd->memmap_reason);
+		log_info(&d->log, "grant %s: %s", o->msg->id, pd->zone_reason);
+	}
+
+	o->state = MSG_STATE_IN_PROGRESS;
+	op_publish(d, o, t);
+
+	for (size_t i = 0; p && i < p->n; i++) {
+		const struct policy_block *pb = &pd->blocks[i];
+		struct journal_step step = { .kind = JOURNAL_STEP_BRING_UP, .block = pb->id, .memmap = pb->memmap,
+					     .zone = pb->online == ONLINE_MOVABLE ? MSG_ZONE_MOVABLE : MSG_ZONE_NORMAL };
+		struct block_result res;
+		struct outcome *oc;
+		double t0;
+
+		if (stop_requested(d)) {
+			log_notice(&d->log, "grant %s: stopping after %zu of %zu blocks; it resumes at the next start",
+				   o->msg->id, ok, o->blocks_total);
+			return -ECANCELED;
+		}
+		snprintf(step.op, sizeof(step.op), "%s", o->msg->id);
+		pthread_mutex_lock(&d->lock);
+		r = journal_begin_step(d->journal, &step);
+		pthread_mutex_unlock(&d->lock);
+		if (r < 0) {
+			log_err(&d->log, "grant %s: cannot journal the step for block %llu: %s; stopping the grant",
+				o->msg->id, (unsigned long long)pb->id, strerror(-r));
+			break;
+		}
+		t0 = now_seconds();
+		block_bring_up(d->backend, pb->id, pb->memmap, pb->online, &res);
+		count_result(d, &res, now_seconds() - t0, true);
+
+		pthread_mutex_lock(&d->lock);
+		oc = op_add_outcome(o, pb->id);
+		if (oc)
+			outcome_from_block(oc, &res.after);
+		if (res.err == 0) {
+			enum msg_zone z = zone_of_block(&res.after);
+			r = journal_add_owned_block(d->journal, o->msg->id, pb->id, z, res.after.memmap_on_memory == 1,
+						    NULL);
+			if (r < 0)
+				log_err(&d->log, "grant %s: block %llu is online but cannot be journaled: %s",
+					o->msg->id, (unsigned long long)pb->id, strerror(-r));
+			ok++;
+			o->applied_bytes += t->block_size;
+			if (res.auto_onlined) {
+				bool wanted_movable = pb->online == ONLINE_MOVABLE;
+				bool got_movable = z == MSG_ZONE_MOVABLE;
+				op_add_decision(o, "block %llu: configuring it onlined it at once (auto_online_blocks); "
+						"policy wanted %s, the kernel chose %s%s",
+						(unsigned long long)pb->id, wanted_movable ? "Movable" : "Normal",
+						res.after.zones, wanted_movable == got_movable ? "" : " (set backend.own_onlining to let the agent choose)");
+				log_warn(&d->log, "grant %s: block %llu was onlined by the kernel at configure time into %s; "
+					 "the policy wanted %s", o->msg->id, (unsigned long long)pb->id, res.after.zones,
+					 wanted_movable ? "Movable" : "Normal");
+			}
+		} else if (oc) {
+			set_outcome_error(oc, &res, NULL);
+			log_err(&d->log, "grant %s: %s", o->msg->id, oc->err_msg);
+		}
+		journal_end_step(d->journal);
+		op_publish_locked(d, o, t);
+		pthread_mutex_unlock(&d->lock);
+	}
+	if (p && pd)
+		finish_op(d, o, ok, o->blocks_total, t);
+	else
+		finish_op(d, o, ok, ok, t);
+	return 0;
+}
+
+static int run_revoke(struct daemon *d, struct op *o)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_free_ struct owned_block *owned = NULL;
+	_cleanup_plan_ struct plan *p = NULL;
+	_cleanup_free_ uint64_t *busy = NULL;
+	struct revoke_request req;
+	size_t n_owned = 0, ok = 0, n_busy = 0;
+	double deadline;
+	uint64_t budget_ms;
+	int r;
+
+	r = hp_discover(d->backend, &t);
+	if (r < 0) {
+		snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(r));
+		snprintf(o->err_msg, sizeof(o->err_msg), "cannot read the memory blocks: %s", strerror(-r));
+		finish_op(d, o, 0, 1, NULL);
+		return r;
+	}
+	pthread_mutex_lock(&d->lock);
+	r = owned_list_locked(d, &owned, &n_owned);
+	budget_ms = d->revoke_budget_ms;
+	pthread_mutex_unlock(&d->lock);
+	if (r < 0)
+		return r;
+	fill_revoke_request(o->msg, &req);
+	r = plan_revoke(t, &req, owned, n_owned, &p);
+	if (r < 0) {
+		o->state = MSG_STATE_REJECTED;
+		snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(r));
+		snprintf(o->err_msg, sizeof(o->err_msg), "%s", p ? p->reason : strerror(-r));
+		metrics_count_request(d->metrics, "revoke", OUT_REJECTED);
+		op_publish(d, o, t);
+		return r;
+	}
+	o->requested_bytes = p->want_bytes;
+	o->blocks_total = (size_t)(p->want_bytes / t->block_size);
+	op_add_decision(o, "revoke: %s", p->reason);
+	o->state = MSG_STATE_IN_PROGRESS;
+	op_publish(d, o, t);
+
+	busy = calloc(p->n + 1, sizeof(*busy));
+	if (!busy)
+		return -ENOMEM;
+	deadline = now_seconds() + (double)budget_ms / 1000.0;
+
+	/* First pass in the planner's order; blocks that are busy are retried
+	 * while the budget lasts, with growing pauses, since pages in use may
+	 * move away (W6). */
+	for (unsigned pass = 0; o->applied_bytes < p->want_bytes; pass++) {
+		const uint64_t *ids = pass == 0 ? p->blocks : busy;
+		size_t n = pass == 0 ? p->n : n_busy, next_busy = 0;
+
+		if (pass > 0) {
+			struct timespec pause = { .tv_sec = 0, .tv_nsec = 250000000L << (pass > 3 ? 2 : pass - 1) };
+			if (n == 0 || now_seconds() + 0.25 >= deadline || stop_requested(d))
+				break;
+			nanosleep(&pause, NULL);
+		}
+		for (size_t i = 0; i < n && o->applied_bytes < p->want_bytes; i++) {
+			struct journal_step step = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = ids[i], .memmap = -1,
+						     .zone = MSG_ZONE_AUTO };
+			struct block_result res;
+			struct budget_timer bt = { 0 };
+			struct outcome *oc = NULL;
+			double t0;
+
+			if (stop_requested(d)) {
+				log_notice(&d->log, "revocation %s: stopping; it resumes at the next start", o->msg->id);
+				return -ECANCELED;
+			}
+			if (now_seconds() >= deadline) {
+				busy[next_busy++] = ids[i];
+				continue;
+			}
+			snprintf(step.op, sizeof(step.op), "%s", o->msg->id);
+			pthread_mutex_lock(&d->lock);
+			r = journal_begin_step(d->journal, &step);
+			pthread_mutex_unlock(&d->lock);
+			if (r < 0) {
+				log_err(&d->log, "revocation %s: cannot journal the step: %s", o->msg->id, strerror(-r));
+				goto done;
+			}
+			t0 = now_seconds();
+			budget_arm(d, &bt, deadline);
+			block_take_down(d->backend, ids[i], &res);
+			budget_disarm(&bt);
+			count_result(d, &res, now_seconds() - t0, false);
+
+			pthread_mutex_lock(&d->lock);
+			/* one outcome per block: a retried block updates its entry */
+			for (size_t k = 0; k < o->n_outcomes; k++)
+				if (o->outcomes[k].block == ids[i])
+					oc = &o->outcomes[k];
+			if (!oc)
+				oc = op_add_outcome(o, ids[i]);
+			if (oc) {
+				memset(oc->err_code, 0, sizeof(oc->err_code));
+				outcome_from_block(oc, &res.after);
+			}
+			if (res.err == 0) {
+				journal_remove_owned_block(d->journal, ids[i]);
+				o->applied_bytes += t->block_size;
+				ok++;
+			} else {
+				if (oc)
+					set_outcome_error(oc, &res, res.err == -EINTR ? " (the revocation's time budget ran out)"
+										    : res.err == -EBUSY ? " (skipped, still busy)" : NULL);
+				if (res.err == -EBUSY || res.err == -EINTR)
+					busy[next_busy++] = ids[i];
+				log_warn(&d->log, "revocation %s: %s", o->msg->id, oc ? oc->err_msg : "block failed");
+			}
+			journal_end_step(d->journal);
+			op_publish_locked(d, o, t);
+			pthread_mutex_unlock(&d->lock);
+		}
+		n_busy = next_busy;
+		if (pass > 0 && n_busy == n && now_seconds() >= deadline)
+			break;
+	}
+done:
+	finish_op(d, o, ok, o->blocks_total, t);
+	return 0;
+}
+
+static void *executor_main(void *arg)
+{
+	struct daemon *d = arg;
+	sigset_t unblock;
+
+	d->executor_tid = (pid_t)syscall(SYS_gettid);
+	sigemptyset(&unblock);
+	sigaddset(&unblock, SIGUSR1);
+	pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
+
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		struct op *o;
+
+		while (!d->queue_head && !d->stopping)
+			pthread_cond_wait(&d->cond, &d->lock);
+		if (d->stopping)
+			break;
+		o = d->queue_head;
+		d->queue_head = o->next;
+		if (!d->queue_head)
+			d->queue_tail = NULL;
+		o->next = NULL;
+		d->running = o;
+		pthread_mutex_unlock(&d->lock);
+
+		if (o->msg->type == MSG_GRANT)
+			run_grant(d, o);
+		else
+			run_revoke(d, o);
+
+		pthread_mutex_lock(&d->lock);
+		d->running = NULL;
+		op_free(o);
+		notify(d);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* --- start, reconcile, stop ---------------------------------------------------- */
+
+static int open_backend(struct daemon *d, const struct mg_config *cfg)
+{
+	if (cfg->backend.type == MG_BACKEND_SIM) {
+		const struct mg_sim_config *s = &cfg->backend.sim;
+		int r;
+
+		if (access(s->state, F_OK) < 0) {
+			struct sim_params p = {
+				.online_bytes = s->online,
+				.standby_bytes = s->standby,
+				.block_size = s->block_size,
+				.memmap_supported = s->memmap_on_memory_supported,
+				.has_firmware = s->has_firmware,
+				.used_bytes = s->used,
+				.auto_online = mg_auto_online_name(s->auto_online_blocks),
+				.tree = s->tree,
+			};
+			r = sim_init(s->state, &p);
+			if (r < 0) {
+				log_err(&d->log, "cannot create the sim %s: %s", s->state, strerror(-r));
+				return r;
+			}
+			log_notice(&d->log, "created sim machine %s", s->state);
+		}
+		if (s->faults.configure_eio.n || s->faults.offline_ebusy.n || s->faults.latency_ms) {
+			struct sim_faults f = {
+				.configure_eio = s->faults.configure_eio.ids,
+				.n_configure_eio = s->faults.configure_eio.n,
+				.offline_ebusy = s->faults.offline_ebusy.ids,
+				.n_offline_ebusy = s->faults.offline_ebusy.n,
+				.latency_ms = s->faults.latency_ms,
+			};
+			r = sim_set_faults(s->state, &f);
+			if (r < 0)
+				return r;
+		}
+		r = hp_sim_open(s->state, &d->backend);
+		if (r < 0) {
+			char why[256] = "";
+			sim_check_file(s->state, why, sizeof(why));
+			log_err(&d->log, "cannot open the sim %s: %s", s->state, why[0] ? why : strerror(-r));
+		}
+		return r;
+	}
+	return hp_sysfs_open(cfg->backend.root, &d->backend);
+}
+
+static void apply_settings(struct daemon *d, const struct mg_config *cfg)
+{
+	d->policy.memmap = cfg->policy.memmap_on_memory == MG_MEMMAP_ALWAYS ? POLICY_MEMMAP_ALWAYS
+			   : cfg->policy.memmap_on_memory == MG_MEMMAP_NEVER ? POLICY_MEMMAP_NEVER
+									      : POLICY_MEMMAP_AUTO;
+	d->policy.zone = cfg->policy.zone == MG_ZONE_MOVABLE ? POLICY_ZONE_MOVABLE
+			 : cfg->policy.zone == MG_ZONE_NORMAL ? POLICY_ZONE_NORMAL : POLICY_ZONE_AUTO;
+	d->policy.reserve = cfg->policy.reserve;
+	d->policy.movable_ratio = cfg->policy.movable_ratio;
+	d->revoke_budget_ms = cfg->policy.revoke_budget_ms;
+	d->body_limit = (size_t)cfg->agent.api_body_limit;
+	d->log.level = (int)cfg->agent.log_level;
+}
+
+int daemon_new(const struct mg_config *cfg, const struct mg_log *log, struct daemon **out)
+{
+	struct daemon *d = calloc(1, sizeof(*d));
+	char err[256] = "";
+	int r;
+
+	if (!d)
+		return -ENOMEM;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->cond, NULL);
+	d->log = *log;
+	d->notify_fd = -1;
+	d->agent_id = strdup(cfg->agent.id);
+	d->state_dir = strdup(cfg->agent.state_dir);
+	d->own_onlining = cfg->backend.own_onlining;
+	apply_settings(d, cfg);
+	if (!d->agent_id || !d->state_dir) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	d->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->notify_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = metrics_new(&d->metrics);
+	if (r < 0)
+		goto fail;
+	r = events_new(1024, &d->events);
+	if (r < 0)
+		goto fail;
+	r = journal_open(d->state_dir, NULL, &d->journal, err, sizeof(err));
+	if (r < 0) {
+		log_err(&d->log, "journal %s: %s", d->state_dir, err[0] ? err : strerror(-r));
+		goto fail;
+	}
+	r = open_backend(d, cfg);
+	if (r < 0) {
+		log_err(&d->log, "%s backend: %s", mg_backend_type_name(cfg->backend.type), strerror(-r));
+		goto fail;
+	}
+	*out = d;
+	return 0;
+fail:
+	daemon_free(d);
+	return r;
+}
+
+/* auto_online_blocks: when the agent owns onlining it sets "offline" and puts
+ * the old value back at exit.  The old value is saved first, so a crash in
+ * between still restores the operator's setting on the next clean stop. */
+static void take_over_onlining(struct daemon *d)
+{
+	char cur[32] = "", path[4096];
+	_cleanup_free_ char *saved = NULL;
+	int r;
+
+	r = d->backend->ops->read_auto_online(d->backend, cur, sizeof(cur));
+	if (r < 0) {
+		log_info(&d->log, "auto_online_blocks not present (%s): nothing to take over", strerror(-r));
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/%s", d->state_dir, AUTO_ONLINE_SAVE);
+	if (file_read_all(path, 64, &saved, NULL) == 0) {
+		saved[strcspn(saved, "\n")] = '\0';
+		snprintf(d->auto_online_saved, sizeof(d->auto_online_saved), "%s", saved);
+	} else if (!streq(cur, "offline")) {
+		r = file_write_atomic(path, cur, strlen(cur), 0600);
+		if (r < 0) {
+			log_err(&d->log, "cannot save auto_online_blocks=%s to %s: %s; leaving it as it is", cur, path,
+				strerror(-r));
+			return;
+		}
+		snprintf(d->auto_online_saved, sizeof(d->auto_online_saved), "%s", cur);
+	}
+	if (!streq(cur, "offline")) {
+		r = hp_set_auto_online(d->backend, "offline");
+		if (r < 0) {
+			log_err(&d->log, "cannot set auto_online_blocks=offline: %s; the kernel will online "
+				"configured blocks itself", strerror(-r));
+			return;
+		}
+		log_notice(&d->log, "auto_online_blocks was %s: set to offline so the policy chooses each zone "
+			   "(restored at exit)", cur);
+	}
+}
+
+static void give_back_onlining(struct daemon *d)
+{
+	char path[4096];
+	int r;
+
+	if (!d->auto_online_saved[0])
+		return;
+	r = hp_set_auto_online(d->backend, d->auto_online_saved);
+	if (r < 0) {
+		log_err(&d->log, "cannot restore auto_online_blocks=%s: %s", d->auto_online_saved, strerror(-r));
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/%s", d->state_dir, AUTO_ONLINE_SAVE);
+	unlink(path);
+	log_notice(&d->log, "auto_online_blocks restored to %s", d->auto_online_saved);
+}
+
+/* Finishes or undoes the block step a crash interrupted (journal marker). */
+static void reconcile_step(struct daemon *d)
+{
+	struct journal_step st;
+	struct mem_block b;
+	struct block_result res;
+	int r;
+
+	if (journal_pending_step(d->journal, &st) < 0)
+		return;
+	r = hp_read_block(d->backend, st.block, &b);
+	log_notice(&d->log, "%s of block %llu for %s was interrupted (%s); the block is %s",
+		   st.kind == JOURNAL_STEP_BRING_UP ? "bringing up" : "taking down", (unsigned long long)st.block,
+		   st.op, st.phase[0] ? st.phase : "no phase recorded",
+		   r < 0 ? "unreadable" : !b.configured ? "deconfigured" : mem_state_name(b.state));
+	if (st.kind == JOURNAL_STEP_BRING_UP) {
+		if (r == 0 && b.configured) {
+			/* ours: the marker says we were bringing exactly this block up; finish it */
+			enum online_type ot = st.zone == MSG_ZONE_MOVABLE ? ONLINE_MOVABLE : ONLINE_KERNEL;
+			if (block_bring_up(d->backend, st.block, -1, ot, &res) == 0) {
+				journal_add_owned_block(d->journal, st.op, st.block, zone_of_block(&res.after),
+							res.after.memmap_on_memory == 1, NULL);
+				log_notice(&d->log, "block %llu: finished bringing it up for %s",
+					   (unsigned long long)st.block, st.op);
+			} else {
+				log_warn(&d->log, "block %llu: cannot finish bringing it up (%s), undoing",
+					 (unsigned long long)st.block, strerror(-res.err));
+				block_take_down(d->backend, st.block, &res);
+			}
+		}
+	} else {
+		if (r == 0 && b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
+			if (block_take_down(d->backend, st.block, &res) == 0)
+				journal_remove_owned_block(d->journal, st.block);
+		} else if (r == 0 && mem_block_is_standby(&b)) {
+			journal_remove_owned_block(d->journal, st.block);
+		}
+	}
+	journal_end_step(d->journal);
+}
+
+/* Blocks the journal says are ours but the kernel no longer has are dropped. */
+static void reconcile_owned(struct daemon *d)
+{
+	_cleanup_free_ struct journal_block *jb = NULL;
+	size_t n = 0;
+
+	if (journal_owned_blocks(d->journal, &jb, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct mem_block b;
+		int r = hp_read_block(d->backend, jb[i].block, &b);
+		if (r == 0 && b.configured && b.state != MEM_STATE_OFFLINE)
+			continue;
+		log_warn(&d->log, "block %llu of %s is %s outside the agent's control: no longer counted as granted",
+			 (unsigned long long)jb[i].block, jb[i].grant_id,
+			 r < 0 ? "gone" : !b.configured ? "deconfigured" : "offline");
+		journal_remove_owned_block(d->journal, jb[i].block);
+	}
+}
+
+/* Grants a crash or stop left accepted or in progress go back into the queue. */
+static int requeue_unfinished(struct daemon *d)
+{
+	struct journal_grant *gs = NULL;
+	size_t n = 0;
+	int r = journal_list_grants(d->journal, &gs, &n);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		struct msg_error err;
+		struct op *o;
+		struct msg *m = NULL;
+
+		if (msg_state_is_final(gs[i].state))
+			continue;
+		if (msg_from_json(gs[i].request, &m, &err) < 0) {
+			log_err(&d->log, "%s: journaled request unreadable (%s): marking it failed", gs[i].id, err.message);
+			journal_set_state(d->journal, gs[i].id, MSG_STATE_FAILED, NULL, NULL);
+			continue;
+		}
+		o = calloc(1, sizeof(*o));
+		if (!o) {
+			msg_free(m);
+			r = -ENOMEM;
+			break;
+		}
+		o->msg = m;
+		snprintf(o->source, sizeof(o->source), "%s", gs[i].source);
+		o->state = gs[i].state;
+		o->requested_bytes = json_integer_value(json_object_get(gs[i].status, "requested_bytes"));
+		if (d->queue_tail)
+			d->queue_tail->next = o;
+		else
+			d->queue_head = o;
+		d->queue_tail = o;
+		log_notice(&d->log, "%s %s was %s when the agent stopped: resuming", msg_type_name(m->type), m->id,
+			   msg_state_name(gs[i].state));
+	}
+	journal_grants_free(gs, n);
+	return r;
+}
+
+int daemon_start(struct daemon *d)
+{
+	struct sigaction sa = { .sa_handler = interrupt_handler };
+	int r;
+
+	/* no SA_RESTART: the budget timer must end a blocking write with EINTR */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+
+	if (d->own_onlining)
+		take_over_onlining(d);
+	pthread_mutex_lock(&d->lock);
+	reconcile_step(d);
+	reconcile_owned(d);
+	r = requeue_unfinished(d);
+	pthread_mutex_unlock(&d->lock);
+	if (r < 0)
+		return r;
+	{
+		/* the executor gets SIGUSR1 only through its own mask */
+		sigset_t block, old;
+		sigemptyset(&block);
+		sigaddset(&block, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &block, &old);
+		r = -pthread_create(&d->executor, NULL, executor_main, d);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (r < 0)
+		return r;
+	d->executor_started = true;
+	return 0;
+}
+
+void daemon_stop(struct daemon *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->stopping = true;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	if (d->executor_started) {
+		pthread_join(d->executor, NULL);
+		d->executor_started = false;
+	}
+	events_close(d->events);
+	if (d->own_onlining && d->backend)
+		give_back_onlining(d);
+}
+
+void daemon_free(struct daemon *d)
+{
+	if (!d)
+		return;
+	while (d->queue_head) {
+		struct op *o = d->queue_head;
+		d->queue_head = o->next;
+		op_free(o);
+	}
+	hp_backend_close(d->backend);
+	journal_close(d->journal);
+	events_free(d->events);
+	metrics_free(d->metrics);
+	if (d->notify_fd >= 0)
+		close(d->notify_fd);
+	free(d->agent_id);
+	free(d->state_dir);
+	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+
+int daemon_reload(struct daemon *d, const struct mg_config *cfg)
+{
+	pthread_mutex_lock(&d->lock);
+	if (!streq(cfg->agent.state_dir, d->state_dir))
+		log_warn(&d->log, "agent.state_dir changed: takes effect at the next start");
+	apply_settings(d, cfg);
+	pthread_mutex_unlock(&d->lock);
+	notify(d);
+	return 0;
+}
+
+/* --- read side ------------------------------------------------------------------ */
+
+int daemon_blocks_json(struct daemon *d, json_t **out)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	int r = hp_discover(d->backend, &t);
+
+	if (r < 0)
+		return r;
+	return blockjson_from_table(t, out);
+}
+
+json_t *daemon_grant_json(struct daemon *d, const char *id)
+{
+	struct journal_grant g = { 0 };
+	json_t *j = NULL;
+
+	pthread_mutex_lock(&d->lock);
+	if (journal_get_grant(d->journal, id, &g) == 0) {
+		j = g.status ? json_deep_copy(g.status) : NULL;
+		journal_grant_done(&g);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return j;
+}
+
+json_t *daemon_grants_json(struct daemon *d)
+{
+	struct journal_grant *gs = NULL;
+	size_t n = 0;
+	json_t *arr = json_array();
+
+	pthread_mutex_lock(&d->lock);
+	if (journal_list_grants(d->journal, &gs, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			json_t *s = gs[i].status ? json_deep_copy(gs[i].status) : json_object();
+			json_object_set_new(s, "created", json_integer((json_int_t)gs[i].created));
+			json_object_set_new(s, "owned_blocks", json_integer((json_int_t)gs[i].n_blocks));
+			json_array_append_new(arr, s);
+		}
+		journal_grants_free(gs, n);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return json_pack("{s:o}", "grants", arr);
+}
+
+static uint64_t granted_bytes_locked(struct daemon *d, uint64_t block_size)
+{
+	_cleanup_free_ struct journal_block *jb = NULL;
+	size_t n = 0;
+
+	if (journal_owned_blocks(d->journal, &jb, &n) < 0)
+		return 0;
+	return (uint64_t)n * block_size;
+}
+
+json_t *daemon_status_json(struct daemon *d)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	uint64_t online = 0, standby = 0, granted = 0;
+	char auto_online[32] = "";
+	json_t *j, *running = json_null();
+	size_t queued = 0;
+
+	if (hp_discover(d->backend, &t) == 0)
+		memory_figures(t, &online, &standby);
+	if (d->backend->ops->read_auto_online(d->backend, auto_online, sizeof(auto_online)) < 0)
+		auto_online[0] = '\0';
+	pthread_mutex_lock(&d->lock);
+	if (t)
+		granted = granted_bytes_locked(d, t->block_size);
+	for (struct op *o = d->queue_head; o; o = o->next)
+		queued++;
+	if (d->running)
+		running = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", d->running->msg->id, "kind",
+				    msg_type_name(d->running->msg->type), "state", msg_state_name(d->running->state),
+				    "blocks_done", (json_int_t)d->running->n_outcomes, "blocks_total",
+				    (json_int_t)d->running->blocks_total);
+	j = json_pack("{s:s,s:s,s:s,s:s,s:b,s:{s:I,s:I,s:I,s:I},s:s?,s:o,s:I,s:{s:s,s:s,s:I,s:I}}",
+		      "agent", d->agent_id, "version", MEMGRANT_VERSION, "backend", d->backend->ops->name, "root",
+		      d->backend->root, "stopping", d->stopping, "memory", "block_size",
+		      (json_int_t)(t ? t->block_size : 0), "online_bytes", (json_int_t)online, "standby_bytes",
+		      (json_int_t)standby, "granted_bytes", (json_int_t)granted, "auto_online_blocks",
+		      auto_online[0] ? auto_online : NULL, "running", running, "queued", (json_int_t)queued,
+		      "policy", "memmap_on_memory", policy_memmap_name(d->policy.memmap), "zone",
+		      policy_zone_name(d->policy.zone), "reserve", (json_int_t)d->policy.reserve, "movable_ratio",
+		      (json_int_t)d->policy.movable_ratio);
+	pthread_mutex_unlock(&d->lock);
+	return j;
+}
+
+void daemon_status_line(struct daemon *d, char *buf, size_t len)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	uint64_t online = 0, standby = 0, granted = 0;
+	char on[16], gr[16];
+
+	if (hp_discover(d->backend, &t) == 0)
+		memory_figures(t, &online, &standby);
+	pthread_mutex_lock(&d->lock);
+	if (t)
+		granted = granted_bytes_locked(d, t->block_size);
+	size_format(online, on, sizeof(on));
+	size_format(granted, gr, sizeof(gr));
+	if (d->running)
+		snprintf(buf, len, "%s %s: %zu of %zu blocks; %s online, %s granted",
+			 msg_type_name(d->running->msg->type), d->running->msg->id, d->running->n_outcomes,
+			 d->running->blocks_total, on, gr);
+	else
+		snprintf(buf, len, "idle; %s online, %s granted", on, gr);
+	pthread_mutex_unlock(&d->lock);
+}
+
+int daemon_metrics_text(struct daemon *d, char **out)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct metrics_gauges g = { 0 };
+
+	if (hp_discover(d->backend, &t) == 0) {
+		g.block_size = t->block_size;
+		memory_figures(t, &g.online_bytes, &g.standby_bytes);
+	}
+	pthread_mutex_lock(&d->lock);
+	if (t)
+		g.granted_bytes = granted_bytes_locked(d, t->block_size);
+	g.outbox_pending = journal_outbox_count(d->journal, "https") + journal_outbox_count(d->journal, "channel");
+	pthread_mutex_unlock(&d->lock);
+	return metrics_render(d->metrics, &g, out);
+}
