@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memgrantctl main: global options, the command table, shared helpers.
+ */
+#include "ctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hotplug/sim.h"
+#include "lib/size.h"
+#include "lib/util.h"
+
+#ifndef MEMGRANT_VERSION
+#define MEMGRANT_VERSION "0"
+#endif
+
+#define CTL_ENTRY(n, h) { .name = #n, .run = ctl_cmd_##n, .help = h },
+static const struct ctl_command commands[] = {
+	CTL_COMMANDS(CTL_ENTRY)
+};
+#undef CTL_ENTRY
+
+void ctl_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("memgrantctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int ctl_open_backend(const struct ctl_ctx *ctx, const char *default_root, struct hp_backend **out)
+{
+	int r;
+
+	if (ctx->sim && ctx->sysroot) {
+		ctl_err("--sim and --sysroot are mutually exclusive");
+		return -EINVAL;
+	}
+	if (ctx->sim) {
+		char err[512] = "";
+
+		/* validate first: a corrupt or truncated state file gets a message
+		 * naming the problem, and nothing is written */
+		r = sim_check_file(ctx->sim, err, sizeof(err));
+		if (r < 0) {
+			if (r == -ENOENT && !err[0])
+				ctl_err("sim state %s: no such file (create it with 'memgrantctl sim init %s')",
+					ctx->sim, ctx->sim);
+			else
+				ctl_err("sim state %s: %s (%s)", ctx->sim, err[0] ? err : strerror(-r),
+					errno_name(-r));
+			return r;
+		}
+		r = hp_sim_open(ctx->sim, out);
+		if (r < 0)
+			ctl_err("sim state %s: cannot open: %s (%s)", ctx->sim, strerror(-r), errno_name(-r));
+		return r;
+	}
+	if (!ctx->sysroot && !default_root) {
+		ctl_err("give --sim FILE or --sysroot DIR (--sysroot / to act on this machine)");
+		return -EINVAL;
+	}
+	{
+		const char *root = ctx->sysroot ? ctx->sysroot : default_root;
+		struct stat st;
+
+		if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			ctl_err("sysroot %s: not a directory", root);
+			return -ENOTDIR;
+		}
+		r = hp_sysfs_open(root, out);
+		if (r < 0)
+			ctl_err("sysroot %s: cannot open: %s (%s)", root, strerror(-r), errno_name(-r));
+	}
+	return r;
+}
+
+int ctl_parse_size(const char *opt, const char *arg, uint64_t *out)
+{
+	int r = size_parse(arg, out);
+
+	if (r == -ERANGE)
+		ctl_err("%s: size '%s' is too large", opt, arg);
+	else if (r < 0)
+		ctl_err("%s: invalid size '%s' (expected a number with an optional K, M, G or T suffix)",
+			opt, arg);
+	return r;
+}
+
+int ctl_parse_u64(const char *opt, const char *arg, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = arg;
+
+	if (!p || !*p) {
+		ctl_err("%s: empty number", opt);
+		return -EINVAL;
+	}
+	for (; *p; p++) {
+		unsigned d;
+
+		if (*p < '0' || *p > '9') {
+			ctl_err("%s: '%s' is not a non-negative decimal number", opt, arg);
+			return -EINVAL;
+		}
+		d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10) {
+			ctl_err("%s: '%s' is too large", opt, arg);
+			return -ERANGE;
+		}
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+int ctl_append_ids(const char *what, const char *arg, uint64_t **ids, size_t *n)
+{
+	_cleanup_free_ char *copy = strdup(arg);
+	char *dash;
+	uint64_t a, b;
+	uint64_t *nids;
+
+	if (!copy)
+		return -ENOMEM;
+	dash = strchr(copy, '-');
+	if (dash && dash != copy) {
+		*dash = '\0';
+		if (ctl_parse_u64(what, copy, &a) < 0 || ctl_parse_u64(what, dash + 1, &b) < 0)
+			return -EINVAL;
+		if (b < a) {
+			ctl_err("%s: range '%s' ends before it starts", what, arg);
+			return -EINVAL;
+		}
+		if (b - a >= SIM_MAX_BLOCKS) {
+			ctl_err("%s: range '%s' is too long", what, arg);
+			return -ERANGE;
+		}
+	} else {
+		if (ctl_parse_u64(what, arg, &a) < 0)
+			return -EINVAL;
+		b = a;
+	}
+	nids = reallocarray(*ids, *n + (size_t)(b - a) + 1, sizeof(**ids));
+	if (!nids)
+		return -ENOMEM;
+	*ids = nids;
+	for (uint64_t id = a;; id++) {
+		(*ids)[(*n)++] = id;
+		if (id == b)
+			break;
+	}
+	return 0;
+}
+
+int ctl_parse_id_list(const char *opt, const char *arg, uint64_t **ids, size_t *n)
+{
+	_cleanup_free_ char *copy = strdup(arg);
+	char *save = NULL, *tok;
+	int r;
+
+	if (!copy)
+		return -ENOMEM;
+	if (!*arg || arg[strlen(arg) - 1] == ',' || arg[0] == ',' || strstr(arg, ",,")) {
+		ctl_err("%s: malformed block list '%s' (expected N,N,N-M)", opt, arg);
+		return -EINVAL;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		r = ctl_append_ids(opt, tok, ids, n);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int ctl_check_ids(const struct mem_table *t, const uint64_t *ids, size_t n)
+{
+	uint64_t max = t->n ? t->blocks[t->n - 1].id : 0;
+
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; k < i; k++)
+			if (ids[k] == ids[i]) {
+				ctl_err("block %llu: given twice", (unsigned long long)ids[i]);
+				return -EINVAL;
+			}
+		if (!t->n || ids[i] > max) {
+			if (t->n)
+				ctl_err("block %llu: out of range (this machine has blocks %llu-%llu)",
+					(unsigned long long)ids[i], (unsigned long long)t->blocks[0].id,
+					(unsigned long long)max);
+			else
+				ctl_err("block %llu: out of range (this machine has no memory blocks)",
+					(unsigned long long)ids[i]);
+			return -ERANGE;
+		}
+		if (!mem_table_find(t, ids[i])) {
+			ctl_err("block %llu: no such memory block (no sys/devices/system/memory/memory%llu "
+				"and no firmware entry)",
+				(unsigned long long)ids[i], (unsigned long long)ids[i]);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fputs("Usage: memgrantctl [--sim FILE | --sysroot DIR] [--socket PATH] COMMAND [ARGS]\n"
+	      "\n"
+	      "Global options:\n"
+	      "  --sim FILE       act on the simulated guest kept in FILE\n"
+	      "  --sysroot DIR    act on sys/ under DIR (\"/\" is this machine)\n"
+	      "  --socket PATH    the memgrantd REST socket\n"
+	      "  -h, --help       this text;  -V, --version  the version\n"
+	      "\n"
+	      "Commands:\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+	fputs("\nExit status: 0 done, 1 failed, 64 some blocks done and some not.\n", f);
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_SIM = 0x100, OPT_SYSROOT, OPT_SOCKET };
+	static const struct option longopts[] = {
+		{ "sim", required_argument, NULL, OPT_SIM },
+		{ "sysroot", required_argument, NULL, OPT_SYSROOT },
+		{ "socket", required_argument, NULL, OPT_SOCKET },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	struct ctl_ctx ctx = { 0 };
+	int c;
+
+	opterr = 0;
+	/* '+': stop at the command name; the command parses the rest */
+	while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_SIM:
+			ctx.sim = optarg;
+			break;
+		case OPT_SYSROOT:
+			ctx.sysroot = optarg;
+			break;
+		case OPT_SOCKET:
+			ctx.socket = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return CTL_EXIT_OK;
+		case 'V':
+			printf("memgrantctl %s\n", MEMGRANT_VERSION);
+			return CTL_EXIT_OK;
+		case ':':
+			ctl_err("option '%s' needs an argument", argv[optind - 1]);
+			return CTL_EXIT_FAILURE;
+		default:
+			ctl_err("unknown option '%s' (see memgrantctl --help)", argv[optind - 1]);
+			return CTL_EXIT_FAILURE;
+		}
+	}
+	if (ctx.sim && ctx.sysroot) {
+		ctl_err("--sim and --sysroot are mutually exclusive");
+		return CTL_EXIT_FAILURE;
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return CTL_EXIT_FAILURE;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		if (streq(argv[optind], commands[i].name)) {
+			int sub_argc = argc - optind;
+			char **sub_argv = argv + optind;
+
+			optind = 0; /* full getopt reset for the command */
+			return commands[i].run(&ctx, sub_argc, sub_argv);
+		}
+	}
+	ctl_err("unknown command '%s' (see memgrantctl --help)", argv[optind]);
+	return CTL_EXIT_FAILURE;
+}

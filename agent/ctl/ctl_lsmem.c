@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memgrantctl lsmem: util-linux lsmem's options and output over the chosen
+ * backend (sim, or sysfs under --sysroot, "/" by default: reading only).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/lsmem.h"
+#include "ctl.h"
+#include "lib/util.h"
+
+static void lsmem_usage(FILE *f)
+{
+	fputs("Usage: memgrantctl [--sim FILE | --sysroot DIR] lsmem [options]\n"
+	      "\n"
+	      "List the ranges of available memory with their online status.\n"
+	      "\n"
+	      "Options:\n"
+	      " -J, --json           use JSON output format\n"
+	      " -P, --pairs          use key=\"value\" output format\n"
+	      " -a, --all            list each individual memory block\n"
+	      " -b, --bytes          print SIZE in bytes rather than in human readable format\n"
+	      " -n, --noheadings     don't print headings\n"
+	      " -o, --output <list>  output columns\n"
+	      "     --output-all     output all columns\n"
+	      " -r, --raw            use raw output format\n"
+	      " -S, --split <list>   split ranges by specified columns\n"
+	      " -s, --sysroot <dir>  use the specified directory as system root\n"
+	      "     --summary[=when] print summary information (never,always or only)\n"
+	      " -h, --help           display this help\n"
+	      "\n"
+	      "Available output columns:\n",
+	      f);
+	for (int i = 0; i < LSMEM_NCOLS; i++)
+		fprintf(f, " %16s  %s\n", lsmem_column_name(i), lsmem_column_help(i));
+}
+
+int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	enum { OPT_SUMMARY = 0x100, OPT_OUTPUT_ALL };
+	static const struct option longopts[] = {
+		{ "all", no_argument, NULL, 'a' },
+		{ "bytes", no_argument, NULL, 'b' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "json", no_argument, NULL, 'J' },
+		{ "noheadings", no_argument, NULL, 'n' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "output-all", no_argument, NULL, OPT_OUTPUT_ALL },
+		{ "pairs", no_argument, NULL, 'P' },
+		{ "raw", no_argument, NULL, 'r' },
+		{ "split", required_argument, NULL, 'S' },
+		{ "sysroot", required_argument, NULL, 's' },
+		{ "summary", optional_argument, NULL, OPT_SUMMARY },
+		{ 0 },
+	};
+	_cleanup_backend_ struct hp_backend *be = NULL;
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct lsmem_opts o;
+	char err[256];
+	int c, r;
+
+	lsmem_opts_init(&o);
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":abhJno:PrS:s:", longopts, NULL)) != -1) {
+		r = 0;
+		switch (c) {
+		case 'a':
+			o.list_all = true;
+			break;
+		case 'b':
+			o.bytes = true;
+			break;
+		case 'h':
+			lsmem_usage(stdout);
+			return CTL_EXIT_OK;
+		case 'J':
+			r = lsmem_opts_set_format(&o, LSMEM_FMT_JSON, err, sizeof(err));
+			break;
+		case 'P':
+			r = lsmem_opts_set_format(&o, LSMEM_FMT_PAIRS, err, sizeof(err));
+			break;
+		case 'r':
+			r = lsmem_opts_set_format(&o, LSMEM_FMT_RAW, err, sizeof(err));
+			break;
+		case 'n':
+			o.noheadings = true;
+			break;
+		case 'o':
+			r = lsmem_opts_set_columns(&o, optarg, err, sizeof(err));
+			break;
+		case OPT_OUTPUT_ALL:
+			lsmem_opts_all_columns(&o);
+			break;
+		case 'S':
+			r = lsmem_opts_set_split(&o, optarg, err, sizeof(err));
+			break;
+		case 's':
+			if (ctx->sim || (ctx->sysroot && !streq(ctx->sysroot, optarg))) {
+				ctl_err("lsmem: --sysroot conflicts with the global --sim/--sysroot");
+				return CTL_EXIT_FAILURE;
+			}
+			ctx->sysroot = optarg;
+			break;
+		case OPT_SUMMARY:
+			r = lsmem_opts_set_summary(&o, optarg, err, sizeof(err));
+			break;
+		case ':':
+			ctl_err("lsmem: option '%s' needs an argument", argv[optind - 1]);
+			return CTL_EXIT_FAILURE;
+		default:
+			ctl_err("lsmem: unknown option '%s' (see memgrantctl lsmem --help)", argv[optind - 1]);
+			return CTL_EXIT_FAILURE;
+		}
+		if (r < 0) {
+			ctl_err("lsmem: %s", err);
+			return CTL_EXIT_FAILURE;
+		}
+	}
+	if (optind < argc) {
+		ctl_err("lsmem: unexpected argument '%s'", argv[optind]);
+		return CTL_EXIT_FAILURE;
+	}
+	if (lsmem_opts_finish(&o, err, sizeof(err)) < 0) {
+		ctl_err("lsmem: %s", err);
+		return CTL_EXIT_FAILURE;
+	}
+
+	if (ctl_open_backend(ctx, "/", &be) < 0)
+		return CTL_EXIT_FAILURE;
+	r = hp_discover(be, &t);
+	if (r < 0) {
+		ctl_err("lsmem: cannot read the memory blocks under %s: %s (%s)", be->root,
+			strerror(-r), errno_name(-r));
+		return CTL_EXIT_FAILURE;
+	}
+	if (t->n == 0 || t->block_size == 0) {
+		ctl_err("lsmem: this system does not support memory blocks");
+		return CTL_EXIT_FAILURE;
+	}
+	r = lsmem_print(t, &o, stdout);
+	if (r < 0) {
+		ctl_err("lsmem: cannot print: %s", strerror(-r));
+		return CTL_EXIT_FAILURE;
+	}
+	return CTL_EXIT_OK;
+}
