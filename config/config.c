@@ -1393,21 +1393,16 @@ static int find_pair(struct ctx *c, int map, const char *key, size_t keylen)
 
 /* "section.key=value": sets a scalar in the tree, making sections on the way.
  * Type and key checks then happen in the walk, like for the file. */
-static int apply_override(struct ctx *c, const char *text)
+static int apply_override(struct ctx *c, int map, const char *text)
 {
 	const char *eq = strchr(text, '='), *seg = text, *dot;
-	int map, v;
+	int v;
 
 	if (!eq || !memchr(text, '.', (size_t)(eq - text)) || text[0] == '.' || eq[-1] == '.' ||
 	    (strstr(text, "..") && strstr(text, "..") < eq)) {
 		err_plain(c, "override '%s': expected section.key=value", text);
 		return 0;
 	}
-	if (!yaml_document_get_root_node(&c->doc)) {
-		if (new_mapping(c, text) < 0)
-			return -ENOMEM;
-	}
-	map = (int)(yaml_document_get_root_node(&c->doc) - c->doc.nodes.start) + 1;
 	while ((dot = memchr(seg, '.', (size_t)(eq - seg)))) {
 		int pi = find_pair(c, map, seg, (size_t)(dot - seg)), sub;
 		yaml_node_t *m = node(c, map);
@@ -1739,18 +1734,26 @@ int config_load_buffer(const char *name, const char *buf, size_t len,
 	n_syntax = c.n_errors;
 	if (c.have_doc && n_syntax == 0 && !c.oom) {
 		yaml_node_t *root = yaml_document_get_root_node(&c.doc);
-		int ridx = root ? (int)(root - c.doc.nodes.start) + 1 : 0;
+		/* an empty document ("---" alone, only comments) is all defaults */
+		int ridx = root && !is_null(root) ? (int)(root - c.doc.nodes.start) + 1 : 0;
 
-		for (const char *const *o = overrides; o && *o && !c.oom; o++) {
-			if (apply_override(&c, *o) < 0)
+		if (overrides && *overrides && ridx == 0) {
+			ridx = new_mapping(&c, overrides[0]);
+			if (ridx < 0) {
 				c.oom = true;
-			root = yaml_document_get_root_node(&c.doc);
-			ridx = root ? (int)(root - c.doc.nodes.start) + 1 : 0;
+				ridx = 0;
+			}
 		}
-		if (root && root->type != YAML_MAPPING_NODE)
+		/* overrides need a mapping to go into; otherwise the walk says
+		 * what is wrong with the file */
+		for (const char *const *o = overrides;
+		     o && *o && !c.oom && ridx && node(&c, ridx)->type == YAML_MAPPING_NODE; o++)
+			if (apply_override(&c, ridx, *o) < 0)
+				c.oom = true;
+		if (ridx && node(&c, ridx)->type != YAML_MAPPING_NODE)
 			err_at(&c, ridx, "expected the sections agent, backend, policy, providers, "
-			       "hooks, pressure; found %s", node_kind(root));
-		else if (root)
+			       "hooks, pressure; found %s", node_kind(node(&c, ridx)));
+		else if (ridx)
 			walk_section(&c, ridx, root_keys, cfg, "");
 	}
 	if (c.have_doc && !c.oom && n_syntax == 0) {

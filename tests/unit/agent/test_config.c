@@ -117,6 +117,10 @@ static void test_empty_is_defaults(void **state)
 
 	c = load_ok("# only a comment\n");
 	assert_defaults(c);
+	config_free(TAKE_PTR(c));
+
+	c = load_ok("---\n");
+	assert_defaults(c);
 }
 
 /* Without agent.id the id is /etc/machine-id, or "unknown". */
@@ -516,6 +520,31 @@ static void test_overrides(void **state)
 				       "api_body_limit, log_level)");
 }
 
+/* Overrides into an empty file, and into a file that is not a mapping. */
+static void test_overrides_edge(void **state)
+{
+	_cleanup_config_diag_ struct config_diag d = { 0 };
+	_cleanup_config_ struct mg_config *c = NULL;
+	const char *const ov[] = { "policy.zone=normal", "pressure.request_above=some avg10>5",
+				   NULL };
+
+	assert_int_equal(config_load_buffer("e", "", 0, ov, &c, &d), 0);
+	assert_int_equal(c->policy.zone, MG_ZONE_NORMAL);
+	assert_true(c->pressure.enabled);
+	assert_int_equal(c->pressure.request_above.threshold_centi, 500);
+	config_free(TAKE_PTR(c));
+
+	assert_int_equal(config_load_buffer("e", "---\n", 4, ov, &c, &d), 0);
+	assert_int_equal(c->policy.zone, MG_ZONE_NORMAL);
+	config_free(TAKE_PTR(c));
+
+	assert_int_equal(config_load_buffer("l", "- a\n", 4, ov, &c, &d), -EINVAL);
+	assert_null(c);
+	assert_int_equal(d.n, 1);
+	assert_string_equal(d.msgs[0], "l:1:1: expected the sections agent, backend, policy, "
+				       "providers, hooks, pressure; found a list");
+}
+
 static void test_names(void **state)
 {
 	assert_string_equal(mg_backend_type_name(MG_BACKEND_SIM), "sim");
@@ -549,6 +578,7 @@ int main(void)
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_many_errors_capped),
 		cmocka_unit_test(test_overrides),
+		cmocka_unit_test(test_overrides_edge),
 		cmocka_unit_test(test_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
