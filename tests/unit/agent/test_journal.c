@@ -615,6 +615,7 @@ static void test_history_is_bounded(void **state)
 	}
 	assert_int_equal(stat(f->file, &st), 0);
 	assert_true(st.st_size < 16 * 1024);
+	print_message("journal.json after 1000 grants: %lld bytes\n", (long long)st.st_size);
 	journal_close(j);
 
 	j = jopen(f, 5);
