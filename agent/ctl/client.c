@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTP client memgrantctl uses to talk to memgrantd's local API: libcurl
+ * over the Unix socket.  Requests are small; the event stream is read line by
+ * line through a callback.
+ */
+#include "client.h"
+
+#include <curl/curl.h>
+
+#include "lib/util.h"
+
+#ifndef RUNSTATEDIR
+#define RUNSTATEDIR "/run"
+#endif
+
+const char *ctl_socket_path(const struct ctl_ctx *ctx)
+{
+	const char *env = getenv("MEMGRANT_SOCKET");
+
+	if (ctx->socket)
+		return ctx->socket;
+	if (env && *env)
+		return env;
+	return RUNSTATEDIR "/memgrant/api.sock";
+}
+
+struct body {
+	char *p;
+	size_t len;
+};
+
+static size_t collect(char *data, size_t size, size_t n, void *cls)
+{
+	struct body *b = cls;
+	size_t add = size * n;
+	char *np;
+
+	if (b->len + add > (16u << 20))
+		return 0; /* the agent never sends this much: stop reading */
+	np = realloc(b->p, b->len + add + 1);
+	if (!np)
+		return 0;
+	memcpy(np + b->len, data, add);
+	b->len += add;
+	np[b->len] = '\0';
+	b->p = np;
+	return add;
+}
+
+static CURL *handle_for(const struct ctl_ctx *ctx, const char *path, char *url, size_t urllen)
+{
+	CURL *c = curl_easy_init();
+
+	if (!c)
+		return NULL;
+	snprintf(url, urllen, "http://memgrantd%s", path);
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ctl_socket_path(ctx));
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	return c;
+}
+
+static int curl_failure(const struct ctl_ctx *ctx, CURLcode cc)
+{
+	if (cc == CURLE_COULDNT_CONNECT)
+		ctl_err("cannot connect to memgrantd at %s (is it running? --socket PATH)", ctl_socket_path(ctx));
+	else
+		ctl_err("talking to memgrantd at %s: %s", ctl_socket_path(ctx), curl_easy_strerror(cc));
+	return -ECONNREFUSED;
+}
+
+int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path, const char *body,
+		long *status, json_t **reply)
+{
+	struct body b = { 0 };
+	struct curl_slist *hdr = NULL;
+	char url[512];
+	CURL *c = handle_for(ctx, path, url, sizeof(url));
+	CURLcode cc;
+	int r = 0;
+
+	*reply = NULL;
+	if (!c)
+		return -ENOMEM;
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	if (body) {
+		hdr = curl_slist_append(NULL, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	cc = curl_easy_perform(c);
+	if (cc != CURLE_OK) {
+		r = curl_failure(ctx, cc);
+	} else {
+		json_error_t jerr;
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+		*reply = b.p ? json_loads(b.p, 0, &jerr) : NULL;
+		if (!*reply) {
+			ctl_err("memgrantd answered %ld with something that is not JSON", *status);
+			r = -EBADMSG;
+		}
+	}
+	free(b.p);
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(c);
+	return r;
+}
+
+int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text)
+{
+	struct body b = { 0 };
+	char url[512];
+	CURL *c = handle_for(ctx, path, url, sizeof(url));
+	CURLcode cc;
+	long status = 0;
+
+	if (!c)
+		return -ENOMEM;
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	cc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	if (cc != CURLE_OK) {
+		free(b.p);
+		return curl_failure(ctx, cc);
+	}
+	if (status != 200) {
+		ctl_err("memgrantd answered %ld for %s", status, path);
+		free(b.p);
+		return -EPROTO;
+	}
+	*text = b.p ? b.p : strdup("");
+	return *text ? 0 : -ENOMEM;
+}
+
+/* Server-sent events: "data: {...}" lines, a blank line ends an event. */
+struct stream {
+	char line[1 << 17];
+	size_t len;
+	int (*on_event)(json_t *ev, void *cls);
+	void *cls;
+	int stop; /* on_event returned non-zero: its value */
+};
+
+static size_t stream_write(char *data, size_t size, size_t n, void *cls)
+{
+	struct stream *s = cls;
+	size_t total = size * n;
+
+	for (size_t i = 0; i < total; i++) {
+		char ch = data[i];
+		if (ch != '\n') {
+			if (s->len + 1 < sizeof(s->line))
+				s->line[s->len++] = ch;
+			continue;
+		}
+		s->line[s->len] = '\0';
+		if (startswith(s->line, "data: ")) {
+			json_t *ev = json_loads(s->line + 6, 0, NULL);
+			if (ev) {
+				int r = s->on_event(ev, s->cls);
+				json_decref(ev);
+				if (r) {
+					s->stop = r;
+					return 0; /* ends the transfer */
+				}
+			}
+		}
+		s->len = 0;
+	}
+	return total;
+}
+
+int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_event)(json_t *ev, void *cls),
+		      void *cls)
+{
+	_cleanup_free_ struct stream *s = calloc(1, sizeof(*s));
+	char url[512];
+	CURL *c;
+	CURLcode cc;
+	long status = 0;
+
+	if (!s)
+		return -ENOMEM;
+	c = handle_for(ctx, path, url, sizeof(url));
+	if (!c)
+		return -ENOMEM;
+	s->on_event = on_event;
+	s->cls = cls;
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+	cc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	if (s->stop)
+		return s->stop > 0 ? s->stop : 0;
+	if (cc != CURLE_OK)
+		return curl_failure(ctx, cc);
+	if (status != 200) {
+		ctl_err("memgrantd answered %ld for %s", status, path);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int ctl_print_error_reply(long status, json_t *reply)
+{
+	json_t *e = json_object_get(reply, "error");
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	const char *code = json_string_value(json_object_get(e, "code"));
+
+	if (msg)
+		ctl_err("%s%s%s%s", msg, code ? " (" : "", code ? code : "", code ? ")" : "");
+	else
+		ctl_err("memgrantd answered HTTP %ld", status);
+	return -EPROTO;
+}

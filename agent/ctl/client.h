@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memgrantctl's side of the local API: requests to memgrantd over its Unix
+ * socket (--socket, $MEMGRANT_SOCKET, or RUNSTATEDIR/memgrant/api.sock).
+ * Every function prints a clear message when it fails and returns -errno.
+ */
+#pragma once
+
+#include <jansson.h>
+
+#include "ctl.h"
+
+const char *ctl_socket_path(const struct ctl_ctx *ctx);
+
+/* METHOD PATH with an optional JSON BODY; *STATUS is the HTTP status and
+ * *REPLY the parsed JSON answer (caller decrefs). */
+int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path, const char *body,
+		long *status, json_t **reply);
+
+/* GET PATH as text (for /metrics). */
+int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text);
+
+/* Follows the server-sent events of PATH; ON_EVENT gets each event and
+ * returns 0 to go on, or a non-zero value that ends the stream and is
+ * returned (negative values are returned as 0). */
+int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_event)(json_t *ev, void *cls),
+		      void *cls);
+
+/* Prints the {"error": ...} of a failed request; returns -EPROTO. */
+int ctl_print_error_reply(long status, json_t *reply);

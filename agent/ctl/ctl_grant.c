@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memgrantctl grant SIZE | revoke (SIZE | --grant ID): hand a grant or a
+ * revocation to memgrantd.  With --wait, follow it to the end, showing
+ * progress on a terminal, and exit like chmem: 0 all done, 1 nothing done,
+ * 64 partly done.
+ */
+#include <getopt.h>
+
+#include "client.h"
+#include "ctl.h"
+#include "lib/size.h"
+#include "lib/util.h"
+
+struct waiter {
+	bool tty;
+	bool json;
+	char state[24];
+	json_t *last;
+};
+
+static int on_status(json_t *ev, void *cls)
+{
+	struct waiter *w = cls;
+	const char *state = json_string_value(json_object_get(ev, "state"));
+
+	if (!streq(json_string_value(json_object_get(ev, "type")), "status") || !state)
+		return 0;
+	snprintf(w->state, sizeof(w->state), "%s", state);
+	json_decref(w->last);
+	w->last = json_incref(ev);
+	if (w->tty && !w->json) {
+		fprintf(stderr, "\r%s: %s, %lld of %lld blocks   ", json_string_value(json_object_get(ev, "id")), state,
+			(long long)json_integer_value(json_object_get(ev, "blocks_done")),
+			(long long)json_integer_value(json_object_get(ev, "blocks_total")));
+		fflush(stderr);
+	}
+	if (streq(state, "applied") || streq(state, "partial") || streq(state, "failed") || streq(state, "rejected"))
+		return 1;
+	return 0;
+}
+
+static void print_summary(json_t *st)
+{
+	char req[16], app[16];
+	json_t *err = json_object_get(st, "error"), *blocks = json_object_get(st, "blocks"), *b;
+	size_t i;
+
+	size_format((uint64_t)json_integer_value(json_object_get(st, "requested_bytes")), req, sizeof(req));
+	size_format((uint64_t)json_integer_value(json_object_get(st, "applied_bytes")), app, sizeof(app));
+	printf("%s %s: %s, %s of %s\n", json_string_value(json_object_get(st, "kind")),
+	       json_string_value(json_object_get(st, "id")), json_string_value(json_object_get(st, "state")), app, req);
+	json_array_foreach(json_object_get(st, "decisions"), i, b)
+		printf("  %s\n", json_string_value(b));
+	json_array_foreach(blocks, i, b) {
+		json_t *be = json_object_get(b, "error");
+		if (json_is_object(be))
+			printf("  block %lld: %s\n", (long long)json_integer_value(json_object_get(b, "block")),
+			       json_string_value(json_object_get(be, "message")));
+	}
+	if (json_is_object(err))
+		printf("  error: %s (%s)\n", json_string_value(json_object_get(err, "message")),
+		       json_string_value(json_object_get(err, "code")));
+}
+
+static int exit_code_of(const char *state)
+{
+	if (streq(state, "applied"))
+		return CTL_EXIT_OK;
+	if (streq(state, "partial"))
+		return CTL_EXIT_PARTIAL;
+	return CTL_EXIT_FAILURE;
+}
+
+static int submit(struct ctl_ctx *ctx, json_t *msg, bool wait, bool json)
+{
+	_cleanup_free_ char *body = json_dumps(msg, JSON_COMPACT);
+	json_t *reply = NULL;
+	long status = 0;
+	const char *id, *state;
+	int rc;
+
+	if (!body)
+		return CTL_EXIT_FAILURE;
+	if (ctl_request(ctx, "POST", "/v1/grants", body, &status, &reply) < 0)
+		return CTL_EXIT_FAILURE;
+	if (status != 200 && status != 202 && status != 409) {
+		ctl_print_error_reply(status, reply);
+		json_decref(reply);
+		return CTL_EXIT_FAILURE;
+	}
+	if (status == 409 && !json_object_get(reply, "state")) {
+		ctl_print_error_reply(status, reply); /* stale generation, id in use */
+		json_decref(reply);
+		return CTL_EXIT_FAILURE;
+	}
+	id = json_string_value(json_object_get(reply, "id"));
+	state = json_string_value(json_object_get(reply, "state"));
+	if (!wait || !id || streq(state, "rejected") || status == 200) {
+		if (json) {
+			json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+			putchar('\n');
+		} else if (streq(state, "rejected")) {
+			json_t *e = json_object_get(reply, "error");
+			ctl_err("%s %s rejected: %s", json_string_value(json_object_get(reply, "kind")), id,
+				json_string_value(json_object_get(e, "message")));
+		} else {
+			print_summary(reply);
+		}
+		rc = streq(state, "rejected") ? CTL_EXIT_FAILURE : wait ? exit_code_of(state) : CTL_EXIT_OK;
+		json_decref(reply);
+		return rc;
+	}
+	{
+		struct waiter w = { .tty = isatty(STDERR_FILENO), .json = json };
+		char path[256];
+		int r;
+
+		snprintf(path, sizeof(path), "/v1/events?grant=%s&until=done", id);
+		r = ctl_follow_events(ctx, path, on_status, &w);
+		if (w.tty && !json)
+			fputc('\n', stderr);
+		json_decref(reply);
+		if (r < 0 || !w.last) {
+			if (r >= 0)
+				ctl_err("memgrantd closed the event stream before %s finished", id);
+			json_decref(w.last);
+			return CTL_EXIT_FAILURE;
+		}
+		if (json) {
+			json_dumpf(w.last, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+			putchar('\n');
+		} else {
+			print_summary(w.last);
+		}
+		rc = exit_code_of(w.state);
+		json_decref(w.last);
+		return rc;
+	}
+}
+
+static int set_blocks(json_t *msg, const char *arg)
+{
+	_cleanup_free_ uint64_t *ids = NULL;
+	size_t n = 0;
+	json_t *arr;
+
+	if (ctl_parse_id_list("--blocks", arg, &ids, &n) < 0)
+		return -EINVAL;
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, json_integer((json_int_t)ids[i]));
+	json_object_set_new(msg, "blocks", arr);
+	return 0;
+}
+
+static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revoke)
+{
+	static const struct option opts[] = {
+		{ "memmap", required_argument, NULL, 'm' }, { "zone", required_argument, NULL, 'z' },
+		{ "id", required_argument, NULL, 'i' },     { "blocks", required_argument, NULL, 'b' },
+		{ "grant", required_argument, NULL, 'g' },  { "not-after", required_argument, NULL, 'a' },
+		{ "contiguous", no_argument, NULL, 'C' },  { "wait", no_argument, NULL, 'w' },
+		{ "json", no_argument, NULL, 'J' },         { "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	json_t *msg = json_pack("{s:s}", "type", revoke ? "revoke" : "grant");
+	bool wait = false, json = false, have_target = false;
+	int ch, rc;
+
+	while ((ch = getopt_long(argc, argv, "m:z:i:b:g:a:CwJh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'm':
+			if (revoke)
+				goto not_for_revoke;
+			if (streq(optarg, "auto"))
+				json_object_set_new(msg, "memmap_on_memory", json_string("auto"));
+			else if (streq(optarg, "on"))
+				json_object_set_new(msg, "memmap_on_memory", json_true());
+			else if (streq(optarg, "off"))
+				json_object_set_new(msg, "memmap_on_memory", json_false());
+			else {
+				ctl_err("--memmap: '%s' is not one of auto, on, off", optarg);
+				goto fail;
+			}
+			break;
+		case 'z':
+			if (revoke)
+				goto not_for_revoke;
+			if (!streq(optarg, "auto") && !streq(optarg, "movable") && !streq(optarg, "normal")) {
+				ctl_err("--zone: '%s' is not one of auto, movable, normal", optarg);
+				goto fail;
+			}
+			json_object_set_new(msg, "zone", json_string(optarg));
+			break;
+		case 'i': json_object_set_new(msg, "id", json_string(optarg)); break;
+		case 'b':
+			if (have_target || set_blocks(msg, optarg) < 0)
+				goto one_target;
+			have_target = true;
+			break;
+		case 'g':
+			if (!revoke) {
+				ctl_err("--grant: only a revocation names a grant");
+				goto fail;
+			}
+			if (have_target)
+				goto one_target;
+			json_object_set_new(msg, "grant", json_string(optarg));
+			have_target = true;
+			break;
+		case 'a': json_object_set_new(msg, "not_after", json_string(optarg)); break;
+		case 'C': json_object_set_new(msg, "contiguous", json_true()); break;
+		case 'w': wait = true; break;
+		case 'J': json = true; break;
+		case 'h':
+			printf(revoke ? "Usage: memgrantctl revoke (SIZE | --grant ID | --blocks LIST) [--id ID] [--wait] [--json]\n"
+				      : "Usage: memgrantctl grant (SIZE | --blocks LIST) [--memmap auto|on|off] [--zone auto|movable|normal]\n"
+					"                        [--contiguous] [--not-after TIME] [--id ID] [--wait] [--json]\n");
+			json_decref(msg);
+			return CTL_EXIT_OK;
+		default: goto fail;
+		}
+	}
+	if (optind < argc) {
+		uint64_t size;
+		if (have_target)
+			goto one_target;
+		if (ctl_parse_size(revoke ? "revoke SIZE" : "grant SIZE", argv[optind], &size) < 0)
+			goto fail;
+		json_object_set_new(msg, "size", json_string(argv[optind]));
+		have_target = true;
+		optind++;
+	}
+	if (optind < argc) {
+		ctl_err("unexpected argument '%s'", argv[optind]);
+		goto fail;
+	}
+	if (!have_target) {
+		ctl_err(revoke ? "revoke: say how much: SIZE, --grant ID or --blocks LIST"
+			       : "grant: say how much: SIZE or --blocks LIST");
+		goto fail;
+	}
+	rc = submit(ctx, msg, wait, json);
+	json_decref(msg);
+	return rc;
+
+not_for_revoke:
+	ctl_err("revoke: --memmap and --zone belong to grants");
+	goto fail;
+one_target:
+	ctl_err("give exactly one of SIZE, --blocks%s", revoke ? ", --grant" : "");
+fail:
+	json_decref(msg);
+	return CTL_EXIT_FAILURE;
+}
+
+int ctl_cmd_grant(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	return grant_or_revoke(ctx, argc, argv, false);
+}
+
+int ctl_cmd_revoke(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	return grant_or_revoke(ctx, argc, argv, true);
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/* memgrantctl status [--json]: what the agent is doing and how much memory it holds. */
+#include <getopt.h>
+
+#include "client.h"
+#include "ctl.h"
+#include "lib/size.h"
+#include "lib/util.h"
+
+static const char *size_str(json_t *j, char *buf, size_t len)
+{
+	size_format((uint64_t)json_integer_value(j), buf, len);
+	return buf;
+}
+
+int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	bool json = false;
+	json_t *reply = NULL, *mem, *run;
+	long status = 0;
+	char a[16], b[16], c[16], d[16];
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'J': json = true; break;
+		case 'h': printf("Usage: memgrantctl status [--json]\n"); return CTL_EXIT_OK;
+		default: return CTL_EXIT_FAILURE;
+		}
+	}
+	if (optind < argc) {
+		ctl_err("status: unexpected argument '%s'", argv[optind]);
+		return CTL_EXIT_FAILURE;
+	}
+	if (ctl_request(ctx, "GET", "/v1/status", NULL, &status, &reply) < 0)
+		return CTL_EXIT_FAILURE;
+	if (status != 200) {
+		ctl_print_error_reply(status, reply);
+		json_decref(reply);
+		return CTL_EXIT_FAILURE;
+	}
+	if (json) {
+		json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		putchar('\n');
+		json_decref(reply);
+		return CTL_EXIT_OK;
+	}
+	mem = json_object_get(reply, "memory");
+	run = json_object_get(reply, "running");
+	printf("agent:              %s (memgrantd %s)\n", json_string_value(json_object_get(reply, "agent")),
+	       json_string_value(json_object_get(reply, "version")));
+	printf("backend:            %s, root %s\n", json_string_value(json_object_get(reply, "backend")),
+	       json_string_value(json_object_get(reply, "root")));
+	printf("block size:         %s\n", size_str(json_object_get(mem, "block_size"), a, sizeof(a)));
+	printf("online memory:      %s\n", size_str(json_object_get(mem, "online_bytes"), b, sizeof(b)));
+	printf("standby memory:     %s\n", size_str(json_object_get(mem, "standby_bytes"), c, sizeof(c)));
+	printf("granted by agent:   %s\n", size_str(json_object_get(mem, "granted_bytes"), d, sizeof(d)));
+	if (json_string_value(json_object_get(reply, "auto_online_blocks")))
+		printf("auto_online_blocks: %s\n", json_string_value(json_object_get(reply, "auto_online_blocks")));
+	if (json_is_object(run))
+		printf("running:            %s %s, %s, %lld of %lld blocks\n",
+		       json_string_value(json_object_get(run, "kind")), json_string_value(json_object_get(run, "id")),
+		       json_string_value(json_object_get(run, "state")),
+		       (long long)json_integer_value(json_object_get(run, "blocks_done")),
+		       (long long)json_integer_value(json_object_get(run, "blocks_total")));
+	else
+		printf("running:            nothing\n");
+	printf("queued:             %lld\n", (long long)json_integer_value(json_object_get(reply, "queued")));
+	json_decref(reply);
+	return CTL_EXIT_OK;
+}
