@@ -192,7 +192,7 @@ static int check_grant(json_t *root, json_t *g, size_t i, uint64_t next_order, u
 		return fail(err, errlen, -EBADMSG,
 			    "grant \"%s\": generation %" PRIu64 " is above the last recorded for source \"%s\"",
 			    id, gen, source);
-	if (!get_u64(g, "order", 0, next_order - 1, &order))
+	if (next_order == 0 || !get_u64(g, "order", 0, next_order - 1, &order))
 		return fail(err, errlen, -EBADMSG, "grant \"%s\": \"order\" missing or not below next_order", id);
 	if (msg_state_parse(str_of(g, "state"), &st) < 0)
 		return fail(err, errlen, -EBADMSG, "grant \"%s\": invalid \"state\"", id);
