@@ -246,7 +246,7 @@ int main(int argc, char **argv)
 	{
 		struct api_params ap = {
 			.socket_path = m.cfg->agent.api_socket,
-			.socket_mode = 0660, /* TODO(config): agent.api_socket_mode */
+			.socket_mode = (int)strtoul(m.cfg->agent.api_socket_mode, NULL, 8), /* checked by config */
 			.group = m.cfg->agent.api_group,
 			.body_limit = (size_t)m.cfg->agent.api_body_limit,
 		};

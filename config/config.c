@@ -100,6 +100,21 @@ static bool check_group(const char *s, char *why, size_t len)
 	return true;
 }
 
+/* An octal file mode for the API socket: only read/write bits make sense. */
+static bool check_socket_mode(const char *s, char *why, size_t len)
+{
+	char *end;
+	unsigned long m;
+
+	errno = 0;
+	m = strtoul(s, &end, 8);
+	if (errno || *end || !*s || *s == '-' || (m & ~0777UL) || (m & 0111UL)) {
+		snprintf(why, len, "'%s' is not an octal socket mode such as 0660 (read/write bits only)", s);
+		return false;
+	}
+	return true;
+}
+
 /* Events a hook can name: "*", KIND.*, KIND.STATE (the states of a status). */
 static bool check_event(const char *s, char *why, size_t len)
 {
@@ -215,6 +230,11 @@ static const struct key_def agent_keys[] = {
 	  .off = CFG(agent.api_group),
 	  .dflt = "memgrant",
 	  .check = check_group },
+	{ .name = "api_socket_mode",
+	  .kind = K_STR,
+	  .off = CFG(agent.api_socket_mode),
+	  .dflt = "0660",
+	  .check = check_socket_mode },
 	{ .name = "api_body_limit",
 	  .kind = K_SIZE,
 	  .off = CFG(agent.api_body_limit),

@@ -103,6 +103,7 @@ struct mg_agent_config {
 	char *state_dir;
 	char *api_socket;
 	char *api_group;
+	char *api_socket_mode;    /* octal string, checked: "0660" */
 	uint64_t api_body_limit;  /* bytes */
 	enum mg_log_level log_level;
 };

@@ -1,0 +1,114 @@
+# Shared helpers for integration tests (sourced, POSIX sh).
+# Each test gets its own directory under /tmp; nothing touches the real /sys.
+#   T            the test's temporary directory (removed at exit)
+#   CTL          memgrantctl talking to the test's daemon
+#   start_daemon [yaml lines for extra config]   start memgrantd on a sim
+#   stop_daemon  SIGTERM and wait (fails the test on a non-zero exit)
+set -u
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
+MEMGRANTD=$BUILD/memgrantd
+MEMGRANTCTL=$BUILD/memgrantctl
+T=$(mktemp -d /tmp/memgrant-test.XXXXXX)
+SOCK=$T/api.sock
+SIM=$T/sim.json
+CTL="$MEMGRANTCTL --socket $SOCK"
+DAEMON_PID=
+trap 'cleanup' EXIT INT TERM
+
+cleanup() {
+	if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+		kill -KILL "$DAEMON_PID" 2>/dev/null
+	fi
+	rm -rf "$T"
+}
+
+fail() {
+	echo "FAIL: $*"
+	if [ -f "$T/daemon.log" ]; then
+		echo "--- daemon log"
+		tail -n 40 "$T/daemon.log"
+	fi
+	exit 1
+}
+
+skip() {
+	echo "$*"
+	exit 77
+}
+
+# write_config [extra yaml appended]: a sim-backed config in $T/memgrant.yaml
+write_config() {
+	cat > "$T/memgrant.yaml" <<YAML
+agent:
+  id: test-guest
+  state_dir: $T/state
+  api_socket: $SOCK
+  log_level: debug
+backend:
+  type: sim
+  own_onlining: ${OWN_ONLINING:-true}
+  sim:
+    state: $SIM
+    online: ${SIM_ONLINE:-2G}
+    standby: ${SIM_STANDBY:-2G}
+    block_size: ${SIM_BLOCK:-128M}
+policy:
+  revoke_budget: ${REVOKE_BUDGET:-10s}
+YAML
+	if [ $# -gt 0 ]; then printf '%s\n' "$@" >> "$T/memgrant.yaml"; fi
+}
+
+start_daemon() {
+	[ -f "$T/memgrant.yaml" ] || write_config
+	"$MEMGRANTD" -c "$T/memgrant.yaml" --foreground >> "$T/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	i=0
+	while ! $CTL status >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && fail "memgrantd did not come up"
+		kill -0 "$DAEMON_PID" 2>/dev/null || fail "memgrantd exited at start"
+		sleep 0.1
+	done
+}
+
+stop_daemon() {
+	kill -TERM "$DAEMON_PID"
+	wait "$DAEMON_PID"
+	rc=$?
+	DAEMON_PID=
+	[ "$rc" -eq 0 ] || fail "memgrantd exited with $rc on SIGTERM"
+}
+
+# json_get FILE-or-TEXT PATH: read a value with python3 (test side only)
+jget() {
+	python3 -c 'import json,sys
+v=json.loads(sys.argv[1])
+for k in sys.argv[2].split("."):
+    v = v[int(k)] if isinstance(v, list) else v.get(k)
+print(json.dumps(v) if isinstance(v,(dict,list)) or v is None else v)' "$1" "$2"
+}
+
+expect_eq() { # what got want
+	[ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
+}
+
+# wait_state ID STATE...: poll the grant until it reaches one of STATEs (max 30s)
+wait_state() {
+	id=$1
+	shift
+	i=0
+	while :; do
+		s=$($CTL grants --json | python3 -c 'import json,sys
+g=[x for x in json.load(sys.stdin)["grants"] if x.get("id")==sys.argv[1]]
+print(g[0]["state"] if g else "none")' "$id")
+		for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+		i=$((i + 1))
+		[ $i -gt 300 ] && fail "$id stayed $s, wanted $*"
+		sleep 0.1
+	done
+}
+
+online_bytes() {
+	jget "$($CTL status --json)" memory.online_bytes
+}
