@@ -66,7 +66,9 @@ struct op {
 
 struct daemon {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond;        /* the executor waits for work */
+	pthread_cond_t outbox_cond; /* providers wait for reports */
+	uint64_t wake_gen;          /* bumped by daemon_wake_providers() */
 	struct mg_log log;
 	/* settings (replaced on reload) */
 	char *agent_id;
@@ -267,6 +269,7 @@ static int op_publish_locked(struct daemon *d, struct op *o, const struct mem_ta
 			strerror(-r));
 	events_publish(d->events, status);
 	json_decref(status);
+	pthread_cond_broadcast(&d->outbox_cond);
 	notify(d);
 	return r;
 }
@@ -1122,6 +1125,13 @@ int daemon_new(const struct mg_config *cfg, const struct mg_log *log, struct dae
 		return -ENOMEM;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&d->outbox_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	d->log = *log;
 	d->notify_fd = -1;
 	d->agent_id = strdup(cfg->agent.id);
@@ -1364,6 +1374,7 @@ void daemon_stop(struct daemon *d)
 		d->executor_started = false;
 	}
 	events_close(d->events);
+	daemon_wake_providers(d);
 	if (d->own_onlining && d->backend)
 		give_back_onlining(d);
 }
@@ -1386,6 +1397,7 @@ void daemon_free(struct daemon *d)
 	free(d->agent_id);
 	free(d->state_dir);
 	pthread_cond_destroy(&d->cond);
+	pthread_cond_destroy(&d->outbox_cond);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 }
@@ -1529,4 +1541,76 @@ int daemon_metrics_text(struct daemon *d, char **out)
 	g.outbox_pending = journal_outbox_count(d->journal, "https") + journal_outbox_count(d->journal, "channel");
 	pthread_mutex_unlock(&d->lock);
 	return metrics_render(d->metrics, &g, out);
+}
+
+/* --- providers ------------------------------------------------------------------- */
+
+uint64_t daemon_last_generation(struct daemon *d, const char *source)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&d->lock);
+	g = journal_last_generation(d->journal, source);
+	pthread_mutex_unlock(&d->lock);
+	return g;
+}
+
+int daemon_outbox_peek(struct daemon *d, const char *dest, uint64_t *seq, json_t **report)
+{
+	int r;
+
+	pthread_mutex_lock(&d->lock);
+	r = journal_outbox_peek(d->journal, dest, seq, report);
+	pthread_mutex_unlock(&d->lock);
+	return r;
+}
+
+int daemon_outbox_ack(struct daemon *d, const char *dest, uint64_t seq)
+{
+	int r;
+
+	pthread_mutex_lock(&d->lock);
+	r = journal_outbox_ack(d->journal, dest, seq);
+	pthread_mutex_unlock(&d->lock);
+	if (r == 0)
+		notify(d);
+	return r;
+}
+
+int daemon_outbox_wait(struct daemon *d, const char *dest, int timeout_ms)
+{
+	struct timespec deadline;
+	uint64_t gen;
+	int waiting;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	if (timeout_ms >= 0) {
+		deadline.tv_sec += timeout_ms / 1000;
+		deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+	}
+	pthread_mutex_lock(&d->lock);
+	gen = d->wake_gen;
+	for (;;) {
+		waiting = journal_outbox_count(d->journal, dest) > 0;
+		if (waiting || d->wake_gen != gen || d->stopping)
+			break;
+		if (timeout_ms < 0)
+			pthread_cond_wait(&d->outbox_cond, &d->lock);
+		else if (pthread_cond_timedwait(&d->outbox_cond, &d->lock, &deadline) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return waiting;
+}
+
+void daemon_wake_providers(struct daemon *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->wake_gen++;
+	pthread_cond_broadcast(&d->outbox_cond);
+	pthread_mutex_unlock(&d->lock);
 }

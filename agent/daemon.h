@@ -43,6 +43,22 @@ int daemon_reload(struct daemon *d, const struct mg_config *cfg);
 int daemon_submit(struct daemon *d, const char *source, const char *body, size_t len,
 		  int *http_status, json_t **reply);
 
+/* --- for providers (https, channel): the outbox of reports to deliver ---- */
+
+/* The last generation recorded from SOURCE (0: none yet). */
+uint64_t daemon_last_generation(struct daemon *d, const char *source);
+/* Oldest undelivered report for DEST: 0 with *REPORT (new reference) and
+ * *SEQ, -ENOENT when there is none. */
+int daemon_outbox_peek(struct daemon *d, const char *dest, uint64_t *seq, json_t **report);
+/* DEST acknowledged the report SEQ: it is removed (durably). */
+int daemon_outbox_ack(struct daemon *d, const char *dest, uint64_t seq);
+/* Sleeps until a report for DEST is waiting, TIMEOUT_MS passed (-1: no
+ * limit) or daemon_wake_providers() was called.  1 a report is waiting,
+ * 0 otherwise. */
+int daemon_outbox_wait(struct daemon *d, const char *dest, int timeout_ms);
+/* Wakes every daemon_outbox_wait() (used by a provider that stops). */
+void daemon_wake_providers(struct daemon *d);
+
 json_t *daemon_status_json(struct daemon *d);
 int daemon_blocks_json(struct daemon *d, json_t **out);
 json_t *daemon_grants_json(struct daemon *d);
