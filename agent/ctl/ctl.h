@@ -44,7 +44,12 @@ struct ctl_command {
 #define CTL_COMMANDS(X)                                                                  \
 	X(sim, "sim init|fault FILE ...: create a simulated s390 guest or set its faults") \
 	X(lsmem, "list memory blocks like util-linux lsmem (-o, -a, -J, -P, -r, -b, -n)") \
-	X(block, "block configure|deconfigure|online|offline|memmap on|off N...: one kernel step")
+	X(block, "block configure|deconfigure|online|offline|memmap on|off N...: one kernel step") \
+	X(status, "status [--json]: what memgrantd is doing and how much memory it holds")  \
+	X(grants, "grants [--json]: grants and revocations memgrantd remembers")           \
+	X(grant, "grant SIZE [--memmap auto|on|off] [--zone auto|movable|normal] [--wait]") \
+	X(revoke, "revoke (SIZE | --grant ID) [--wait]: give memory back")                 \
+	X(events, "events [--json]: follow memgrantd's events")
 
 #define CTL_DECLARE(name, help) int ctl_cmd_##name(struct ctl_ctx *ctx, int argc, char **argv);
 CTL_COMMANDS(CTL_DECLARE)
