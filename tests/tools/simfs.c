@@ -41,6 +41,7 @@ int main(void)
 #include <fcntl.h>
 #include <fuse.h>
 #include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -275,7 +276,12 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->negative_timeout = 0;
 	cfg->direct_io = 1;
 	cfg->kernel_cache = 0;
-	cfg->intr = 1; /* interrupted writer -> SIGUSR1 to our thread -> EINTR from the sim */
+	/* An interrupted writer makes libfuse signal (intr_signal, SIGUSR1) the
+	 * thread serving it, so the sim's migration sleep ends with EINTR (W6).
+	 * main() installed the handler: libfuse only does when -o intr is given
+	 * at fuse_new time, which fuse_main does not accept. */
+	cfg->intr = 1;
+	cfg->intr_signal = SIGUSR1;
 	return fuse_get_context()->private_data;
 }
 
@@ -295,6 +301,11 @@ static const struct fuse_operations ops = {
 	.rmdir = fs_unlink,
 	.utimens = fs_utimens,
 };
+
+static void intr_nop(int sig)
+{
+	(void)sig;
+}
 
 static void usage(FILE *f)
 {
@@ -348,6 +359,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fs.tree = fs.sim->root;
+	{
+		/* no SA_RESTART: the signal must end the sim's sleep (see fs_init) */
+		struct sigaction sa = { .sa_handler = intr_nop };
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR1, &sa, NULL);
+	}
 
 	fargv[fargc++] = argv[0];
 	fargv[fargc++] = (char *)mnt;
