@@ -52,12 +52,15 @@ int ctl_open_backend(const struct ctl_ctx *ctx, const char *default_root, struct
 		 * naming the problem, and nothing is written */
 		r = sim_check_file(ctx->sim, err, sizeof(err));
 		if (r < 0) {
-			if (r == -ENOENT && !err[0])
+			if (r == -ENOENT)
 				ctl_err("sim state %s: no such file (create it with 'memgrantctl sim init %s')",
 					ctx->sim, ctx->sim);
 			else
-				ctl_err("sim state %s: %s (%s)", ctx->sim, err[0] ? err : strerror(-r),
-					errno_name(-r));
+				/* the sim's message already names the file */
+				if (err[0])
+					ctl_err("sim state %s (%s)", err, errno_name(-r));
+				else
+					ctl_err("sim state %s: %s (%s)", ctx->sim, strerror(-r), errno_name(-r));
 			return r;
 		}
 		r = hp_sim_open(ctx->sim, out);
