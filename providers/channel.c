@@ -1,0 +1,642 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The guest channel provider (see channel.h and docs/channel.md).
+ *
+ * Two threads: the I/O thread owns the port and everything on it; a small
+ * watcher thread blocks in daemon_outbox_wait() only while the outbox of
+ * "channel" is empty and the I/O thread asked for it, and turns "a report is
+ * waiting" into an eventfd the I/O thread can poll.  (The outbox stays
+ * non-empty until the host acknowledges, so waiting on it unconditionally
+ * would spin.)
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "../agent/daemon.h"
+#include "../agent/log.h"
+#include "../agent/message.h"
+#include "../config/config.h"
+#include "../lib/util.h"
+#include "channel.h"
+
+#define DEST "channel"
+#define OUT_MAX (4u << 20)        /* pending output beyond this: the host is not reading */
+#define HUP_PROBE_MS 1000         /* how often a port without host is looked at */
+#define RETRY_MIN_MS 200
+#define RETRY_MAX_MS 2000
+
+/* ---- line framing ------------------------------------------------------------ */
+
+int channel_reader_init(struct channel_reader *r, size_t max)
+{
+	*r = (struct channel_reader){ .max = max };
+	r->buf = malloc(max);
+	return r->buf ? 0 : -ENOMEM;
+}
+
+void channel_reader_reset(struct channel_reader *r)
+{
+	r->len = 0;
+	r->discarding = 0;
+}
+
+void channel_reader_done(struct channel_reader *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+}
+
+int channel_reader_feed(struct channel_reader *r, const char *data, size_t len, const struct channel_reader_ops *ops,
+			void *ctx)
+{
+	while (len > 0) {
+		const char *nl = memchr(data, '\n', len);
+		size_t chunk = nl ? (size_t)(nl - data) : len;
+		int ret = 0;
+
+		if (r->discarding) {
+			/* the rest of an oversized line: dropped up to its newline */
+		} else if (chunk > r->max - r->len) {
+			size_t seen = r->len + chunk;
+			r->len = 0;
+			r->discarding = 1;
+			if (ops->too_long)
+				ret = ops->too_long(ctx, seen);
+		} else {
+			memcpy(r->buf + r->len, data, chunk);
+			r->len += chunk;
+		}
+		if (nl) {
+			if (!r->discarding) {
+				size_t l = r->len;
+				if (l > 0 && r->buf[l - 1] == '\r')
+					l--;
+				r->len = 0;
+				if (ret == 0 && ops->line)
+					ret = ops->line(ctx, r->buf, l);
+			}
+			r->discarding = 0;
+			r->len = 0;
+			chunk++;
+		}
+		data += chunk;
+		len -= chunk;
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- the provider ---------------------------------------------------------------- */
+
+struct channel_provider {
+	struct daemon *d;
+	const struct mg_log *log;
+	char *path;
+	int stop_fd;    /* eventfd: stop now */
+	int outbox_fd;  /* eventfd: a report is waiting (from the watcher) */
+	pthread_t io_thread, watcher;
+	bool io_started, watcher_started;
+
+	pthread_mutex_t lock; /* armed, stopping */
+	pthread_cond_t cond;
+	bool armed;           /* the I/O thread wants to hear about the next report */
+	bool stopping;
+
+	/* I/O thread only */
+	int fd;
+	bool is_socket;
+	bool hup;             /* character device without a host */
+	struct channel_reader rd;
+	char *out;
+	size_t out_len, out_cap;
+	uint64_t inflight;    /* seq of the report sent and not yet acknowledged, 0 none */
+	bool warned_missing;
+};
+
+static void watcher_arm(struct channel_provider *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->armed = true;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void *watcher_main(void *arg)
+{
+	struct channel_provider *p = arg;
+	uint64_t one = 1;
+
+	for (;;) {
+		pthread_mutex_lock(&p->lock);
+		while (!p->armed && !p->stopping)
+			pthread_cond_wait(&p->cond, &p->lock);
+		p->armed = false;
+		if (p->stopping) {
+			pthread_mutex_unlock(&p->lock);
+			break;
+		}
+		pthread_mutex_unlock(&p->lock);
+
+		if (daemon_outbox_wait(p->d, DEST, -1) > 0) {
+			if (write(p->outbox_fd, &one, sizeof(one)) < 0) {
+				/* an eventfd only fails when its counter is full: already signalled */
+			}
+		} else {
+			/* woken for another provider or the daemon stopping: look again,
+			 * but not faster than once a second when nothing changes */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_mutex_lock(&p->lock);
+			if (!p->stopping)
+				pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+			p->armed = true;
+			pthread_mutex_unlock(&p->lock);
+		}
+	}
+	return NULL;
+}
+
+/* Queues one JSON message as a line; drops it when the host stopped reading. */
+static void send_json(struct channel_provider *p, json_t *j)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t n;
+
+	if (!j)
+		return;
+	text = json_dumps(j, JSON_COMPACT);
+	if (!text)
+		return;
+	n = strlen(text);
+	if (p->out_len + n + 1 > OUT_MAX) {
+		log_warn(p->log, "channel: the host is not reading, a %zu-byte message was dropped", n);
+		return;
+	}
+	if (p->out_len + n + 1 > p->out_cap) {
+		size_t cap = p->out_cap ? p->out_cap : 4096;
+		char *nb;
+		while (cap < p->out_len + n + 1)
+			cap *= 2;
+		nb = realloc(p->out, cap);
+		if (!nb)
+			return;
+		p->out = nb;
+		p->out_cap = cap;
+	}
+	memcpy(p->out + p->out_len, text, n);
+	p->out[p->out_len + n] = '\n';
+	p->out_len += n + 1;
+}
+
+static void send_error(struct channel_provider *p, const char *code, const char *message, const char *id)
+{
+	struct msg_error e = { 0 };
+	json_t *j;
+
+	snprintf(e.code, sizeof(e.code), "%s", code);
+	snprintf(e.message, sizeof(e.message), "%s", message);
+	j = msg_error_to_json(&e, id);
+	send_json(p, j);
+	json_decref(j);
+}
+
+/* Sends the oldest report of the outbox unless one is waiting for its ack. */
+static void pump_outbox(struct channel_provider *p)
+{
+	json_t *report = NULL;
+	uint64_t seq;
+	int r;
+
+	if (p->fd < 0 || p->hup || p->inflight)
+		return;
+	r = daemon_outbox_peek(p->d, DEST, &seq, &report);
+	if (r == -ENOENT) {
+		watcher_arm(p);
+		return;
+	}
+	if (r < 0) {
+		log_err(p->log, "channel: cannot read the outbox: %s", strerror(-r));
+		return;
+	}
+	json_object_set_new(report, "seq", json_integer((json_int_t)seq));
+	send_json(p, report);
+	json_decref(report);
+	p->inflight = seq;
+}
+
+static void handle_ack(struct channel_provider *p, json_t *obj)
+{
+	json_t *seqv = json_object_get(obj, "seq");
+	const char *key;
+	json_t *v;
+	char msg[160];
+	int r;
+
+	json_object_foreach(obj, key, v) {
+		if (!streq(key, "type") && !streq(key, "seq") && !startswith(key, "x-")) {
+			snprintf(msg, sizeof(msg), "field \"%.40s\": unknown field for an ack", key);
+			send_error(p, "EINVAL", msg, NULL);
+			return;
+		}
+	}
+	if (!json_is_integer(seqv) || json_integer_value(seqv) < 1) {
+		send_error(p, "EINVAL", "field \"seq\": an ack needs the positive integer seq of a status", NULL);
+		return;
+	}
+	r = daemon_outbox_ack(p->d, DEST, (uint64_t)json_integer_value(seqv));
+	if (r < 0 && r != -ENOENT)
+		log_err(p->log, "channel: cannot remove report %lld from the outbox: %s",
+			(long long)json_integer_value(seqv), strerror(-r));
+	/* -ENOENT: a repeated ack, nothing to do */
+	if ((uint64_t)json_integer_value(seqv) == p->inflight) {
+		p->inflight = 0;
+		pump_outbox(p);
+	}
+}
+
+static void handle_query(struct channel_provider *p)
+{
+	json_t *j = daemon_status_json(p->d);
+
+	if (!j) {
+		send_error(p, "ENOMEM", "out of memory", NULL);
+		return;
+	}
+	json_object_set_new(j, "type", json_string("agent_status"));
+	send_json(p, j);
+	json_decref(j);
+}
+
+static int on_line(void *ctx, const char *line, size_t len)
+{
+	struct channel_provider *p = ctx;
+	json_error_t jerr;
+	json_t *obj, *typev, *reply = NULL;
+	const char *type, *id = NULL;
+	char msg[256];
+	int status = 0;
+
+	if (len == 0)
+		return 0; /* an empty line is a harmless keep-alive */
+	obj = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!obj || !json_is_object(obj)) {
+		if (obj)
+			snprintf(msg, sizeof(msg), "message: not a JSON object");
+		else
+			snprintf(msg, sizeof(msg), "message: not valid JSON at column %d: %.100s", jerr.column,
+				 jerr.text);
+		json_decref(obj);
+		log_info(p->log, "channel: %s", msg);
+		send_error(p, "EBADMSG", msg, NULL);
+		return 0;
+	}
+	typev = json_object_get(obj, "type");
+	type = json_string_value(typev);
+	if (json_is_string(json_object_get(obj, "id")) && msg_id_valid(json_string_value(json_object_get(obj, "id"))))
+		id = json_string_value(json_object_get(obj, "id"));
+
+	if (streq(type, "ack")) {
+		handle_ack(p, obj);
+		json_decref(obj);
+		return 0;
+	}
+	if (streq(type, "query")) {
+		handle_query(p);
+		json_decref(obj);
+		return 0;
+	}
+
+	daemon_submit(p->d, DEST, line, len, &status, &reply);
+	if (!reply) {
+		send_error(p, "ENOMEM", "out of memory", id);
+	} else if (json_object_get(reply, "error")) {
+		json_t *e = json_object_get(reply, "error");
+		const char *code = json_string_value(json_object_get(e, "code"));
+		const char *m = json_string_value(json_object_get(e, "message"));
+		log_info(p->log, "channel: %s %s refused: %s", type ? type : "message", id ? id : "", m ? m : "");
+		send_error(p, code ? code : "EINVAL", m ? m : "refused", id);
+	} else if (streq(type, "sync")) {
+		/* the answer goes before anything else; then the unacknowledged report again */
+		json_object_set_new(reply, "generation", json_integer((json_int_t)daemon_last_generation(p->d, DEST)));
+		send_json(p, reply);
+		log_debug(p->log, "channel: sync answered");
+		p->inflight = 0;
+		pump_outbox(p);
+	} else {
+		/* the event bus numbers its copy with "seq"; here "seq" means "acknowledge me" */
+		json_object_del(reply, "seq");
+		send_json(p, reply);
+	}
+	json_decref(reply);
+	json_decref(obj);
+	return 0;
+}
+
+static int on_too_long(void *ctx, size_t seen)
+{
+	struct channel_provider *p = ctx;
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), "message: line longer than %d bytes (%zu so far), skipped up to the next newline",
+		 CHANNEL_LINE_MAX, seen);
+	log_info(p->log, "channel: %s", msg);
+	send_error(p, "E2BIG", msg, NULL);
+	return 0;
+}
+
+static const struct channel_reader_ops reader_ops = {
+	.line = on_line,
+	.too_long = on_too_long,
+};
+
+static void port_close(struct channel_provider *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	p->hup = false;
+	p->out_len = 0;
+	p->inflight = 0;
+	channel_reader_reset(&p->rd);
+}
+
+/* A new host session (connected, or HUP gone): fresh framing, the outbox again. */
+static void session_start(struct channel_provider *p)
+{
+	channel_reader_reset(&p->rd);
+	p->out_len = 0;
+	p->inflight = 0;
+	pump_outbox(p);
+}
+
+static int port_open(struct channel_provider *p)
+{
+	struct stat st;
+	int fd;
+
+	if (stat(p->path, &st) < 0)
+		return -errno;
+	if (S_ISSOCK(st.st_mode)) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		if (strlen(p->path) >= sizeof(sa.sun_path))
+			return -ENAMETOOLONG;
+		memcpy(sa.sun_path, p->path, strlen(p->path) + 1);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return -errno;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+		p->is_socket = true;
+	} else {
+		fd = open(p->path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (fd < 0)
+			return -errno;
+		p->is_socket = false;
+	}
+	p->fd = fd;
+	p->hup = false;
+	return 0;
+}
+
+/* Waits up to MS or until stop; true when stop was asked. */
+static bool sleep_or_stop(struct channel_provider *p, int ms)
+{
+	struct pollfd pf = { .fd = p->stop_fd, .events = POLLIN };
+
+	return poll(&pf, 1, ms) > 0;
+}
+
+/* The host went away: a socket is closed and connected again, a device waits for HUP to clear. */
+static void host_gone(struct channel_provider *p, const char *why)
+{
+	if (p->is_socket) {
+		log_info(p->log, "channel: %s: %s, reconnecting", p->path, why);
+		port_close(p);
+	} else {
+		if (!p->hup)
+			log_info(p->log, "channel: %s: %s, waiting for the host", p->path, why);
+		p->hup = true;
+		p->out_len = 0;
+		p->inflight = 0;
+		channel_reader_reset(&p->rd);
+	}
+}
+
+static void do_read(struct channel_provider *p)
+{
+	char buf[16384];
+
+	for (int i = 0; i < 64 && p->fd >= 0 && !p->hup; i++) {
+		ssize_t n = read(p->fd, buf, sizeof(buf));
+		if (n > 0) {
+			channel_reader_feed(&p->rd, buf, (size_t)n, &reader_ops, p);
+			continue;
+		}
+		if (n == 0) {
+			host_gone(p, "end of stream");
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN)
+			return;
+		host_gone(p, strerror(errno));
+		return;
+	}
+}
+
+static void do_write(struct channel_provider *p)
+{
+	while (p->out_len > 0 && p->fd >= 0 && !p->hup) {
+		ssize_t n = p->is_socket ? send(p->fd, p->out, p->out_len, MSG_NOSIGNAL)
+					 : write(p->fd, p->out, p->out_len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return;
+			host_gone(p, strerror(errno));
+			return;
+		}
+		memmove(p->out, p->out + n, p->out_len - (size_t)n);
+		p->out_len -= (size_t)n;
+	}
+}
+
+static void *io_main(void *arg)
+{
+	struct channel_provider *p = arg;
+	int retry_ms = RETRY_MIN_MS;
+
+	for (;;) {
+		struct pollfd pf[3];
+		int n, r, timeout = -1;
+
+		if (p->fd < 0) {
+			r = port_open(p);
+			if (r < 0) {
+				if (!p->warned_missing)
+					log_info(p->log, "channel: cannot open %s: %s; trying again", p->path,
+						 strerror(-r));
+				p->warned_missing = true;
+				if (sleep_or_stop(p, retry_ms))
+					break;
+				retry_ms = retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : retry_ms * 2;
+				continue;
+			}
+			retry_ms = RETRY_MIN_MS;
+			p->warned_missing = false;
+			log_info(p->log, "channel: %s open", p->path);
+			session_start(p);
+		}
+		if (p->hup) {
+			/* a port without host keeps reporting POLLHUP: look again later */
+			struct pollfd probe = { .fd = p->fd, .events = POLLIN };
+			if (poll(&probe, 1, 0) >= 0 && !(probe.revents & (POLLHUP | POLLERR | POLLNVAL))) {
+				p->hup = false;
+				log_info(p->log, "channel: host connected to %s", p->path);
+				session_start(p);
+			} else {
+				timeout = HUP_PROBE_MS;
+			}
+		}
+
+		pf[0] = (struct pollfd){ .fd = p->stop_fd, .events = POLLIN };
+		pf[1] = (struct pollfd){ .fd = p->outbox_fd, .events = POLLIN };
+		pf[2] = (struct pollfd){ .fd = p->hup ? -1 : p->fd,
+					 .events = (short)(POLLIN | (p->out_len ? POLLOUT : 0)) };
+		n = poll(pf, 3, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err(p->log, "channel: poll: %s", strerror(errno));
+			sleep_or_stop(p, 1000);
+			continue;
+		}
+		if (pf[0].revents)
+			break;
+		if (pf[1].revents & POLLIN) {
+			uint64_t v;
+			if (read(p->outbox_fd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: drained already */
+			}
+			pump_outbox(p);
+		}
+		if (p->hup || p->fd < 0)
+			continue;
+		if (pf[2].revents & POLLIN)
+			do_read(p);
+		if (p->fd >= 0 && !p->hup && (pf[2].revents & (POLLHUP | POLLERR)) && !(pf[2].revents & POLLIN))
+			host_gone(p, "hang-up");
+		if (p->fd >= 0 && !p->hup && p->out_len)
+			do_write(p);
+		if (p->fd < 0 && sleep_or_stop(p, RETRY_MIN_MS))
+			break; /* do not reconnect in a tight loop to a peer that closes at once */
+	}
+	return NULL;
+}
+
+static void provider_free(struct channel_provider *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	if (p->stop_fd >= 0)
+		close(p->stop_fd);
+	if (p->outbox_fd >= 0)
+		close(p->outbox_fd);
+	channel_reader_done(&p->rd);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cond);
+	free(p->out);
+	free(p->path);
+	free(p);
+}
+
+int channel_provider_start(const struct mg_channel_config *cfg, struct daemon *d, const struct mg_log *log,
+			   struct channel_provider **out)
+{
+	struct channel_provider *p;
+	int r;
+
+	*out = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->d = d;
+	p->log = log;
+	p->fd = p->stop_fd = p->outbox_fd = -1;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	p->path = strdup(cfg && cfg->path && cfg->path[0] ? cfg->path : CHANNEL_DEFAULT_PATH);
+	p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	p->outbox_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!p->path || p->stop_fd < 0 || p->outbox_fd < 0) {
+		r = p->path ? -errno : -ENOMEM;
+		provider_free(p);
+		return r;
+	}
+	r = channel_reader_init(&p->rd, CHANNEL_LINE_MAX);
+	if (r < 0) {
+		provider_free(p);
+		return r;
+	}
+	r = -pthread_create(&p->watcher, NULL, watcher_main, p);
+	if (r < 0) {
+		provider_free(p);
+		return r;
+	}
+	p->watcher_started = true;
+	r = -pthread_create(&p->io_thread, NULL, io_main, p);
+	if (r < 0) {
+		channel_provider_stop(p);
+		return r;
+	}
+	p->io_started = true;
+	*out = p;
+	return 0;
+}
+
+void channel_provider_stop(struct channel_provider *p)
+{
+	uint64_t one = 1;
+
+	if (!p)
+		return;
+	if (write(p->stop_fd, &one, sizeof(one)) < 0) {
+		/* cannot fail on a fresh eventfd */
+	}
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	if (p->io_started)
+		pthread_join(p->io_thread, NULL);
+	if (p->watcher_started) {
+		/* the watcher may sit in daemon_outbox_wait(), or be about to enter
+		 * it and miss a single wake-up: wake until it is gone */
+		for (;;) {
+			struct timespec ts;
+			daemon_wake_providers(p->d);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 20 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			if (pthread_timedjoin_np(p->watcher, NULL, &ts) != ETIMEDOUT)
+				break;
+		}
+	}
+	provider_free(p);
+}
