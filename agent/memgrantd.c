@@ -14,6 +14,7 @@
 
 #include "../config/config.h"
 #include "../lib/util.h"
+#include "../providers/https.h"
 #include "api.h"
 #include "daemon.h"
 #include "log.h"
@@ -57,6 +58,7 @@ struct mainloop {
 	int watchdog_fd;
 	struct daemon *d;
 	struct api *api;
+	struct https_provider *https;
 	const struct mg_log *log;
 	const char *config_path;
 	const char *const *overrides;
@@ -257,6 +259,14 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (m.cfg->providers.https.enabled) {
+		r = https_provider_start(&m.cfg->providers.https, m.cfg->agent.id, m.d, &log, &m.https);
+		if (r < 0) {
+			log_err(&log, "cannot start the https provider: %s", strerror(-r));
+			rc = 1;
+			goto out;
+		}
+	}
 	m.watchdog_fd = watchdog_timer();
 	log_notice(&log, "memgrantd %s ready, API on %s", MEMGRANT_VERSION, m.cfg->agent.api_socket);
 	sd_notify(0, "READY=1");
@@ -269,6 +279,7 @@ int main(int argc, char **argv)
 	}
 	sd_notify(0, "STOPPING=1");
 out:
+	https_provider_stop(m.https);
 	api_stop(m.api);
 	if (m.d)
 		daemon_stop(m.d);

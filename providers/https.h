@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTPS provider: memgrantd as a client of a control plane
+ * (docs/https.md, docs/api/controlplane.openapi.yaml).
+ *
+ * Contract:
+ * - https_provider_start() copies what it needs from CFG (the caller may free
+ *   or swap its configuration afterwards) and starts two threads of its own:
+ *   the poller (long poll GET .../grants, each grant handed to
+ *   daemon_submit() with source "https") and the sender (inventory PUT, then
+ *   the outbox of status reports for "https", POSTed strictly in order, each
+ *   acknowledged in the outbox only after a 2xx).  Neither ever blocks the
+ *   daemon: they only call the daemon's thread-safe entry points.
+ * - Network trouble never fails the provider: every failure is retried with
+ *   exponential backoff and jitter up to a cap, and logged once per change of
+ *   state (not once per attempt).  4xx answers other than 408/429 are logged
+ *   with the server's message and retried at the cap only.
+ * - The bearer token is re-read when token_file changes and never logged.
+ * - https_provider_stop() returns promptly: it aborts a long poll or a
+ *   backoff in progress.  Call it before daemon_stop().
+ * - Returns 0 or a negative errno; logs through LOG, never prints.
+ */
+#pragma once
+
+struct daemon;
+struct mg_https_config;
+struct mg_log;
+struct https_provider;
+
+int https_provider_start(const struct mg_https_config *cfg, const char *agent_id, struct daemon *d,
+			 const struct mg_log *log, struct https_provider **out);
+/* NULL is fine. */
+void https_provider_stop(struct https_provider *p);
