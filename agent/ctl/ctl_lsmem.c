@@ -60,6 +60,7 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 	_cleanup_backend_ struct hp_backend *be = NULL;
 	_cleanup_mem_table_ struct mem_table *t = NULL;
 	struct lsmem_opts o;
+	const char *outarg = NULL;
 	char err[256];
 	int c, r;
 
@@ -90,7 +91,7 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 			o.noheadings = true;
 			break;
 		case 'o':
-			r = lsmem_opts_set_columns(&o, optarg, err, sizeof(err));
+			outarg = optarg; /* the last -o counts, applied after --output-all, as lsmem does */
 			break;
 		case OPT_OUTPUT_ALL:
 			lsmem_opts_all_columns(&o);
@@ -122,6 +123,10 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 	}
 	if (optind < argc) {
 		ctl_err("lsmem: unexpected argument '%s'", argv[optind]);
+		return CTL_EXIT_FAILURE;
+	}
+	if (outarg && lsmem_opts_set_columns(&o, outarg, err, sizeof(err)) < 0) {
+		ctl_err("lsmem: %s", err);
 		return CTL_EXIT_FAILURE;
 	}
 	if (lsmem_opts_finish(&o, err, sizeof(err)) < 0) {

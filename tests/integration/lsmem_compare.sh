@@ -55,7 +55,7 @@ compare_all() {
 		"--summary=only" "--summary=only -b" "--summary=never" "--summary=always -r" \
 		"-o RANGE,SIZE,STATE,REMOVABLE,BLOCK,NODE,ZONES" "-o +NODE,ZONES -a" \
 		"-o BLOCK,ZONES" "-o SIZE,NODE -J" "-o zones,state -P" "-o STATE -S none" \
-		"-S ZONES" "--output-all" "-o RANGE -S STATE,NODE"; do
+		"-S ZONES" "--output-all" "-o RANGE -S STATE,NODE" "-o SIZE -o BLOCK,STATE"; do
 		# with firmware entries 2.42 adds CONFIGURED and MEMMAP-ON-MEMORY to --output-all
 		if [ "$args" = "--output-all" ] && [ -d "$sim.tree/sys/firmware/memory" ]; then
 			continue
