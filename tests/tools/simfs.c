@@ -19,7 +19,9 @@
  * go on while a write is running (A7).  Writers serialise on the sim's own
  * lock (W4).
  *
- * Without libfuse3 at build time this is a stub that exits 77 (skip).
+ * Exit status: 0 once mounted (the server goes on in the background unless
+ * -f), 2 usage, 10 the sim cannot be opened, 77 built without libfuse3
+ * (a stub), else libfuse's (4: the mount failed).
  * Test tool: prints to stderr, exits on errors.
  */
 #define FUSE_USE_VERSION 31
@@ -349,14 +351,14 @@ int main(int argc, char **argv)
 	abs_state = realpath(state, NULL);
 	if (!abs_state) {
 		fprintf(stderr, "simfs: %s: %s\n", state, strerror(errno));
-		return 1;
+		return 10;
 	}
 	r = hp_sim_open(abs_state, &fs.sim);
 	if (r < 0) {
 		fprintf(stderr, "simfs: cannot open sim '%s': %s (%s)\n", abs_state, strerror(-r),
 			errno_name(r));
 		free(abs_state);
-		return 1;
+		return 10;
 	}
 	fs.tree = fs.sim->root;
 	{
