@@ -315,14 +315,16 @@ static int state_load(const char *path, struct sim_state **out, char *err, size_
 		struct sim_block *b = &s->blocks[i];
 		const char *st, *zn;
 
-		if (!json_is_object(jb) || get_bool(jb, "config", &b->configured) < 0 ||
-		    get_bool(jb, "memmap", &b->memmap) < 0 ||
-		    !json_is_string(json_object_get(jb, "state")) ||
-		    !json_is_string(json_object_get(jb, "zone")))
+		/* [config, memmap, state, zone]: arrays keep big machines fast */
+		if (!json_is_array(jb) || json_array_size(jb) != 4 || !json_is_boolean(json_array_get(jb, 0)) ||
+		    !json_is_boolean(json_array_get(jb, 1)) || !json_is_string(json_array_get(jb, 2)) ||
+		    !json_is_string(json_array_get(jb, 3)))
 			return fail(err, errlen, -EINVAL, path,
-				    "block %zu: needs config, memmap (booleans), state, zone (strings)", i);
-		st = json_string_value(json_object_get(jb, "state"));
-		zn = json_string_value(json_object_get(jb, "zone"));
+				    "block %zu: must be [config, memmap, \"state\", \"zone\"]", i);
+		b->configured = json_is_true(json_array_get(jb, 0));
+		b->memmap = json_is_true(json_array_get(jb, 1));
+		st = json_string_value(json_array_get(jb, 2));
+		zn = json_string_value(json_array_get(jb, 3));
 		if (mem_state_parse(st, &b->state) < 0)
 			return fail(err, errlen, -EINVAL, path, "block %zu: unknown state \"%s\"", i, st);
 		if (b->state == MEM_STATE_OFFLINE) {
@@ -354,41 +356,53 @@ static json_t *ids_json(const struct id_list *l)
 	return a;
 }
 
+/*
+ * The settings go through jansson; the blocks are appended one per line by
+ * hand (fixed words only, nothing to escape) so that a machine with
+ * thousands of blocks saves fast and stays readable.  Loading is jansson's.
+ */
 static int state_save(const char *path, const struct sim_state *s)
 {
-	_cleanup_json_ json_t *root = NULL, *blocks = NULL;
-	_cleanup_free_ char *text = NULL;
+	_cleanup_json_ json_t *root = NULL;
+	_cleanup_free_ char *head = NULL, *text = NULL;
 	json_t *faults;
+	size_t hlen, len, cap;
 
-	blocks = json_array();
-	if (!blocks)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < s->n_blocks; i++) {
-		const struct sim_block *b = &s->blocks[i];
-		json_t *o = json_pack("{s:b,s:b,s:s,s:s}", "config", b->configured, "memmap", b->memmap,
-				      "state", mem_state_name(b->state),
-				      "zone", b->state == MEM_STATE_OFFLINE ? "" : zone_names[b->zone]);
-		if (!o || json_array_append_new(blocks, o) < 0)
-			return -ENOMEM;
-	}
 	faults = json_pack("{s:o,s:o,s:o,s:I}", "configure_eio", ids_json(&s->configure_eio),
 			   "offline_ebusy", ids_json(&s->offline_ebusy),
 			   "online_enomem", ids_json(&s->online_enomem),
 			   "latency_ms", (json_int_t)s->latency_ms);
 	if (!faults)
 		return -ENOMEM;
-	root = json_pack("{s:i,s:I,s:I,s:I,s:b,s:b,s:b,s:s,s:s,s:o,s:O}", "format", SIM_FORMAT,
+	root = json_pack("{s:i,s:I,s:I,s:I,s:b,s:b,s:b,s:s,s:s,s:o}", "format", SIM_FORMAT,
 			 "block_size", (json_int_t)s->block_size, "boot_blocks", (json_int_t)s->boot_blocks,
 			 "used_bytes", (json_int_t)s->used_bytes, "memmap_supported", s->memmap_supported,
 			 "has_firmware", s->has_firmware, "refuse_memmap_eopnotsupp", s->refuse_memmap_eopnotsupp,
-			 "auto_online", s->auto_online, "tree", s->tree, "faults", faults, "blocks", blocks);
+			 "auto_online", s->auto_online, "tree", s->tree, "faults", faults);
 	if (!root)
 		return -ENOMEM;
-	/* Indented: people read and diff this file. */
-	text = json_dumps(root, JSON_INDENT(1) | JSON_COMPACT);
+	head = json_dumps(root, JSON_INDENT(1) | JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!head)
+		return -ENOMEM;
+	hlen = strlen(head);
+	if (hlen < 2 || head[hlen - 1] != '}')
+		return -EINVAL;
+	hlen -= 2; /* drop "\n}" and continue the object */
+	cap = hlen + 64 + (size_t)s->n_blocks * 48;
+	text = malloc(cap);
 	if (!text)
 		return -ENOMEM;
-	return file_write_atomic(path, text, strlen(text), 0644);
+	memcpy(text, head, hlen);
+	len = hlen + (size_t)snprintf(text + hlen, cap - hlen, ",\n \"blocks\":[");
+	for (uint64_t i = 0; i < s->n_blocks; i++) {
+		const struct sim_block *b = &s->blocks[i];
+		len += (size_t)snprintf(text + len, cap - len, "%s\n  [%s,%s,\"%s\",\"%s\"]", i ? "," : "",
+					b->configured ? "true" : "false", b->memmap ? "true" : "false",
+					mem_state_name(b->state),
+					b->state == MEM_STATE_OFFLINE ? "" : zone_names[b->zone]);
+	}
+	len += (size_t)snprintf(text + len, cap - len, "\n ]\n}\n");
+	return file_write_atomic(path, text, len, 0644);
 }
 
 /* ---- zones (A9, W5) --------------------------------------------------------- */
@@ -974,18 +988,15 @@ static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id,
 	default:
 		return -EINVAL;
 	}
-	/* The file must exist before anything is parsed (ENOENT wins); this
-	 * unlocked look is repeated under the lock. */
-	r = state_load(sb->state_path, &s, NULL, 0);
-	if (r < 0)
-		return r;
-	r = check_exists(s, attr, id);
-	if (r < 0)
-		return r;
-	if (perr < 0)
-		return perr;
-	sim_state_free(TAKE_PTR(s));
-
+	/* A missing file wins over a bad value (ENOENT before EINVAL), as
+	 * open(2) fails before the kernel parses anything. */
+	if (perr < 0) {
+		r = state_load(sb->state_path, &s, NULL, 0);
+		if (r < 0)
+			return r;
+		r = check_exists(s, attr, id);
+		return r < 0 ? r : perr;
+	}
 	lock = writer_lock(sb->state_path);
 	if (lock < 0)
 		return lock;
