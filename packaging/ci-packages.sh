@@ -1,0 +1,153 @@
+#!/bin/sh
+# CI for memgrant's packages (run as root on a Debian machine, by .ci/run):
+#  1. installs the packaging tools and build dependencies with apt-get;
+#  2. checks the systemd unit (systemd-analyze security, offline);
+#  3. builds the .deb (packaging/build-deb.sh: dpkg-buildpackage + lintian,
+#     which must report no errors and no warnings);
+#  4. builds the .rpm with rpmbuild -bb and runs rpmlint (no errors);
+#  5. installs the .deb on this machine, starts the installed memgrantd in the
+#     foreground on the sim backend (the installed config plus -o overrides,
+#     everything under a temporary directory), asks the installed memgrantctl
+#     for the status, stops the agent, and purges the package.
+# The service is never started through systemd and nothing touches this
+# machine's /sys: the package does not start the unit on install, and the test
+# agent runs on the sim backend, with /sys mounted read-only for it where
+# mount namespaces are allowed.
+set -eu
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$top/build/packages
+# The unit's exposure score (systemd-analyze security, times 10) must not rise.
+SECURITY_THRESHOLD=20
+
+say() { printf 'ci-packages: %s\n' "$*"; }
+die() { printf 'ci-packages: FAIL: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run as root (installs packages)"
+
+tmp=$(mktemp -d /tmp/memgrant-ci-pkg.XXXXXX)
+agent_pid=
+cleanup() {
+	if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
+		kill -KILL "$agent_pid" 2>/dev/null || :
+	fi
+	if dpkg-query -W -f='${Status}' memgrant 2>/dev/null | grep -q 'ok installed'; then
+		dpkg --purge memgrant >/dev/null 2>&1 || :
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# --- 1. tools --------------------------------------------------------------
+TOOLS="dpkg-dev debhelper lintian fakeroot scdoc systemd rpm rpmlint"
+say "installing tools: $TOOLS"
+"$top/packaging/install-deps.sh"
+export DEBIAN_FRONTEND=noninteractive
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $TOOLS >/dev/null
+
+# --- 2. the unit -----------------------------------------------------------
+unit=$top/packaging/systemd/memgrantd.service
+score=$(systemd-analyze security --offline=yes "$unit" 2>/dev/null | sed -n 's/.*Overall exposure level for [^:]*: *//p')
+say "systemd-analyze security: $score"
+systemd-analyze security --offline=yes --threshold=$SECURITY_THRESHOLD "$unit" >/dev/null ||
+	die "unit exposure $score is above $SECURITY_THRESHOLD/10"
+
+# --- 3. .deb ---------------------------------------------------------------
+rm -rf "$out"
+"$top/packaging/build-deb.sh" "$out"
+deb=$(ls "$out"/memgrant_*.deb)
+say "built $(basename "$deb")"
+
+# --- 4. .rpm ---------------------------------------------------------------
+version=$(dpkg-parsechangelog -l "$top/packaging/debian/changelog" -S Version)
+spec_version=$(sed -n 's/^Version: *//p' "$top/packaging/rpm/memgrant.spec")
+[ "$version" = "$spec_version" ] ||
+	die "version mismatch: debian/changelog $version, memgrant.spec $spec_version"
+rpmtop=$tmp/rpm
+mkdir -p "$rpmtop/SOURCES" "$tmp/src/memgrant-$version"
+(cd "$top" && tar --exclude=./build --exclude=./config.mk --exclude=./.git -cf - .) |
+	tar -C "$tmp/src/memgrant-$version" -xf -
+tar -C "$tmp/src" -czf "$rpmtop/SOURCES/memgrant-$version.tar.gz" "memgrant-$version"
+cp "$top/packaging/systemd/memgrant.sysusers" "$rpmtop/SOURCES/"
+# Debian's rpm has no database of the build dependencies (--nodeps), no
+# systemd-rpm-macros (macros.ci stands in) and no libvirt development files
+# here (--without host).
+rpmbuild -bb --nodeps --without host --define "_topdir $rpmtop" \
+	--load "$top/packaging/rpm/macros.ci" "$top/packaging/rpm/memgrant.spec" >"$tmp/rpmbuild.log" 2>&1 ||
+	{ tail -40 "$tmp/rpmbuild.log" >&2; die "rpmbuild failed"; }
+rpm=$(find "$rpmtop/RPMS" -name 'memgrant-*.rpm' | head -1)
+[ -n "$rpm" ] || die "rpmbuild produced no package"
+cp "$rpm" "$out/"
+say "built $(basename "$rpm")"
+rpm -qp --scripts "$rpm" | grep -q 'systemctl\|systemd-update-helper' ||
+	die "the rpm has no systemd scriptlets"
+if command -v rpmlint >/dev/null 2>&1; then
+	# rpmlint exits non-zero on errors (warnings are printed, not fatal)
+	rpmlint -r "$top/packaging/rpm/memgrant.rpmlintrc" "$top/packaging/rpm/memgrant.spec" "$rpm" ||
+		die "rpmlint reports errors"
+else
+	say "rpmlint not available, skipped"
+fi
+
+# --- 5. install the .deb and run it on the sim ------------------------------
+say "installing $(basename "$deb")"
+dpkg -i "$deb"
+dpkg-query -W -f='${Conffiles}\n' memgrant | grep -q ' /etc/memgrant/memgrant.yaml ' ||
+	die "/etc/memgrant/memgrant.yaml is not a conffile"
+getent group memgrant >/dev/null || die "group memgrant was not created"
+for f in /usr/sbin/memgrantd /usr/bin/memgrantctl; do
+	[ -x "$f" ] || die "$f missing"
+done
+unitfile=$(dpkg -L memgrant | grep '/systemd/system/memgrantd.service$') || die "unit not installed"
+[ -L /etc/systemd/system/multi-user.target.wants/memgrantd.service ] ||
+	die "memgrantd.service was not enabled on install"
+systemd-analyze verify --man=no "$unitfile" || die "systemd-analyze verify $unitfile"
+for m in memgrantd.8 memgrantctl.8 memgrant.yaml.5; do
+	dpkg -L memgrant | grep -q "/man/man.*/$m.gz$" || die "manual page $m not installed"
+done
+if pgrep -x memgrantd >/dev/null; then
+	die "a memgrantd is running after install: the package must not start it"
+fi
+
+run=$tmp/run
+mkdir -p "$run/state"
+# The one-line override: the installed config, switched to the sim, with its
+# state, journal and socket in a temporary directory.
+set -- -c /etc/memgrant/memgrant.yaml -o backend.type=sim -o backend.sim.state="$run/sim.json" \
+	-o agent.state_dir="$run/state" -o agent.api_socket="$run/api.sock"
+say "memgrantd --check-config $*"
+/usr/sbin/memgrantd "$@" --check-config || die "installed config with the sim override is invalid"
+# Belt and braces: where mount namespaces are allowed, the test agent sees
+# this machine's /sys read-only, whatever its configuration says.
+if unshare -m --propagation private sh -c 'mount -o bind,ro /sys /sys' 2>/dev/null; then
+	set -- unshare -m --propagation private sh -c \
+		'mount -o bind,ro /sys /sys && exec /usr/sbin/memgrantd "$@"' memgrantd --foreground "$@"
+	say "starting the installed memgrantd on the sim (/sys read-only in its mount namespace)"
+else
+	set -- /usr/sbin/memgrantd --foreground "$@"
+	say "starting the installed memgrantd on the sim"
+fi
+"$@" >"$tmp/memgrantd.log" 2>&1 &
+agent_pid=$!
+i=0
+while [ ! -S "$run/api.sock" ]; do
+	kill -0 "$agent_pid" 2>/dev/null || { cat "$tmp/memgrantd.log" >&2; die "memgrantd exited"; }
+	i=$((i + 1))
+	[ $i -le 100 ] || { cat "$tmp/memgrantd.log" >&2; die "no API socket after 10s"; }
+	sleep 0.1
+done
+/usr/bin/memgrantctl --socket "$run/api.sock" status ||
+	{ cat "$tmp/memgrantd.log" >&2; die "installed memgrantctl status did not answer"; }
+kill -TERM "$agent_pid"
+rc=0
+wait "$agent_pid" || rc=$?
+agent_pid=
+[ $rc -eq 0 ] || { cat "$tmp/memgrantd.log" >&2; die "memgrantd exited $rc on SIGTERM"; }
+say "installed memgrantd answered and stopped cleanly"
+
+dpkg --purge memgrant
+[ ! -e /etc/memgrant/memgrant.yaml ] || die "purge left /etc/memgrant/memgrant.yaml"
+[ ! -e "$unitfile" ] || die "purge left $unitfile"
+say "OK: deb and rpm built, lintian and rpmlint clean, installed agent answered, package purged"

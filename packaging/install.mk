@@ -1,0 +1,27 @@
+# Service files and shell completion, installed by `make install-service`.
+# Included by the top Makefile.  Directories come from pkg-config (systemd,
+# bash-completion) when it knows them; override any of them on the command
+# line, e.g. `make install SYSTEMDUNITDIR=/usr/lib/systemd/system`.
+#
+# The unit expects the paths the packages use (./configure --prefix=/usr
+# --sysconfdir=/etc --localstatedir=/var --runstatedir=/run): its sandbox opens
+# /var/lib/memgrant and /run/memgrant for writing and nothing else.
+
+PKG_CONFIG ?= pkg-config
+pc_var = $(shell $(PKG_CONFIG) --variable=$(1) $(2) 2>/dev/null)
+
+SYSTEMDUNITDIR ?= $(or $(call pc_var,systemdsystemunitdir,systemd),/usr/lib/systemd/system)
+SYSUSERSDIR ?= $(or $(call pc_var,sysusersdir,systemd),/usr/lib/sysusers.d)
+TMPFILESDIR ?= $(or $(call pc_var,tmpfilesdir,systemd),/usr/lib/tmpfiles.d)
+BASHCOMPDIR ?= $(or $(call pc_var,completionsdir,bash-completion),$(DATADIR)/bash-completion/completions)
+
+.PHONY: install-service
+
+install-service:
+	$(if $(filter-out /var,$(LOCALSTATEDIR))$(filter-out /run,$(RUNSTATEDIR)),@echo "install-service: warning: memgrantd.service assumes --localstatedir=/var --runstatedir=/run (configured: $(LOCALSTATEDIR), $(RUNSTATEDIR))" >&2)
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(BASHCOMPDIR)
+	sed 's|/usr/sbin/memgrantd|$(SBINDIR)/memgrantd|g' packaging/systemd/memgrantd.service > $(DESTDIR)$(SYSTEMDUNITDIR)/memgrantd.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/memgrantd.service
+	install -m 0644 packaging/systemd/memgrant.sysusers $(DESTDIR)$(SYSUSERSDIR)/memgrant.conf
+	install -m 0644 packaging/systemd/memgrant.tmpfiles $(DESTDIR)$(TMPFILESDIR)/memgrant.conf
+	install -m 0644 packaging/bash-completion/memgrantctl $(DESTDIR)$(BASHCOMPDIR)/memgrantctl
