@@ -1614,3 +1614,17 @@ void daemon_wake_providers(struct daemon *d)
 	pthread_cond_broadcast(&d->outbox_cond);
 	pthread_mutex_unlock(&d->lock);
 }
+
+int daemon_outbox_push(struct daemon *d, const char *dest, json_t *report)
+{
+	int r;
+
+	pthread_mutex_lock(&d->lock);
+	r = journal_outbox_push(d->journal, dest, report, NULL);
+	if (r == 0)
+		pthread_cond_broadcast(&d->outbox_cond);
+	pthread_mutex_unlock(&d->lock);
+	if (r == 0)
+		notify(d);
+	return r;
+}

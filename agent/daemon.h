@@ -56,6 +56,9 @@ int daemon_outbox_ack(struct daemon *d, const char *dest, uint64_t seq);
  * limit) or daemon_wake_providers() was called.  1 a report is waiting,
  * 0 otherwise. */
 int daemon_outbox_wait(struct daemon *d, const char *dest, int timeout_ms);
+/* Queues a copy of REPORT for DEST durably and wakes its waiters (hooks,
+ * pressure requests).  -ENOBUFS when the destination's outbox is full. */
+int daemon_outbox_push(struct daemon *d, const char *dest, json_t *report);
 /* Wakes every daemon_outbox_wait() (used by a provider that stops). */
 void daemon_wake_providers(struct daemon *d);
 

@@ -118,24 +118,33 @@ static bool check_socket_mode(const char *s, char *why, size_t len)
 /* Events a hook can name: "*", KIND.*, KIND.STATE (the states of a status). */
 static bool check_event(const char *s, char *why, size_t len)
 {
-	static const char *const kinds[] = { "grant", "revoke" };
-	static const char *const states[] = { "*", "accepted", "in_progress", "applied",
-					      "partial", "failed", "rejected" };
+	/* The events agent/hooks.c fires (docs/autoscaling.md); "kind.*" matches all of a kind. */
+	static const struct {
+		const char *kind;
+		const char *const states[8];
+	} events[] = {
+		{ "grant", { "*", "accepted", "in_progress", "applied", "partial", "failed", "rejected" } },
+		{ "revoke", { "*", "accepted", "in_progress", "applied", "partial", "failed", "rejected" } },
+		{ "block", { "*", "failed" } },
+		{ "pressure", { "*", "high", "low" } },
+		{ "agent", { "*", "started", "stopping" } },
+	};
 	const char *dot = strchr(s, '.');
 
 	if (streq(s, "*"))
 		return true;
 	if (dot)
-		for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
-			if ((size_t)(dot - s) != strlen(kinds[k]) || strncmp(s, kinds[k], dot - s) != 0)
+		for (size_t k = 0; k < ARRAY_SIZE(events); k++) {
+			if ((size_t)(dot - s) != strlen(events[k].kind) || strncmp(s, events[k].kind, dot - s) != 0)
 				continue;
-			for (size_t i = 0; i < ARRAY_SIZE(states); i++)
-				if (streq(dot + 1, states[i]))
+			for (size_t i = 0; i < ARRAY_SIZE(events[k].states) && events[k].states[i]; i++)
+				if (streq(dot + 1, events[k].states[i]))
 					return true;
 		}
 	snprintf(why, len,
-		 "'%s' is not an event (\"*\", or grant. or revoke. followed by *, accepted, "
-		 "in_progress, applied, partial, failed or rejected)", s);
+		 "'%s' is not an event (\"*\"; grant. or revoke. followed by *, accepted, "
+		 "in_progress, applied, partial, failed or rejected; block.failed; pressure.high, "
+		 "pressure.low; agent.started, agent.stopping; or kind.*)", s);
 	return false;
 }
 
