@@ -29,8 +29,9 @@ for t in "$@"; do
 		# shellcheck disable=SC2086
 		CMOCKA_MESSAGE_OUTPUT=stdout timeout 600 ${TEST_WRAPPER:-} "$t" >"$log" 2>&1
 		rc=$?
-		p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
-		f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+		# a binary may run several cmocka groups: add them all up
+		p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+		f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
 		p=${p:-0} f=${f:-0}
 		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 			f=1 # crashed or timed out before cmocka could count
