@@ -1,0 +1,76 @@
+#!/bin/sh
+# Builds the libFuzzer harnesses with clang (fuzzer, address, undefined) and
+# runs each for SECONDS (default 60).  Not part of make check.
+#
+#   tests/fuzz/build.sh [SECONDS] [HARNESS...]     e.g. tests/fuzz/build.sh 30 message
+#
+# Needs clang and its runtime (Debian: apt-get install clang libclang-rt-14-dev,
+# plus libjansson-dev libyaml-dev libcurl4-openssl-dev).  Work files go to
+# $BUILD/fuzz (default build/fuzz): binaries, the growing corpus, and crash
+# artifacts.  The seeds in tests/fuzz/corpus/ are read, never written.
+# Exit 0: no crash; 1: a harness crashed (the input is in $BUILD/fuzz/artifacts,
+# replay it with: $BUILD/fuzz/fuzz_NAME FILE); 2: cannot build.
+set -eu
+cd "$(dirname "$0")/../.."
+SECONDS_EACH=${1:-60}
+[ $# -gt 0 ] && shift
+HARNESSES=${*:-message config blockjson}
+CLANG=${CLANG:-clang}
+BUILD=${BUILD:-build}
+OUT=$BUILD/fuzz
+
+case $SECONDS_EACH in
+*[!0-9]* | '') echo "build.sh: SECONDS must be a whole number, got '$SECONDS_EACH'" >&2; exit 2 ;;
+esac
+command -v "$CLANG" >/dev/null 2>&1 || { echo "build.sh: $CLANG not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
+
+pc() { pkg-config "$@" 2>/dev/null || true; }
+CFLAGS="-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. $(pc --cflags jansson yaml-0.1 libcurl)"
+LIBS="$(pc --libs jansson yaml-0.1 libcurl)"
+[ -n "$LIBS" ] || LIBS="-ljansson -lyaml -lcurl"
+LIBSRC="lib/errname.c lib/size.c lib/fileio.c"
+
+mkdir -p "$OUT/artifacts"
+for h in $HARNESSES; do
+	case $h in
+	message) src="agent/message.c" ;;
+	config) src="config/config.c" ;;
+	blockjson) src="hotplug/blockjson.c hotplug/block.c" ;;
+	*) echo "build.sh: unknown harness '$h' (message, config, blockjson)" >&2; exit 2 ;;
+	esac
+	echo "  FUZZCC  $OUT/fuzz_$h"
+	# shellcheck disable=SC2086 # word splitting of the flag lists is wanted
+	$CLANG $CFLAGS -o "$OUT/fuzz_$h" "tests/fuzz/fuzz_$h.c" $src $LIBSRC $LIBS || exit 2
+done
+
+rc=0
+for h in $HARNESSES; do
+	work=$OUT/corpus-$h
+	mkdir -p "$work"
+	# seeds: our corpus, and for the config the shipped file and every fixture
+	seeds=
+	[ -d "tests/fuzz/corpus/$h" ] && seeds="tests/fuzz/corpus/$h"
+	if [ "$h" = config ]; then
+		cp config/memgrant.yaml "$work/shipped.yaml"
+		for f in tests/fixtures/config/good/*.yaml tests/fixtures/config/bad/*.yaml; do
+			d=${f%/*}
+			cp "$f" "$work/${d##*/}-${f##*/}"
+		done
+	fi
+	dict=
+	[ -f "tests/fuzz/$h.dict" ] && dict="-dict=tests/fuzz/$h.dict"
+	echo "  FUZZ    $h for ${SECONDS_EACH}s"
+	# shellcheck disable=SC2086
+	if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		"$OUT/fuzz_$h" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+		-artifact_prefix="$OUT/artifacts/$h-" -print_final_stats=1 $dict "$work" $seeds \
+		>"$OUT/$h.log" 2>&1; then
+		echo "FAIL: fuzz_$h found a problem; see $OUT/$h.log and $OUT/artifacts/$h-*"
+		grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$OUT/$h.log" | head -5
+		rc=1
+	else
+		grep -E '^stat::number_of_executed_units|^stat::new_units_added' "$OUT/$h.log" | tr '\n' ' '
+		echo
+	fi
+done
+exit $rc
