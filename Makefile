@@ -79,9 +79,14 @@ $(B)/memgrantctl: $(patsubst %.c,$(B)/%.o,$(CTL_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
+# memgrant-host reads the domain XML with libxml2 (a dependency of libvirt)
+HOST_XML_CFLAGS := $(if $(filter 1,$(HAVE_LIBVIRT)),$(shell pkg-config --cflags libxml-2.0 2>/dev/null))
+HOST_XML_LIBS := $(if $(filter 1,$(HAVE_LIBVIRT)),$(shell pkg-config --libs libxml-2.0 2>/dev/null))
+$(B)/providers/host/%.o: ALL_CFLAGS += $(HOST_XML_CFLAGS)
+
 $(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(AGENT_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
 
 $(B)/tests/test_%: $(B)/tests/unit/hotplug/test_%.o $(HOTPLUG_LIB)
 	@$(if $(Q),echo "  LD      $@")
