@@ -15,6 +15,7 @@
 #include "../config/config.h"
 #include "../lib/util.h"
 #include "../providers/https.h"
+#include "../providers/channel.h"
 #include "api.h"
 #include "daemon.h"
 #include "log.h"
@@ -59,6 +60,7 @@ struct mainloop {
 	struct daemon *d;
 	struct api *api;
 	struct https_provider *https;
+	struct channel_provider *channel;
 	const struct mg_log *log;
 	const char *config_path;
 	const char *const *overrides;
@@ -259,6 +261,14 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (m.cfg->providers.channel.enabled) {
+		r = channel_provider_start(&m.cfg->providers.channel, m.d, &log, &m.channel);
+		if (r < 0) {
+			log_err(&log, "cannot start the channel provider: %s", strerror(-r));
+			rc = 1;
+			goto out;
+		}
+	}
 	if (m.cfg->providers.https.enabled) {
 		r = https_provider_start(&m.cfg->providers.https, m.cfg->agent.id, m.d, &log, &m.https);
 		if (r < 0) {
@@ -280,6 +290,7 @@ int main(int argc, char **argv)
 	sd_notify(0, "STOPPING=1");
 out:
 	https_provider_stop(m.https);
+	channel_provider_stop(m.channel);
 	api_stop(m.api);
 	if (m.d)
 		daemon_stop(m.d);
