@@ -317,7 +317,8 @@ static int on_line(void *ctx, const char *line, size_t len)
 	daemon_submit(p->d, DEST, line, len, &status, &reply);
 	if (!reply) {
 		send_error(p, "ENOMEM", "out of memory", id);
-	} else if (json_object_get(reply, "error")) {
+	} else if (!json_object_get(reply, "type") && json_is_object(json_object_get(reply, "error"))) {
+		/* daemon_submit's error shape, {"error":{code,message}}: the channel's is {"type":"error",...} */
 		json_t *e = json_object_get(reply, "error");
 		const char *code = json_string_value(json_object_get(e, "code"));
 		const char *m = json_string_value(json_object_get(e, "message"));
