@@ -543,6 +543,37 @@ static enum outcome classify(struct https_provider *p, struct conn *c, int r, co
 	return stopping(p) ? OUT_STOPPED : OUT_REFUSED;
 }
 
+/* A 2xx to a status or an inventory counts when its body is empty or a JSON
+ * object: a proxy or captive portal answering 200 with a page of HTML has
+ * not stored the report, and acknowledging it would lose the report. */
+static bool ack_body_ok(const struct response *r)
+{
+	_cleanup_json_ json_t *j = NULL;
+	size_t i = 0;
+
+	while (r->body && i < r->len && strchr(" \t\r\n", r->body[i]))
+		i++;
+	if (!r->body || i == r->len)
+		return true;
+	j = json_loadb(r->body, r->len, 0, NULL);
+	return json_is_object(j);
+}
+
+/* OUT_OK only for a 2xx whose body acknowledges (see ack_body_ok). */
+static enum outcome classify_ack(struct https_provider *p, struct conn *c, int r, const struct response *resp,
+				 const char *what, const char *why)
+{
+	enum outcome o = classify(p, c, r, resp, what, why);
+
+	if (o == OUT_OK && !ack_body_ok(resp)) {
+		fail_and_wait(p, c, "not the protocol", false, -1,
+			      "%s: HTTP %ld with a body that is not a JSON object: not taken as delivered", what,
+			      resp->code);
+		return stopping(p) ? OUT_STOPPED : OUT_RETRY;
+	}
+	return o;
+}
+
 /* --- inventory ----------------------------------------------------------------- */
 
 static uint64_t fnv1a(const char *s)
@@ -633,7 +664,7 @@ static enum outcome inventory_send(struct https_provider *p, struct conn *c)
 	if (asprintf(&url, "%s/v1/agents/%s", p->base, p->agent) < 0)
 		return OUT_RETRY;
 	r = request(p, c, "PUT", url, body, NULL, REQUEST_TIMEOUT_MS, &resp, why, sizeof(why));
-	o = classify(p, c, r, &resp, "PUT inventory", why);
+	o = classify_ack(p, c, r, &resp, "PUT inventory", why);
 	if (o == OUT_OK) {
 		succeeded(p, c);
 		pthread_mutex_lock(&p->lock);
@@ -669,7 +700,7 @@ static enum outcome report_send(struct https_provider *p, struct conn *c, uint64
 	if (!body || asprintf(&url, "%s/v1/agents/%s/status", p->base, p->agent) < 0)
 		return sleep_ms(p, BACKOFF_FIRST_MS) ? OUT_STOPPED : OUT_RETRY;
 	r = request(p, c, "POST", url, body, key, REQUEST_TIMEOUT_MS, &resp, why, sizeof(why));
-	o = classify(p, c, r, &resp, what, why);
+	o = classify_ack(p, c, r, &resp, what, why);
 	if (o == OUT_OK) {
 		succeeded(p, c);
 		r = daemon_outbox_ack(p->d, SOURCE, seq);
