@@ -1007,3 +1007,36 @@ void hooks_free(struct hooks *h)
 	free(h->dir);
 	free(h);
 }
+
+char *hooks_dir_for_config(const char *config_path)
+{
+	/* absolute: memgrantd may chdir("/") when it detaches */
+	_cleanup_free_ char *abs = realpath(config_path, NULL);
+	const char *slash;
+	char *out = NULL;
+
+	if (abs)
+		config_path = abs;
+	slash = strrchr(config_path, '/');
+
+	if (!slash)
+		return strdup("hooks.d");
+	if (asprintf(&out, "%.*s/hooks.d", (int)(slash - config_path), config_path) < 0)
+		return NULL;
+	return out;
+}
+
+void hooks_fire_agent(struct hooks *h, struct daemon *d, const char *event)
+{
+	json_t *st, *fields;
+
+	if (!h)
+		return;
+	st = daemon_status_json(d);
+	fields = json_pack("{s:O?,s:O?}", "memory", json_object_get(st, "memory"), "version",
+			   json_object_get(st, "version"));
+	if (fields)
+		hooks_fire(h, event, fields);
+	json_decref(fields);
+	json_decref(st);
+}

@@ -86,3 +86,9 @@ json_t *hooks_event_json(const char *agent_id, const char *event, json_t *fields
 /* The environment of an exec hook for event EV: NULL-terminated, malloc'd. */
 char **hooks_env(json_t *ev);
 void hooks_env_free(char **env);
+
+/* The hooks directory that goes with CONFIG_PATH: "hooks.d" next to it
+ * (/etc/memgrant/memgrant.yaml -> /etc/memgrant/hooks.d).  malloc'd, NULL on ENOMEM. */
+char *hooks_dir_for_config(const char *config_path);
+/* Fires agent.started / agent.stopping with the agent's memory figures. */
+void hooks_fire_agent(struct hooks *h, struct daemon *d, const char *event);

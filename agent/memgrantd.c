@@ -18,6 +18,8 @@
 #include "../providers/channel.h"
 #include "api.h"
 #include "daemon.h"
+#include "hooks.h"
+#include "pressure.h"
 #include "log.h"
 
 #ifndef MEMGRANT_VERSION
@@ -59,6 +61,8 @@ struct mainloop {
 	int watchdog_fd;
 	struct daemon *d;
 	struct api *api;
+	struct hooks *hooks;
+	struct pressure *pressure;
 	struct https_provider *https;
 	struct channel_provider *channel;
 	const struct mg_log *log;
@@ -247,6 +251,21 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	{ /* hooks and the pressure monitor (docs/autoscaling.md) */
+		_cleanup_free_ char *hooks_dir = hooks_dir_for_config(config_path);
+		struct hooks_params hp = { .hooks = m.cfg->hooks, .n_hooks = m.cfg->n_hooks, .dir = hooks_dir,
+					   .agent_id = m.cfg->agent.id, .daemon = m.d };
+		r = hooks_new(&hp, &log, &m.hooks);
+		if (r == 0)
+			r = hooks_start(m.hooks);
+		if (r == 0 && m.cfg->pressure.enabled)
+			r = pressure_start_daemon(m.cfg, m.d, m.hooks, &log, &m.pressure);
+		if (r < 0) {
+			log_err(&log, "cannot start the hooks or the pressure monitor: %s", strerror(-r));
+			rc = 1;
+			goto out;
+		}
+	}
 	{
 		struct api_params ap = {
 			.socket_path = m.cfg->agent.api_socket,
@@ -281,6 +300,7 @@ int main(int argc, char **argv)
 	log_notice(&log, "memgrantd %s ready, API on %s", MEMGRANT_VERSION, m.cfg->agent.api_socket);
 	sd_notify(0, "READY=1");
 	notify_status(&m);
+	hooks_fire_agent(m.hooks, m.d, "agent.started");
 
 	r = run(&m);
 	if (r < 0) {
@@ -288,10 +308,13 @@ int main(int argc, char **argv)
 		rc = 1;
 	}
 	sd_notify(0, "STOPPING=1");
+	hooks_fire_agent(m.hooks, m.d, "agent.stopping");
 out:
 	https_provider_stop(m.https);
 	channel_provider_stop(m.channel);
 	api_stop(m.api);
+	pressure_stop(m.pressure);
+	hooks_free(m.hooks); /* runs what is queued (agent.stopping), at most HOOKS_STOP_GRACE_MS */
 	if (m.d)
 		daemon_stop(m.d);
 	daemon_free(m.d);
