@@ -314,6 +314,14 @@ static int on_line(void *ctx, const char *line, size_t len)
 		return 0;
 	}
 
+	if (type && !streq(type, "grant") && !streq(type, "revoke") && !streq(type, "sync")) {
+		snprintf(msg, sizeof(msg),
+			 "field \"type\": \"%.40s\" is not a channel message (expected grant, revoke, sync, ack or query)",
+			 type);
+		send_error(p, "EINVAL", msg, id);
+		json_decref(obj);
+		return 0;
+	}
 	daemon_submit(p->d, DEST, line, len, &status, &reply);
 	if (!reply) {
 		send_error(p, "ENOMEM", "out of memory", id);
