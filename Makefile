@@ -43,7 +43,7 @@ ifeq ($(ONLY),hotplug)
 PROGRAMS :=
 UNIT := $(UNIT_HOTPLUG)
 else
-PROGRAMS := $(B)/memgrantd $(B)/memgrantctl $(if $(filter 1,$(HAVE_LIBVIRT)),$(B)/memgrant-host)
+PROGRAMS := $(B)/memgrantd $(B)/memgrantctl $(if $(and $(filter 1,$(HAVE_LIBVIRT)),$(HOST_SRC)),$(B)/memgrant-host)
 UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
