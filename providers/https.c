@@ -478,9 +478,13 @@ static void transport_message(struct https_provider *p, struct conn *c, const st
 	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
-		if (!p->cert_file && strstr(c->errbuf, "alert"))
+		/* TLS 1.3 learns of a refused client certificate only at the first
+		 * read or write: an alert, or a socket the server already closed */
+		if (!strstr(c->errbuf, "alert") && !strstr(c->errbuf, "getpeername"))
+			break;
+		if (!p->cert_file)
 			hint = " (the server may want a client certificate: set providers.https.cert_file)";
-		else if (p->cert_file && strstr(c->errbuf, "alert"))
+		else
 			hint = " (the server refused the TLS handshake: is cert_file signed by a CA it trusts?)";
 		break;
 	case CURLE_SSL_CERTPROBLEM:
@@ -492,7 +496,8 @@ static void transport_message(struct https_provider *p, struct conn *c, const st
 	default:
 		break;
 	}
-	snprintf(out, outlen, "%s: %s%s", what, c->errbuf[0] ? c->errbuf : curl_easy_strerror(r->cc), hint);
+	snprintf(out, outlen, "%s: %s (curl error %d)%s", what, c->errbuf[0] ? c->errbuf : curl_easy_strerror(r->cc),
+		 (int)r->cc, hint);
 }
 
 enum outcome {
@@ -535,10 +540,13 @@ static enum outcome classify(struct https_provider *p, struct conn *c, int r, co
 	}
 	/* 401, 403, 404, 400...: retrying soon will not help; the cap keeps the
 	 * agent from hammering a server that refuses it */
-	if (!streq(c->fail_class, cls))
-		log_err(p->log, "https %s: %s refused by the control plane: HTTP %ld: %s%s", c->name, what,
-			resp->code, msg,
-			resp->code == 401 ? " (is the token in token_file valid and not expired?)" : "");
+	if (!streq(c->fail_class, cls)) {
+		log_err(p->log, "https %s: %s refused by the control plane: HTTP %ld: %s%s; retrying every %u s",
+			c->name, what, resp->code, msg,
+			resp->code == 401 ? " (is the token in token_file valid and not expired?)" : "",
+			p->backoff_cap_ms / 1000);
+		snprintf(c->fail_class, sizeof(c->fail_class), "%s", cls); /* logged: once is enough */
+	}
 	fail_and_wait(p, c, cls, true, resp->retry_after_s, "%s: HTTP %ld: %s", what, resp->code, msg);
 	return stopping(p) ? OUT_STOPPED : OUT_REFUSED;
 }
