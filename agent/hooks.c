@@ -600,7 +600,12 @@ static void *runner_main(void *arg)
 	struct child *kids = calloc(h->max_running, sizeof(*kids));
 	size_t n_kids = 0;
 	uint64_t grace_end = 0;
+	sigset_t pipe_set;
 
+	/* a hook that exits without reading its stdin must not kill us */
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
 	if (!kids) {
 		log_err(&h->log, "hooks: out of memory, no hooks will run");
 		return NULL;
