@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <termios.h>
 
 #include "../agent/daemon.h"
 #include "../agent/log.h"
@@ -411,6 +412,14 @@ static int port_open(struct channel_provider *p)
 		fd = open(p->path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 		if (fd < 0)
 			return -errno;
+		if (isatty(fd)) {
+			/* a pty standing in for the port: no echo, no line editing, no 4 KiB line limit */
+			struct termios tio;
+			if (tcgetattr(fd, &tio) == 0) {
+				cfmakeraw(&tio);
+				tcsetattr(fd, TCSANOW, &tio);
+			}
+		}
 		p->is_socket = false;
 	}
 	p->fd = fd;
