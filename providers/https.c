@@ -500,6 +500,41 @@ static void transport_message(struct https_provider *p, struct conn *c, const st
 		 (int)r->cc, hint);
 }
 
+/* Failures that read the same to an operator share a class, so a flapping
+ * errno (send vs receive error on a closed socket) is not a new log line. */
+static const char *curl_class(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return "resolve";
+	case CURLE_COULDNT_CONNECT:
+		return "connect";
+	case CURLE_OPERATION_TIMEDOUT:
+		return "timeout";
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+		return "tls verify";
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return "connection";
+	default:
+		return curl_easy_strerror(cc);
+	}
+}
+
 enum outcome {
 	OUT_OK,        /* 2xx */
 	OUT_RETRY,     /* transport, 408, 429, 5xx, not the protocol: backoff */
@@ -526,7 +561,7 @@ static enum outcome classify(struct https_provider *p, struct conn *c, int r, co
 			snprintf(msg, sizeof(msg), "%s: answer larger than %u bytes: not the protocol", what, BODY_LIMIT);
 		else
 			transport_message(p, c, resp, what, msg, sizeof(msg));
-		snprintf(cls, sizeof(cls), "curl %d", (int)resp->cc);
+		snprintf(cls, sizeof(cls), "curl %s", resp->too_large ? "too large" : curl_class(resp->cc));
 		fail_and_wait(p, c, cls, false, -1, "%s", msg);
 		return stopping(p) ? OUT_STOPPED : OUT_RETRY;
 	}

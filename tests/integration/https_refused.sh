@@ -38,7 +38,7 @@ cp_wait 'len(s["tls_errors"]) >= 1 and len(s["inventories"]) == 0' 1
 # 2b. a client certificate from a CA the server does not trust
 fresh_daemon "ca_file: $CERTS/ca.pem" "cert_file: $CERTS/rogue.pem" "key_file: $CERTS/rogue.key" \
 	"token_file: $T/token"
-log_wait 'warning: https (poll|send): .*(alert|certificate)' 10
+log_wait 'warning: https (poll|send): .*(alert|certificate|cert_file)' 10
 stop_daemon
 cp_wait 'len(s["inventories"]) == 0' 1
 
