@@ -141,14 +141,14 @@ static void choose_source(struct pressure *p)
 	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS))
 		fd = open(p->psi_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
-		log_notice(&p->log, "pressure: %s: %s; PSI is not available, reading MemAvailable every %.0fs instead",
+		log_notice(&p->log, "pressure: %s: %s; PSI is not available, reading MemAvailable every %gs instead",
 			   p->psi_path, strerror(errno), (double)p->interval_ms / 1000);
 		p->source = PRESSURE_MEMINFO;
 		return;
 	}
 	if (fstatfs(fd, &sf) < 0 || sf.f_type != PROC_SUPER_MAGIC) {
 		/* a trigger written to anything else would only change a file */
-		log_notice(&p->log, "pressure: %s is not procfs: no PSI trigger, reading it every %.0fs",
+		log_notice(&p->log, "pressure: %s is not procfs: no PSI trigger, reading it every %gs",
 			   p->psi_path, (double)p->interval_ms / 1000);
 		close(fd);
 		p->source = PRESSURE_PSI;
@@ -156,7 +156,7 @@ static void choose_source(struct pressure *p)
 	}
 	pressure_trigger_line(&p->cfg.request_above, line, sizeof(line));
 	if (write(fd, line, strlen(line) + 1) < 0) {
-		log_notice(&p->log, "pressure: %s refuses the trigger \"%s\" (%s): reading it every %.0fs", p->psi_path,
+		log_notice(&p->log, "pressure: %s refuses the trigger \"%s\" (%s): reading it every %gs", p->psi_path,
 			   line, errno_name(errno), (double)p->interval_ms / 1000);
 		close(fd);
 		p->source = PRESSURE_PSI;
@@ -194,8 +194,12 @@ static void send_msg(struct pressure *p, const char *event, const char *type, ui
 		log_err(&p->log, "pressure: out of memory, %s not sent", type);
 		return;
 	}
-	log_notice(&p->log, "pressure: %s %s of %llu bytes: %s", streq(type, "request") ? "asking with" : "sending",
-		   type, (unsigned long long)bytes, reason);
+	{
+		char sz[16];
+		size_format(bytes, sz, sizeof(sz));
+		log_notice(&p->log, "pressure: %s %s (%s): %s", streq(type, "request") ? "requesting" : "offering", sz,
+			   id, reason);
+	}
 	p->emit(p->ud, event, msg, detail);
 	json_decref(msg);
 }
@@ -340,7 +344,7 @@ static void *pressure_main(void *arg)
 			break;
 		if (pfd[1].revents & POLLERR) {
 			/* the trigger went away (cgroup removed): read at an interval */
-			log_warn(&p->log, "pressure: the PSI trigger stopped working; reading %s every %.0fs",
+			log_warn(&p->log, "pressure: the PSI trigger stopped working; reading %s every %gs",
 				 p->psi_path, (double)p->interval_ms / 1000);
 			close(p->trig_fd);
 			p->trig_fd = -1;
@@ -349,7 +353,7 @@ static void *pressure_main(void *arg)
 		r = read_sample(p, &s);
 		if (r == -EOPNOTSUPP && p->source != PRESSURE_MEMINFO) {
 			/* kernel built with PSI but booted with psi=0 */
-			log_notice(&p->log, "pressure: %s: PSI is disabled; reading MemAvailable every %.0fs instead",
+			log_notice(&p->log, "pressure: %s: PSI is disabled; reading MemAvailable every %gs instead",
 				   p->psi_path, (double)p->interval_ms / 1000);
 			if (p->trig_fd >= 0)
 				close(p->trig_fd);

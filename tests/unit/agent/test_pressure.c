@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/* The memory-pressure monitor (agent/pressure.h), driven through stand-in
+ * files under a temporary root (never the real /proc): PSI parsing, the
+ * trigger line, one request per spike (cool-down), an offer once idle, and
+ * the MemAvailable fallback when there is no PSI file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "agent/pressure.h"
+#include "lib/fileio.h"
+#include "lib/util.h"
+
+#define PSI_HIGH "some avg10=45.50 avg60=12.00 avg300=3.00 total=123456\nfull avg10=10.00 avg60=2.00 avg300=0.50 total=4567\n"
+#define PSI_MID "some avg10=5.00 avg60=4.00 avg300=3.00 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=4567\n"
+#define PSI_IDLE "some avg10=0.00 avg60=0.00 avg300=0.00 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=4567\n"
+
+struct fixture {
+	char tmp[64];
+	char psi[160];
+	char meminfo[160];
+	struct mg_log log;
+	pthread_mutex_t lock;
+	unsigned requests, offers, highs, lows;
+	uint64_t last_bytes;
+	char last_reason[256];
+	uint64_t revocable;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char d[128];
+
+	snprintf(f->tmp, sizeof(f->tmp), "/tmp/memgrant-pressure-XXXXXX");
+	if (!mkdtemp(f->tmp))
+		return -1;
+	snprintf(d, sizeof(d), "%s/proc/pressure", f->tmp);
+	mkdir_p(d, 0755);
+	snprintf(f->psi, sizeof(f->psi), "%s/memory", d);
+	snprintf(f->meminfo, sizeof(f->meminfo), "%s/proc/meminfo", f->tmp);
+	log_init(&f->log, "test_pressure", LOG_DEBUG);
+	pthread_mutex_init(&f->lock, NULL);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	rm_rf(f->tmp);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+	return 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void put(const char *path, const char *text)
+{
+	assert_int_equal(file_write_atomic(path, text, strlen(text), 0644), 0);
+}
+
+static void emit(void *ud, const char *event, json_t *msg, json_t *detail)
+{
+	struct fixture *f = ud;
+	const char *type = json_string_value(json_object_get(msg, "type"));
+
+	pthread_mutex_lock(&f->lock);
+	if (streq(event, "pressure.high"))
+		f->highs++;
+	if (streq(event, "pressure.low"))
+		f->lows++;
+	if (type && streq(type, "request"))
+		f->requests++;
+	if (type && streq(type, "offer"))
+		f->offers++;
+	f->last_bytes = (uint64_t)json_integer_value(json_object_get(msg, "bytes"));
+	snprintf(f->last_reason, sizeof(f->last_reason), "%s", json_string_value(json_object_get(msg, "reason")));
+	assert_non_null(json_string_value(json_object_get(msg, "id")));
+	assert_string_equal(json_string_value(json_object_get(msg, "agent")), "guest-7");
+	assert_non_null(detail);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static uint64_t revocable(void *ud)
+{
+	struct fixture *f = ud;
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->revocable;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+static void counts(struct fixture *f, unsigned *req, unsigned *off)
+{
+	pthread_mutex_lock(&f->lock);
+	*req = f->requests;
+	*off = f->offers;
+	assert_int_equal(f->highs, f->requests);
+	assert_int_equal(f->lows, f->offers);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static struct mg_pressure_config config(uint64_t cooldown_ms)
+{
+	return (struct mg_pressure_config){
+		.enabled = true,
+		.request_above = { .set = true, .kind = MG_PSI_SOME, .window_s = 10, .above = true,
+				   .threshold_centi = 2000 },
+		.release_below = { .set = true, .kind = MG_PSI_SOME, .window_s = 60, .above = false,
+				   .threshold_centi = 100 },
+		.step = 1ull << 30,
+		.cooldown_ms = cooldown_ms,
+	};
+}
+
+static void test_parse(void **state)
+{
+	unsigned v = 0;
+
+	(void)state;
+	assert_int_equal(pressure_parse_psi(PSI_HIGH, MG_PSI_SOME, 10, &v), 0);
+	assert_int_equal(v, 4550);
+	assert_int_equal(pressure_parse_psi(PSI_HIGH, MG_PSI_SOME, 300, &v), 0);
+	assert_int_equal(v, 300);
+	assert_int_equal(pressure_parse_psi(PSI_HIGH, MG_PSI_FULL, 60, &v), 0);
+	assert_int_equal(v, 200);
+	/* old kernels print no "full" line for memory? they do; a file without it is bad */
+	assert_int_equal(pressure_parse_psi("some avg10=1.00 avg60=0.00 avg300=0.00 total=1\n", MG_PSI_FULL, 10, &v),
+			 -EBADMSG);
+	assert_int_equal(pressure_parse_psi("some avg10=x avg60=0.00\n", MG_PSI_SOME, 10, &v), -EBADMSG);
+	assert_int_equal(pressure_parse_psi("", MG_PSI_SOME, 10, &v), -EBADMSG);
+	assert_int_equal(pressure_parse_psi("something avg10=1.00\n", MG_PSI_SOME, 10, &v), -EBADMSG);
+}
+
+static void test_trigger_line(void **state)
+{
+	struct mg_psi_trigger t = { .set = true, .kind = MG_PSI_SOME, .window_s = 10, .threshold_centi = 2000 };
+	char line[64];
+
+	(void)state;
+	assert_int_equal(pressure_trigger_line(&t, line, sizeof(line)), 0);
+	assert_string_equal(line, "some 2000000 10000000");
+	/* averages longer than the kernel's 10 s trigger window keep the ratio */
+	t = (struct mg_psi_trigger){ .set = true, .kind = MG_PSI_FULL, .window_s = 300, .threshold_centi = 50 };
+	assert_int_equal(pressure_trigger_line(&t, line, sizeof(line)), 0);
+	assert_string_equal(line, "full 50000 10000000");
+	t.threshold_centi = 0;
+	assert_int_equal(pressure_trigger_line(&t, line, sizeof(line)), 0);
+	assert_string_equal(line, "full 1 10000000");
+}
+
+/* A stand-in file is no procfs: the monitor reads it at the interval.  A
+ * spike that lasts many readings is one request; idle afterwards is one
+ * offer; a new spike after the cool-down is a new request. */
+static void test_spike_is_one_request(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(1000);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 40,
+				      .emit = emit, .revocable = revocable, .userdata = f };
+	struct pressure *p = NULL;
+	unsigned req, off;
+
+	f->revocable = 3ull << 30;
+	put(f->psi, PSI_MID);
+	assert_int_equal(pressure_start(&pp, &f->log, &p), 0);
+	assert_int_equal(pressure_source(p), PRESSURE_PSI);
+	sleep_ms(200);
+	counts(f, &req, &off);
+	assert_int_equal(req, 0);
+	assert_int_equal(off, 0);
+
+	put(f->psi, PSI_HIGH); /* about 15 readings above the threshold */
+	sleep_ms(600);
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	assert_int_equal(f->last_bytes, 1ull << 30);
+	assert_non_null(strstr(f->last_reason, "some avg10 45.50% is above 20.00%"));
+
+	put(f->psi, PSI_IDLE); /* idle, but within the cool-down: no offer yet */
+	sleep_ms(200);
+	counts(f, &req, &off);
+	assert_int_equal(off, 0);
+	sleep_ms(600); /* past the cool-down: one offer of at most a step */
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	assert_int_equal(off, 1);
+	assert_int_equal(f->last_bytes, 1ull << 30);
+
+	put(f->psi, PSI_HIGH);
+	sleep_ms(300);
+	counts(f, &req, &off);
+	assert_int_equal(req, 2);
+	assert_int_equal(off, 1);
+	pressure_stop(p);
+}
+
+/* Nothing granted: idle memory is nobody's to offer. */
+static void test_no_offer_without_grants(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(0);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 30,
+				      .emit = emit, .revocable = revocable, .userdata = f };
+	struct pressure *p = NULL;
+	unsigned req, off;
+
+	f->revocable = 0;
+	put(f->psi, PSI_IDLE);
+	assert_int_equal(pressure_start(&pp, &f->log, &p), 0);
+	sleep_ms(300);
+	counts(f, &req, &off);
+	assert_int_equal(off, 0);
+	pthread_mutex_lock(&f->lock);
+	f->revocable = 128ull << 20; /* read at the monitor's next reading */
+	pthread_mutex_unlock(&f->lock);
+	sleep_ms(300);
+	pressure_stop(p);
+	counts(f, &req, &off);
+	assert_true(off >= 1);
+	assert_int_equal(f->last_bytes, 128ull << 20);
+	assert_int_equal(req, 0);
+}
+
+/* No PSI file: MemAvailable below the reserve is pressure. */
+static void test_meminfo_fallback(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(60000);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 30,
+				      .reserve = 256ull << 20, .emit = emit, .revocable = revocable,
+				      .userdata = f };
+	struct pressure *p = NULL;
+	unsigned req, off;
+
+	put(f->meminfo, "MemTotal:        4194304 kB\nMemFree:          1000000 kB\nMemAvailable:    1048576 kB\n");
+	assert_int_equal(pressure_start(&pp, &f->log, &p), 0);
+	assert_int_equal(pressure_source(p), PRESSURE_MEMINFO);
+	sleep_ms(200);
+	counts(f, &req, &off);
+	assert_int_equal(req, 0);
+	put(f->meminfo, "MemTotal:        4194304 kB\nMemFree:            10000 kB\nMemAvailable:     131072 kB\n");
+	sleep_ms(300);
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	assert_non_null(strstr(f->last_reason, "MemAvailable 128M is below the reserve 256M"));
+	pressure_stop(p);
+}
+
+static void test_bad_params(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(0);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .emit = NULL };
+	struct pressure *p = NULL;
+
+	assert_int_equal(pressure_start(&pp, &f->log, &p), -EINVAL);
+	cfg.enabled = false;
+	pp.emit = emit;
+	assert_int_equal(pressure_start(&pp, &f->log, &p), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_trigger_line),
+		cmocka_unit_test_setup_teardown(test_spike_is_one_request, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_offer_without_grants, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_meminfo_fallback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_params, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
