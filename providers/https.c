@@ -762,17 +762,30 @@ static void *sender_main(void *arg)
 	struct https_provider *p = arg;
 	struct conn *c = &p->send;
 
+	bool inventory_refused = false;
+
 	while (!stopping(p)) {
 		json_t *report = NULL;
 		uint64_t seq = 0;
 		enum outcome o;
 		int r;
 
-		if (inventory_due(p)) {
-			if (inventory_send(p, c) != OUT_OK)
-				continue; /* backed off already; inventory first, the server needs it */
+		/* the inventory goes first: the reports that follow refer to that
+		 * layout.  A server that refuses the inventory (4xx) still gets the
+		 * reports, one between two attempts at the inventory. */
+		if (!inventory_refused && inventory_due(p)) {
+			o = inventory_send(p, c);
+			if (o == OUT_STOPPED)
+				break;
+			if (o == OUT_RETRY)
+				continue; /* backed off already */
+			inventory_refused = o == OUT_REFUSED;
 		}
 		r = daemon_outbox_peek(p->d, SOURCE, &seq, &report);
+		if (r == -ENOENT && inventory_refused) {
+			inventory_refused = false; /* nothing else to send: back to the inventory */
+			continue;
+		}
 		if (r == -ENOENT) {
 			/* sleeps until a report is queued or the provider is woken */
 			daemon_outbox_wait(p->d, SOURCE, -1);
@@ -786,6 +799,7 @@ static void *sender_main(void *arg)
 		}
 		o = report_send(p, c, seq, report);
 		json_decref(report);
+		inventory_refused = false;
 		if (o == OUT_STOPPED)
 			break;
 	}
