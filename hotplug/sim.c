@@ -34,6 +34,9 @@
 #include <limits.h>
 #include <linux/magic.h>
 #include <stdarg.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -771,28 +774,77 @@ static int writer_lock(const char *state_path)
 	return fd;
 }
 
-/* Sleeps MS milliseconds; with INTERRUPTIBLE a signal ends it with -EINTR. */
-static int sim_sleep(uint64_t ms, bool interruptible)
+static void deadline(uint64_t ms, struct timespec *end)
+{
+	clock_gettime(CLOCK_MONOTONIC, end);
+	end->tv_sec += (time_t)(ms / 1000);
+	end->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (end->tv_nsec >= 1000000000L) {
+		end->tv_sec++;
+		end->tv_nsec -= 1000000000L;
+	}
+}
+
+/* Sleeps MS milliseconds, restarting after signals (a write the kernel
+ * does not let signals interrupt). */
+static int sim_sleep(uint64_t ms)
 {
 	struct timespec end;
 
 	if (ms == 0)
 		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += (time_t)(ms / 1000);
-	end.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (end.tv_nsec >= 1000000000L) {
-		end.tv_sec++;
-		end.tv_nsec -= 1000000000L;
-	}
+	deadline(ms, &end);
 	for (;;) {
 		int r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL);
+		if (r < 0) /* some interposers (sanitizers) return -1 and set errno */
+			r = errno;
 		if (r == 0)
 			return 0;
-		if (r == EINTR && interruptible)
-			return -EINTR;
 		if (r != EINTR)
 			return -r;
+	}
+}
+
+/*
+ * W6: a signal stops offlining.  Signals are blocked from before
+ * going-offline becomes visible until ppoll() atomically unblocks them, so
+ * a signal sent once a reader saw going-offline always ends the sleep with
+ * -EINTR, however early it arrives.  Synchronous fault signals stay open.
+ */
+static void block_signals(sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGABRT);
+	pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+static int sim_sleep_interruptible(uint64_t ms, const sigset_t *open_mask)
+{
+	struct timespec end, now, left;
+
+	deadline(ms, &end);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+			return 0;
+		left.tv_sec = end.tv_sec - now.tv_sec;
+		left.tv_nsec = end.tv_nsec - now.tv_nsec;
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000L;
+		}
+		if (ppoll(NULL, 0, &left, open_mask) < 0) {
+			if (errno == EINTR)
+				return -EINTR;
+			return -errno;
+		}
 	}
 }
 
@@ -859,12 +911,20 @@ static int do_offline(const char *state_path, struct sim_state *s, uint64_t id)
 		return r;
 	b->state = MEM_STATE_GOING_OFFLINE;
 	if (s->latency_ms > 0) { /* only worth showing when it lasts */
+		sigset_t old;
+
+		block_signals(&old);
 		r = commit(state_path, before, s);
-		if (r < 0)
+		if (r < 0) {
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
 			return r;
+		}
 		before->blocks[id].state = MEM_STATE_GOING_OFFLINE;
+		err = sim_sleep_interruptible(s->latency_ms, &old);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	} else {
+		err = 0;
 	}
-	err = sim_sleep(s->latency_ms, true);
 	if (err == 0 && id_in(&s->offline_ebusy, id))
 		err = -EBUSY;
 	if (err < 0) {
@@ -910,11 +970,11 @@ static int apply(const char *state_path, struct sim_state *s, enum hp_attr attr,
 		if (!val) {
 			if (b->state != MEM_STATE_OFFLINE)
 				return -EBUSY; /* C10 */
-			(void)sim_sleep(s->latency_ms, false);
+			(void)sim_sleep(s->latency_ms);
 			b->configured = false; /* C11: storage released (C13) */
 			return 1;
 		}
-		(void)sim_sleep(s->latency_ms, false);
+		(void)sim_sleep(s->latency_ms);
 		if (id_in(&s->configure_eio, id))
 			return -EIO; /* C7: the hypervisor refused, config stays 0 */
 		b->configured = true;
@@ -946,7 +1006,7 @@ static int apply(const char *state_path, struct sim_state *s, enum hp_attr attr,
 			r = do_offline(state_path, s, id);
 			return r < 0 ? r : 2; /* already committed */
 		}
-		(void)sim_sleep(s->latency_ms, false);
+		(void)sim_sleep(s->latency_ms);
 		r = do_online(s, id, (enum online_type)type);
 		return r < 0 ? r : 1;
 	case HP_ATTR_AUTO_ONLINE:
