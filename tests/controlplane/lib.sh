@@ -56,7 +56,7 @@ cp_state() {
 # cp_wait EXPR [SECS]: EXPR is python over s (the state dict) and helpers
 #   st(id) = the states posted for id, in order, duplicates dropped
 cp_wait() {
-	python3 - "$CP_ADMIN" "$1" "${2:-30}" <<'PY' || fail "control plane never saw: $2 $(tail -3 "$T/cp.log")"
+	python3 - "$CP_ADMIN" "$1" "${2:-30}" <<'PY' || fail "control plane never saw: $1"
 import json, sys, time, urllib.request
 port, expr, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def get():
