@@ -1,6 +1,8 @@
 # memgrant: GNU make.  ./configure writes config.mk; `make` runs it when missing.
 # Objects go to build/; one static library per folder, programs link them.
 
+.DEFAULT_GOAL := all
+
 ifeq ($(filter distclean clean,$(MAKECMDGOALS)),)
 include config.mk
 endif
@@ -129,7 +131,10 @@ demo: deps
 	$(Q)BUILD=$(B) tests/demo.sh
 
 # --- install -------------------------------------------------------------------
-install: all
+include docs/man/man.mk
+include packaging/install.mk
+
+install: $(PROGRAMS) install-man install-service
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/memgrant
 	install -m 0755 $(B)/memgrantd $(DESTDIR)$(SBINDIR)/memgrantd
 	install -m 0755 $(B)/memgrantctl $(DESTDIR)$(BINDIR)/memgrantctl

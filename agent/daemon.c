@@ -439,6 +439,17 @@ static int precheck_locked(struct daemon *d, const struct msg *m, const struct m
 	return 0;
 }
 
+/* The bus adds its "seq" to what it publishes; replies keep the wire format. */
+static void publish_copy(struct daemon *d, json_t *status)
+{
+	json_t *copy = json_deep_copy(status);
+
+	if (copy) {
+		events_publish(d->events, copy);
+		json_decref(copy);
+	}
+}
+
 static json_t *error_json(const struct msg_error *e)
 {
 	return json_pack("{s:{s:s,s:s}}", "error", "code", e->code, "message", e->message);
@@ -588,7 +599,7 @@ int daemon_submit(struct daemon *d, const char *source, const char *body, size_t
 		log_notice(&d->log, "%s %s from %s rejected: %s", msg_type_name(o->msg->type), o->msg->id, source,
 			   err.message);
 		metrics_count_request(d->metrics, msg_type_name(o->msg->type), OUT_REJECTED);
-		events_publish(d->events, status);
+		publish_copy(d, status);
 		*http_status = 409;
 		*reply = status;
 		op_free(o);
@@ -610,7 +621,7 @@ int daemon_submit(struct daemon *d, const char *source, const char *body, size_t
 			op_free(o);
 			goto out_error;
 		}
-		events_publish(d->events, status);
+		publish_copy(d, status);
 		*reply = status;
 	}
 	{
@@ -706,6 +717,11 @@ static bool stop_requested(struct daemon *d)
 
 static void finish_op(struct daemon *d, struct op *o, size_t ok, size_t total, const struct mem_table *t)
 {
+	_cleanup_mem_table_ struct mem_table *now = NULL;
+
+	/* the final report's memory figures are those after the work */
+	if (hp_discover(d->backend, &now) == 0)
+		t = now;
 	if (total == 0 || ok == total)
 		o->state = MSG_STATE_APPLIED;
 	else if (ok > 0)
