@@ -90,9 +90,9 @@ kill -0 "$DAEMON_PID" || fail "memgrantd died"
 echo "ok auth-post-403: POST as uid 65534 gets 403 EPERM"
 
 # memgrantctl as a reader: reads work, a grant is refused with the daemon's reason
-as_nobody $CTL status > /dev/null 2>&1 || fail "auth-ctl-read: memgrantctl status as uid 65534 failed"
+as_nobody "$MEMGRANTCTL" --socket "$SOCK" status > /dev/null 2>&1 || fail "auth-ctl-read: memgrantctl status as uid 65534 failed"
 rc=0
-as_nobody $CTL grant 128M > "$T/out" 2> "$T/err" || rc=$?
+as_nobody "$MEMGRANTCTL" --socket "$SOCK" grant 128M > "$T/out" 2> "$T/err" || rc=$?
 expect_eq "auth-ctl-grant: exit" "$rc" 1
 grep -q "uid 65534 may read but not change anything.*(EPERM)" "$T/err" || fail "auth-ctl-grant: stderr: $(cat "$T/err")"
 echo "ok auth-ctl: memgrantctl as uid 65534: status works, grant exits 1: $(cat "$T/err")"
@@ -108,7 +108,7 @@ start_daemon
 expect_eq "auth-mode-0660: socket mode" "$(stat -c %a "$SOCK")" 660
 expect_eq "auth-connect-0660: HTTP" "$(req nobody GET /v1/status)" 000
 rc=0
-as_nobody $CTL status > "$T/out" 2> "$T/err" || rc=$?
+as_nobody "$MEMGRANTCTL" --socket "$SOCK" status > "$T/out" 2> "$T/err" || rc=$?
 expect_eq "auth-connect-0660: memgrantctl exit" "$rc" 1
 grep -q "cannot connect to memgrantd at $SOCK" "$T/err" || fail "auth-connect-0660: stderr: $(cat "$T/err")"
 echo "ok auth-connect-0660: uid 65534 cannot connect: $(cat "$T/err")"

@@ -139,7 +139,7 @@ rm -f "$SIM" "$T/sim.orig"
 ROWS=$((ROWS + 1))
 rc=0
 "$MEMGRANTD" -c "$T/memgrant.yaml" -o policy.reserve=2X --foreground > "$T/start.log" 2>&1 || rc=$?
-[ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] || fail "start-override: exit $rc"
+if [ "$rc" -eq 0 ] || [ "$rc" -ge 128 ]; then fail "start-override: exit $rc"; fi
 grep -q "memgrant.yaml: override 'policy.reserve=2X': policy.reserve: '2X' is not a size" "$T/start.log" ||
 	fail "start-override: message: $(cat "$T/start.log")"
 [ ! -e "$SIM" ] || fail "start-override: a sim state file was created"
