@@ -12,6 +12,7 @@ and an admin side, plain HTTP on 127.0.0.1 (never the agent's port), for the
 tests:
 
   GET  /state                       everything received, in order
+  GET  /last/{id}                   the last state posted for a grant or revoke id
   POST /agents/{agent}/grants       queue a grant or revoke (generation: next one when absent)
   POST /agents/{agent}/push         {"grants": [...]} handed out verbatim on the next poll,
                                     whatever its after= (replays, malformed messages)
@@ -58,6 +59,7 @@ class State:
         self.pushes = {}        # agent -> [[message]]
         self.statuses = []      # every POST status, in arrival order
         self.keys = set()
+        self.last = {}          # id -> last state posted
         self.inventories = []
         self.polls = []         # {agent, after, wait, answer}
         self.refused = []       # {what, code, reason}
@@ -225,6 +227,8 @@ class Handler(BaseHTTPRequestHandler):
         with st.cond:
             dup = key in st.keys
             st.keys.add(key)
+            if isinstance(body, dict):
+                st.last[str(body.get("id"))] = body.get("state")
             st.statuses.append({"agent": agent, "key": key, "duplicate": dup, "body": body,
                                 "schema_errors": errs, "t": time.time()})
             st.cond.notify_all()
@@ -337,6 +341,10 @@ class Admin(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/state":
             return self.reply(200, self.server.st.snapshot())
+        if self.path.startswith("/last/"):  # the last state posted for an id (cheap, for the soak)
+            st = self.server.st
+            with st.cond:
+                return self.reply(200, {"state": st.last.get(self.path[len("/last/"):])})
         self.reply(404, {"error": "no such admin endpoint"})
 
     def do_POST(self):
