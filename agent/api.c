@@ -274,7 +274,7 @@ static MHD_Result_t serve_events(struct api *a, struct MHD_Connection *c)
 static MHD_Result_t method_not_allowed(struct MHD_Connection *c, const char *allow, const char *url,
 				       const char *method)
 {
-	json_t *j = json_pack("{s:{s:s,s:s++++}}", "error", "code", "EOPNOTSUPP", "message", "method ",
+	json_t *j = json_pack("{s:{s:s,s:s+++}}", "error", "code", "EOPNOTSUPP", "message", "method ",
 			      method, " is not allowed on ", url);
 	struct MHD_Response *r;
 	char *text = json_dumps(j, JSON_INDENT(2));
