@@ -73,6 +73,18 @@ log_wait 'g-old from https: generation 2 already seen|g-old.*not applied' 10
 expect_eq "online bytes after the old generation" "$(online_bytes)" "$before"
 $CTL grants --json | grep -q '"g-old"' && fail "g-old was recorded"
 
+# a malformed message (misspelt field) is logged and skipped with its
+# generation; the next one is applied and the poller does not spin on it
+cp_admin POST /agents/test-guest/grants '{"type":"grant","id":"g-bad","generation":3,"size":"128M","zon":"normal"}' >/dev/null
+cp_admin POST /agents/test-guest/grants '{"type":"grant","id":"g-4","size":"128M"}' >/dev/null
+log_wait 'g-bad\) not applied \(400\): .*zon' 10
+cp_wait 'st("g-4")[-1:] == ["applied"]' 20
+expect_eq "online bytes after g-4" "$(online_bytes)" "$((before + 134217728))"
+polls0=$(cp_state | python3 -c 'import json,sys; print(json.load(sys.stdin)["n_polls"])')
+sleep 2
+polls1=$(cp_state | python3 -c 'import json,sys; print(json.load(sys.stdin)["n_polls"])')
+[ $((polls1 - polls0)) -le 1 ] || fail "the poller spins: $((polls1 - polls0)) polls in 2 s"
+
 check_schema
 $CTL status >/dev/null || fail "local API"
 sleep 1 # the poller is inside a 50 s long poll now
