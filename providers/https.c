@@ -850,7 +850,8 @@ static int take_grants(struct https_provider *p, const struct response *resp, ui
 			continue;
 		(*n_taken)++;
 		if (status == 202 || status == 200) {
-			log_debug(p->log, "https poll: %s: HTTP-equivalent %d", id ? id : "?", status);
+			log_debug(p->log, "https poll: %s handed to the agent (%s)", id ? id : "?",
+				  status == 202 ? "accepted" : "replay");
 		} else if (status == 503) {
 			break; /* the agent is stopping */
 		} else {
