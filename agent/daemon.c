@@ -508,8 +508,13 @@ int daemon_submit(struct daemon *d, const char *source, const char *body, size_t
 	}
 	obj = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!obj) {
-		msg_error_set(&err, EBADMSG, "not JSON: %s at line %d, column %d", jerr.text, jerr.line,
-			      jerr.column);
+		/* the same verdict, code and wording as on every other transport */
+		struct msg *none = NULL;
+		if (msg_parse(body, len, d->body_limit, &none, &err) >= 0) {
+			msg_free(none);
+			msg_error_set(&err, EBADMSG, "not JSON: %s at line %d, column %d", jerr.text, jerr.line,
+				      jerr.column);
+		}
 		*http_status = 400;
 		*reply = error_json(&err);
 		return 0;

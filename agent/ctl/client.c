@@ -10,6 +10,8 @@
 
 #include "lib/util.h"
 
+#include <getopt.h>
+
 #ifndef RUNSTATEDIR
 #define RUNSTATEDIR "/run"
 #endif
@@ -64,8 +66,14 @@ static CURL *handle_for(const struct ctl_ctx *ctx, const char *path, char *url, 
 
 static int curl_failure(const struct ctl_ctx *ctx, CURLcode cc)
 {
-	if (cc == CURLE_COULDNT_CONNECT)
-		ctl_err("cannot connect to memgrantd at %s (is it running? --socket PATH)", ctl_socket_path(ctx));
+	const char *path = ctl_socket_path(ctx);
+
+	if (cc == CURLE_COULDNT_CONNECT && access(path, F_OK) < 0)
+		ctl_err("memgrantd is not running: no socket at %s (--socket PATH)", path);
+	else if (cc == CURLE_COULDNT_CONNECT && access(path, R_OK | W_OK) < 0 && errno == EACCES)
+		ctl_err("no permission to connect to memgrantd at %s: root and the API group only", path);
+	else if (cc == CURLE_COULDNT_CONNECT)
+		ctl_err("cannot connect to memgrantd at %s (is it running? --socket PATH)", path);
 	else
 		ctl_err("talking to memgrantd at %s: %s", ctl_socket_path(ctx), curl_easy_strerror(cc));
 	return -ECONNREFUSED;
@@ -222,4 +230,29 @@ int ctl_print_error_reply(long status, json_t *reply)
 	else
 		ctl_err("memgrantd answered HTTP %ld", status);
 	return -EPROTO;
+}
+
+int ctl_bad_option(const char *cmd, int ch, char **argv)
+{
+	/* a short option has optopt set; a long one is the whole previous word */
+	char shortopt[3] = { '-', (char)optopt, '\0' };
+	const char *prev = argv[optind - 1];
+	const char *arg = startswith(prev, "--") || !optopt ? prev : shortopt;
+
+	if (ch == ':')
+		ctl_err("%s: option '%s' needs an argument", cmd, arg);
+	else if (optopt >= '0' && optopt <= '9')
+		ctl_err("%s: negative numbers are not allowed: sizes and block numbers are not negative", cmd);
+	else
+		ctl_err("%s: unknown option '%s' (see memgrantctl %s --help)", cmd, arg, cmd);
+	return CTL_EXIT_FAILURE;
+}
+
+int ctl_no_more_args(const char *cmd, int argc, char **argv)
+{
+	if (optind < argc) {
+		ctl_err("%s: unexpected argument '%s'", cmd, argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
 }

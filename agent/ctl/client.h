@@ -26,5 +26,11 @@ int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text);
 int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_event)(json_t *ev, void *cls),
 		      void *cls);
 
+/* getopt_long returned '?' or ':' (optstrings start with ':'): says which
+ * option of CMD was wrong; returns CTL_EXIT_FAILURE. */
+int ctl_bad_option(const char *cmd, int ch, char **argv);
+/* -EINVAL with a message when arguments are left after the options. */
+int ctl_no_more_args(const char *cmd, int argc, char **argv);
+
 /* Prints the {"error": ...} of a failed request; returns -EPROTO. */
 int ctl_print_error_reply(long status, json_t *reply);

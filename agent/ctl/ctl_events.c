@@ -37,12 +37,14 @@ int ctl_cmd_events(struct ctl_ctx *ctx, int argc, char **argv)
 	bool json = false;
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":Jh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'J': json = true; break;
 		case 'h': printf("Usage: memgrantctl events [--json]\n"); return CTL_EXIT_OK;
-		default: return CTL_EXIT_FAILURE;
+		default: return ctl_bad_option("events", ch, argv);
 		}
 	}
+	if (ctl_no_more_args("events", argc, argv) < 0)
+		return CTL_EXIT_FAILURE;
 	return ctl_follow_events(ctx, "/v1/events", print_event, &json) < 0 ? CTL_EXIT_FAILURE : CTL_EXIT_OK;
 }

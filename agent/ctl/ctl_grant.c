@@ -168,7 +168,7 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 	bool wait = false, json = false, have_target = false;
 	int ch, rc;
 
-	while ((ch = getopt_long(argc, argv, "m:z:i:b:g:a:CwJh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":m:z:i:b:g:a:CwJh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'm':
 			if (revoke)
@@ -195,8 +195,10 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 			break;
 		case 'i': json_object_set_new(msg, "id", json_string(optarg)); break;
 		case 'b':
-			if (have_target || set_blocks(msg, optarg) < 0)
+			if (have_target)
 				goto one_target;
+			if (set_blocks(msg, optarg) < 0)
+				goto fail; /* ctl_parse_id_list said why */
 			have_target = true;
 			break;
 		case 'g':
@@ -219,7 +221,9 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 					"                        [--contiguous] [--not-after TIME] [--id ID] [--wait] [--json]\n");
 			json_decref(msg);
 			return CTL_EXIT_OK;
-		default: goto fail;
+		default:
+			ctl_bad_option(revoke ? "revoke" : "grant", ch, argv);
+			goto fail;
 		}
 	}
 	if (optind < argc) {

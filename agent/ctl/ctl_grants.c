@@ -27,13 +27,15 @@ int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 	size_t i;
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":Jh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'J': json = true; break;
 		case 'h': printf("Usage: memgrantctl grants [--json]\n"); return CTL_EXIT_OK;
-		default: return CTL_EXIT_FAILURE;
+		default: return ctl_bad_option("grants", ch, argv);
 		}
 	}
+	if (ctl_no_more_args("grants", argc, argv) < 0)
+		return CTL_EXIT_FAILURE;
 	if (ctl_request(ctx, "GET", "/v1/grants", NULL, &status, &reply) < 0)
 		return CTL_EXIT_FAILURE;
 	if (status != 200) {

@@ -22,17 +22,15 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 	char a[16], b[16], c[16], d[16];
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "Jh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":Jh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'J': json = true; break;
 		case 'h': printf("Usage: memgrantctl status [--json]\n"); return CTL_EXIT_OK;
-		default: return CTL_EXIT_FAILURE;
+		default: return ctl_bad_option("status", ch, argv);
 		}
 	}
-	if (optind < argc) {
-		ctl_err("status: unexpected argument '%s'", argv[optind]);
+	if (ctl_no_more_args("status", argc, argv) < 0)
 		return CTL_EXIT_FAILURE;
-	}
 	if (ctl_request(ctx, "GET", "/v1/status", NULL, &status, &reply) < 0)
 		return CTL_EXIT_FAILURE;
 	if (status != 200) {

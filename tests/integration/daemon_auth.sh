@@ -110,7 +110,7 @@ expect_eq "auth-connect-0660: HTTP" "$(req nobody GET /v1/status)" 000
 rc=0
 as_nobody "$MEMGRANTCTL" --socket "$SOCK" status > "$T/out" 2> "$T/err" || rc=$?
 expect_eq "auth-connect-0660: memgrantctl exit" "$rc" 1
-grep -q "cannot connect to memgrantd at $SOCK" "$T/err" || fail "auth-connect-0660: stderr: $(cat "$T/err")"
+grep -q "no permission to connect to memgrantd at $SOCK" "$T/err" || fail "auth-connect-0660: stderr: $(cat "$T/err")"
 echo "ok auth-connect-0660: uid 65534 cannot connect: $(cat "$T/err")"
 
 # root still reads and changes

@@ -174,17 +174,17 @@ utf=$T/utf.json
 printf '{"type":"grant","id":"g\377","size":"128M"}' > "$utf"
 long_id=$(python3 -c 'print("g" * 64)')
 
-api api-malformed      POST /v1/grants '{type: grant}'                                   400 EBADMSG "not JSON"
-api api-truncated      POST /v1/grants '{"type":"grant","size":"128M"'                    400 EBADMSG "not JSON"
-api api-empty          POST /v1/grants -                                                 400 EBADMSG "not JSON"
+api api-malformed      POST /v1/grants '{type: grant}'                                   400 EBADMSG "not valid JSON"
+api api-truncated      POST /v1/grants '{"type":"grant","size":"128M"'                    400 EBADMSG "not valid JSON"
+api api-empty          POST /v1/grants -                                                 400 EBADMSG "not valid JSON"
 api api-array          POST /v1/grants '[{"type":"grant","size":"128M"}]'                  400 EBADMSG "expected a JSON object, got an array"
-api api-scalar         POST /v1/grants '"grant"'                                          400 EBADMSG "not JSON"
-api api-trailing       POST /v1/grants '{"type":"grant","size":"128M"} {}'                 400 EBADMSG "not JSON"
-api api-duplicate-key  POST /v1/grants '{"type":"grant","size":"128M","size":"256M"}'     400 EBADMSG "duplicate object key"
+api api-scalar         POST /v1/grants '"grant"'                                          400 EBADMSG "not valid JSON"
+api api-trailing       POST /v1/grants '{"type":"grant","size":"128M"} {}'                 400 EBADMSG "not valid JSON"
+api api-duplicate-key  POST /v1/grants '{"type":"grant","size":"128M","size":"256M"}'     400 EINVAL "duplicate object key"
 api api-nul-escape     POST /v1/grants '{"type":"grant","id":"a\u0000b","size":"128M"}'   400 EBADMSG "\\u0000 is not allowed"
-api api-nul-byte       POST /v1/grants "@$nul"                                           400 EBADMSG "not JSON"
-api api-nul-in-string  POST /v1/grants "@$nulin"                                         400 EBADMSG "not JSON"
-api api-bad-utf8       POST /v1/grants "@$utf"                                           400 EBADMSG "not JSON"
+api api-nul-byte       POST /v1/grants "@$nul"                                           400 EBADMSG "not valid JSON"
+api api-nul-in-string  POST /v1/grants "@$nulin"                                         400 EBADMSG "not valid JSON"
+api api-bad-utf8       POST /v1/grants "@$utf"                                           400 EBADMSG "not valid JSON"
 api api-deep           POST /v1/grants "@$deep"                                          400 EBADMSG "maximum parsing depth"
 api api-deep-top       POST /v1/grants "@$deeptop"                                       400 EBADMSG "maximum parsing depth"
 api api-oversized      POST /v1/grants "@$big"                                           413 E2BIG "larger than the limit of 65536 bytes"
@@ -203,8 +203,8 @@ api api-gen-negative   POST /v1/grants '{"type":"grant","id":"x","generation":-1
 api api-gen-string     POST /v1/grants '{"type":"grant","id":"x","generation":"5","size":"128M"}' 400 EINVAL 'field "generation"'
 api api-gen-fraction   POST /v1/grants '{"type":"grant","id":"x","generation":101.5,"size":"128M"}' 400 EINVAL 'field "generation"'
 api api-gen-2p53       POST /v1/grants '{"type":"grant","id":"x","generation":9007199254740993,"size":"128M"}' 400 ERANGE "above the maximum 9007199254740992"
-api api-huge-integer   POST /v1/grants '{"type":"grant","id":"x","generation":99999999999999999999,"size":"128M"}' 400 EBADMSG "too big integer"
-api api-huge-real      POST /v1/grants '{"type":"grant","id":"x","generation":1e999,"size":"128M"}' 400 EBADMSG "real number overflow"
+api api-huge-integer   POST /v1/grants '{"type":"grant","id":"x","generation":99999999999999999999,"size":"128M"}' 400 ERANGE "too big integer"
+api api-huge-real      POST /v1/grants '{"type":"grant","id":"x","generation":1e999,"size":"128M"}' 400 ERANGE "real number overflow"
 api api-size-2X        POST /v1/grants '{"type":"grant","size":"2X"}'                     400 EINVAL '"2X" is not a size'
 api api-size-negative  POST /v1/grants '{"type":"grant","size":"-1G"}'                    400 EINVAL 'field "size"'
 api api-size-negative-int POST /v1/grants '{"type":"grant","size":-1}'                    400 EINVAL 'field "size"'
@@ -400,12 +400,12 @@ ctl ctl-revoke-two-sizes "unexpected argument '2G'" revoke 1G 2G
 ctl ctl-revoke-zone "revoke: --memmap and --zone belong to grants" revoke 1G --zone movable
 ctl ctl-revoke-2X "revoke SIZE: invalid size '2X'" revoke 2X
 ctl ctl-status-extra "status: unexpected argument 'extra'" status extra
-xctl ctl-grant-negative "unknown option '-1'" grant -1G
-xctl ctl-grant-missing-arg "option '--id' needs an argument" grant 1G --id
-xctl ctl-grant-unknown-option "unknown option '--bogus'" grant 1G --bogus
-xctl ctl-grants-unknown-option "unknown option '--bogus'" grants --bogus
-xctl ctl-grants-extra "unexpected argument 'extra'" grants extra
-xctl ctl-events-extra "unexpected argument 'extra'" events extra
+ctl ctl-grant-negative "negative numbers are not allowed" grant -1G
+ctl ctl-grant-missing-arg "option '--id' needs an argument" grant 1G --id
+ctl ctl-grant-unknown-option "unknown option '--bogus'" grant 1G --bogus
+ctl ctl-grants-unknown-option "unknown option '--bogus'" grants --bogus
+ctl ctl-grants-extra "unexpected argument 'extra'" grants extra
+ctl ctl-events-extra "unexpected argument 'extra'" events extra
 kill "$TRAP_PID"
 wait "$TRAP_PID" 2>/dev/null
 TRAP_PID=
