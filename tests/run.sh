@@ -13,13 +13,14 @@ failed_names=
 for t in "$@"; do
 	name=$(basename "$t")
 	log=$logs/$name.log
+	t0=$(date +%s)
 	case $t in
 	*.sh)
 		printf '%-40s ' "$name"
 		BUILD=$BUILD timeout 600 sh "$t" >"$log" 2>&1
 		rc=$?
 		case $rc in
-		0) echo ok; passed=$((passed + 1)) ;;
+		0) echo "ok ($(( $(date +%s) - t0 ))s)"; passed=$((passed + 1)) ;;
 		77) echo "skipped: $(tail -n 1 "$log")"; skipped=$((skipped + 1)) ;;
 		*) echo "FAILED (exit $rc, log $log)"; tail -n 30 "$log" | sed 's/^/    /'
 		   failed=$((failed + 1)); failed_names="$failed_names $name" ;;
@@ -36,7 +37,7 @@ for t in "$@"; do
 		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 			f=1 # crashed or timed out before cmocka could count
 		fi
-		printf '%-40s %s passed, %s failed\n' "$name" "$p" "$f"
+		printf '%-40s %s passed, %s failed (%ss)\n' "$name" "$p" "$f" "$(( $(date +%s) - t0 ))"
 		if [ "$f" -ne 0 ]; then
 			grep -E '^\[  (FAILED|ERROR)|^\[ +ERROR|Failure|error:|ERROR' "$log" | head -n 20 | sed 's/^/    /'
 			tail -n 15 "$log" | sed 's/^/    /'
