@@ -729,7 +729,9 @@ static enum outcome report_send(struct https_provider *p, struct conn *c, uint64
 	_cleanup_free_ char *url = NULL;
 	char key[256], what[160], why[512] = "";
 	const char *id = json_string_value(json_object_get(report, "id"));
-	const char *state = json_string_value(json_object_get(report, "state"));
+	/* a status has a state; a pressure request or offer only a type */
+	const char *state = json_string_value(json_object_get(report, "state"))
+				    ?: json_string_value(json_object_get(report, "type"));
 	json_int_t gen = json_integer_value(json_object_get(report, "generation"));
 	struct response resp;
 	enum outcome o;
@@ -740,6 +742,7 @@ static enum outcome report_send(struct https_provider *p, struct conn *c, uint64
 	/* the same report keeps its key across retries and restarts (seq is durable) */
 	snprintf(key, sizeof(key), "%s:%lld:%s:%llu", id, (long long)gen, state, (unsigned long long)seq);
 	snprintf(what, sizeof(what), "POST status %s %s (generation %lld)", id, state, (long long)gen);
+	/* generation 0 when the message has none (request, offer) */
 	body = json_dumps(report, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!body || asprintf(&url, "%s/v1/agents/%s/status", p->base, p->agent) < 0)
 		return sleep_ms(p, BACKOFF_FIRST_MS) ? OUT_STOPPED : OUT_RETRY;

@@ -218,7 +218,7 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError as e:
             return self.send_error_json(400, "bad_request", "not JSON: %s" % e)
-        errs = schemacheck.validate(body, "status", self.server.st.schema)
+        errs = schemacheck.validate(body, "agent_report", self.server.st.schema)
         if isinstance(body, dict) and body.get("agent") != agent:
             errs.append("agent %r in the body is not %r of the URL" % (body.get("agent"), agent))
         if not key:
