@@ -28,12 +28,14 @@ backend:
     online: 2G
     standby: 2G
     block_size: 128M
+    used: 1850M         # the guest is busy: MemAvailable is low, the policy will say so
 policy:
   memmap_on_memory: auto
   zone: auto
 YAML
 
-echo "memgrant demo: a simulated s390 guest with 2G online and 2G standby memory in 128M blocks"
+echo "memgrant demo: a simulated s390 guest with 2G online and 2G standby memory in 128M blocks,"
+echo "1850M of the online memory in use"
 echo "(state, socket and sysfs-shaped tree under $D)"
 "$BUILD/memgrantd" -c "$D/memgrant.yaml" --foreground 2> "$D/memgrantd.log" &
 PID=$!
@@ -47,15 +49,15 @@ until $CTL status >/dev/null 2>&1; do
 done
 
 step memgrantctl lsmem
-$BUILD/memgrantctl --sim "$D/sim.json" lsmem -o RANGE,SIZE,STATE,BLOCK,ZONES,CONFIGURED,MEMMAP_ON_MEMORY
+$CTL lsmem -o RANGE,SIZE,STATE,BLOCK,ZONES,CONFIGURED,MEMMAP_ON_MEMORY
 step memgrantctl grant 1G --wait
 $CTL grant 1G --wait
 step memgrantctl lsmem
-$BUILD/memgrantctl --sim "$D/sim.json" lsmem -o RANGE,SIZE,STATE,BLOCK,ZONES,CONFIGURED,MEMMAP_ON_MEMORY
+$CTL lsmem -o RANGE,SIZE,STATE,BLOCK,ZONES,CONFIGURED,MEMMAP_ON_MEMORY
 step memgrantctl revoke 512M --wait
 $CTL revoke 512M --wait
 step memgrantctl lsmem
-$BUILD/memgrantctl --sim "$D/sim.json" lsmem -o RANGE,SIZE,STATE,BLOCK,ZONES,CONFIGURED,MEMMAP_ON_MEMORY
+$CTL lsmem -o RANGE,SIZE,STATE,BLOCK,ZONES,CONFIGURED,MEMMAP_ON_MEMORY
 step memgrantctl grants
 $CTL grants
 step memgrantctl status

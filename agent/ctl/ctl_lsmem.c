@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "agent/lsmem.h"
+#include "client.h"
 #include "ctl.h"
+#include "hotplug/blockjson.h"
 #include "lib/util.h"
 
 static void lsmem_usage(FILE *f)
@@ -134,13 +136,32 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 		return CTL_EXIT_FAILURE;
 	}
 
-	if (ctl_open_backend(ctx, "/", &be) < 0)
-		return CTL_EXIT_FAILURE;
-	r = hp_discover(be, &t);
-	if (r < 0) {
-		ctl_err("lsmem: cannot read the memory blocks under %s: %s (%s)", be->root,
-			strerror(-r), errno_name(-r));
-		return CTL_EXIT_FAILURE;
+	if (ctx->socket && !ctx->sim && !ctx->sysroot) {
+		/* through memgrantd: the machine as the agent sees it */
+		json_t *reply = NULL;
+		long status = 0;
+		if (ctl_request(ctx, "GET", "/v1/blocks", NULL, &status, &reply) < 0)
+			return CTL_EXIT_FAILURE;
+		if (status != 200) {
+			ctl_print_error_reply(status, reply);
+			json_decref(reply);
+			return CTL_EXIT_FAILURE;
+		}
+		r = blockjson_to_table(reply, &t, err, sizeof(err));
+		json_decref(reply);
+		if (r < 0) {
+			ctl_err("lsmem: memgrantd sent a block table that does not parse: %s", err);
+			return CTL_EXIT_FAILURE;
+		}
+	} else {
+		if (ctl_open_backend(ctx, "/", &be) < 0)
+			return CTL_EXIT_FAILURE;
+		r = hp_discover(be, &t);
+		if (r < 0) {
+			ctl_err("lsmem: cannot read the memory blocks under %s: %s (%s)", be->root,
+				strerror(-r), errno_name(-r));
+			return CTL_EXIT_FAILURE;
+		}
 	}
 	if (t->n == 0 || t->block_size == 0) {
 		ctl_err("lsmem: this system does not support memory blocks");

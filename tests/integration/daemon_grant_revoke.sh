@@ -21,6 +21,11 @@ expect_eq "first block zone" "$(jget "$st" grants.0.blocks.0.zone)" Movable
 $MEMGRANTCTL --sim "$SIM" lsmem -o RANGE,BLOCK,STATE,ZONES,CONFIGURED -r -n > "$T/lsmem"
 grep -qx '0x0000000080000000-0x00000000bfffffff 16-23 online Movable yes' "$T/lsmem" || fail "lsmem: $(cat "$T/lsmem")"
 
+# memgrantctl lsmem through the daemon shows the same machine
+$CTL lsmem -a -J > "$T/via-daemon.json" || fail "lsmem through the daemon"
+$MEMGRANTCTL --sim "$SIM" lsmem -a -J > "$T/direct.json"
+cmp -s "$T/via-daemon.json" "$T/direct.json" || fail "lsmem via the daemon differs from the sim's own"
+
 $CTL revoke 512M --wait > "$T/revoke.out" || fail "revoke 512M exited $?"
 grep -q "applied, 512M of 512M" "$T/revoke.out" || fail "revoke summary: $(cat "$T/revoke.out")"
 expect_eq "online after revoke" "$(online_bytes)" 2684354560
