@@ -75,6 +75,15 @@ static MHD_Result_t send_json(struct MHD_Connection *c, unsigned status, json_t 
 
 static MHD_Result_t send_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Client text (URLs, query values) can be any bytes; JSON strings must be
+ * UTF-8: anything outside printable ASCII is shown as '?'. */
+static void make_printable(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+			*s = '?';
+}
+
 static MHD_Result_t send_error(struct MHD_Connection *c, unsigned status, const char *code, const char *fmt, ...)
 {
 	char msg[512];
@@ -83,6 +92,7 @@ static MHD_Result_t send_error(struct MHD_Connection *c, unsigned status, const 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	make_printable(msg);
 	return send_json(c, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
 }
 
@@ -227,7 +237,7 @@ static MHD_Result_t serve_events(struct api *a, struct MHD_Connection *c)
 		char *end;
 		errno = 0;
 		unsigned long long v = strtoull(after, &end, 10);
-		if (errno || *end || !*after) {
+		if (errno || *end || !*after || *after == '-' || *after == '+' || *after == ' ') {
 			sse_free(s);
 			return send_error(c, 400, "EINVAL", "query \"after\": \"%s\" is not a sequence number", after);
 		}
@@ -274,12 +284,16 @@ static MHD_Result_t serve_events(struct api *a, struct MHD_Connection *c)
 static MHD_Result_t method_not_allowed(struct MHD_Connection *c, const char *allow, const char *url,
 				       const char *method)
 {
-	json_t *j = json_pack("{s:{s:s,s:s+++}}", "error", "code", "EOPNOTSUPP", "message", "method ",
-			      method, " is not allowed on ", url);
+	char msg[512];
+	json_t *j;
 	struct MHD_Response *r;
-	char *text = json_dumps(j, JSON_INDENT(2));
+	char *text;
 	MHD_Result_t ret;
 
+	snprintf(msg, sizeof(msg), "method %s is not allowed on %s", method, url);
+	make_printable(msg);
+	j = json_pack("{s:{s:s,s:s}}", "error", "code", "EOPNOTSUPP", "message", msg);
+	text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
 	json_decref(j);
 	if (!text)
 		return MHD_NO;

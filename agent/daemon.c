@@ -56,6 +56,7 @@ struct op {
 	uint64_t requested_bytes;
 	uint64_t applied_bytes;
 	size_t blocks_total;
+	size_t blocks_done;          /* blocks brought up (grant) or given back (revocation) */
 	struct outcome *outcomes;
 	size_t n_outcomes;
 	char **decisions;
@@ -75,6 +76,7 @@ struct daemon {
 	char *state_dir;
 	struct policy_settings policy;
 	uint64_t revoke_budget_ms;
+	uint64_t block_op_timeout_ms;
 	size_t body_limit;
 	bool own_onlining;
 	/* parts */
@@ -242,7 +244,7 @@ static json_t *op_status_json(struct daemon *d, const struct op *o, const struct
 	if (j) {
 		json_object_set_new(j, "kind", json_string(msg_type_name(o->msg->type)));
 		json_object_set_new(j, "blocks_total", json_integer((json_int_t)o->blocks_total));
-		json_object_set_new(j, "blocks_done", json_integer((json_int_t)o->n_outcomes));
+		json_object_set_new(j, "blocks_done", json_integer((json_int_t)o->blocks_done));
 	}
 	return j;
 }
@@ -272,13 +274,6 @@ static int op_publish_locked(struct daemon *d, struct op *o, const struct mem_ta
 	pthread_cond_broadcast(&d->outbox_cond);
 	notify(d);
 	return r;
-}
-
-static void op_publish(struct daemon *d, struct op *o, const struct mem_table *t)
-{
-	pthread_mutex_lock(&d->lock);
-	op_publish_locked(d, o, t);
-	pthread_mutex_unlock(&d->lock);
 }
 
 /* Ownership list for the planner from the journal; called with d->lock held. */
@@ -359,6 +354,74 @@ static uint64_t queued_bytes_locked(struct daemon *d, enum msg_type type)
 	return sum;
 }
 
+/* The explicit block ids of a grant by blocks or ranges (ranges expanded). */
+static int explicit_ids(const struct msg *m, uint64_t block_size, uint64_t **out, size_t *n)
+{
+	_cleanup_free_ uint64_t *ids = NULL;
+	size_t k = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (m->target == MSG_BY_BLOCKS) {
+		ids = calloc(m->n_blocks + 1, sizeof(*ids));
+		if (!ids)
+			return -ENOMEM;
+		memcpy(ids, m->blocks, m->n_blocks * sizeof(*ids));
+		k = m->n_blocks;
+	} else if (m->target == MSG_BY_RANGES) {
+		for (size_t i = 0; i < m->n_ranges; i++) {
+			uint64_t first, last;
+			char why[128];
+			uint64_t *more;
+			if (plan_parse_range(m->ranges[i], block_size, &first, &last, why, sizeof(why)) < 0)
+				return -EINVAL;
+			if (last - first >= (1u << 20))
+				return -E2BIG;
+			more = reallocarray(ids, k + (size_t)(last - first) + 2, sizeof(*ids));
+			if (!more)
+				return -ENOMEM;
+			ids = more;
+			for (uint64_t b = first; b <= last; b++)
+				ids[k++] = b;
+		}
+	}
+	*out = TAKE_PTR(ids);
+	*n = k;
+	return 0;
+}
+
+
+/* Adds the blocks O names explicitly to the ownership list *OWNED: promised,
+ * so no other grant may be planned onto them. */
+static int reserve_explicit(const struct op *o, uint64_t block_size, struct owned_block **owned, size_t *n_owned,
+			    uint64_t *reserved)
+{
+	_cleanup_free_ uint64_t *ids = NULL;
+	size_t n = 0;
+	struct owned_block *more;
+
+	if (o->msg->type != MSG_GRANT || explicit_ids(o->msg, block_size, &ids, &n) < 0 || n == 0)
+		return 0;
+	more = reallocarray(*owned, *n_owned + n + 1, sizeof(*more));
+	if (!more)
+		return -ENOMEM;
+	*owned = more;
+	for (size_t i = 0; i < n; i++) {
+		bool dup = false;
+		for (size_t j = 0; j < *n_owned && !dup; j++)
+			dup = more[j].id == ids[i];
+		if (dup)
+			continue;
+		memset(&more[*n_owned], 0, sizeof(more[*n_owned]));
+		more[*n_owned].id = ids[i];
+		snprintf(more[*n_owned].grant_id, sizeof(more[*n_owned].grant_id), "%s", o->msg->id);
+		(*n_owned)++;
+	}
+	/* its bytes are counted as blocks now, not as an anonymous reservation */
+	*reserved -= *reserved >= (uint64_t)n * block_size ? (uint64_t)n * block_size : *reserved;
+	return 0;
+}
+
 /*
  * Checks M against the kernel's current table before it is accepted.  Blocks
  * promised to queued grants count as taken, so two grants are never promised
@@ -386,6 +449,13 @@ static int precheck_locked(struct daemon *d, const struct msg *m, const struct m
 	if (m->type == MSG_GRANT) {
 		struct grant_request req;
 		uint64_t reserved = queued_bytes_locked(d, MSG_GRANT);
+
+		/* blocks named by queued or running grants are promised already */
+		for (struct op *o = d->queue_head; o; o = o->next)
+			if (reserve_explicit(o, t->block_size, &owned, &n_owned, &reserved) < 0)
+				return msg_error_set(err, ENOMEM, "out of memory");
+		if (d->running && reserve_explicit(d->running, t->block_size, &owned, &n_owned, &reserved) < 0)
+			return msg_error_set(err, ENOMEM, "out of memory");
 		uint64_t avail = plan_available_bytes(t, PLAN_SOURCE_AUTO, owned, n_owned);
 
 		fill_grant_request(m, &req);
@@ -459,21 +529,51 @@ static json_t *error_json(const struct msg_error *e)
  * Local callers do not track generations: an operator's message without one
  * gets the next local generation, and one without an id gets "local-<gen>".
  */
-static int complete_local_message(struct daemon *d, json_t *obj)
-{
-	uint64_t gen;
+#define LOCAL_GENERATION_STEP_MAX 1000000 /* how far a local caller may jump ahead */
 
-	if (!json_is_object(obj) || json_object_get(obj, "generation"))
+static bool id_taken(struct daemon *d, const char *id)
+{
+	struct journal_grant g = { 0 };
+
+	if (journal_get_grant(d->journal, id, &g) < 0)
+		return false;
+	journal_grant_done(&g);
+	return true;
+}
+
+static int complete_local_message(struct daemon *d, json_t *obj, struct msg_error *err)
+{
+	uint64_t last = journal_last_generation(d->journal, SOURCE_LOCAL), gen;
+	json_t *g;
+
+	if (!json_is_object(obj) || streq(json_string_value(json_object_get(obj, "type")), "sync"))
 		return 0;
-	if (streq(json_string_value(json_object_get(obj, "type")), "sync"))
+	g = json_object_get(obj, "generation");
+	if (g) {
+		/* a script may number its own requests (to retry them safely),
+		 * but not so far ahead that it uses up the local generations */
+		if (json_is_integer(g) && json_integer_value(g) > 0 &&
+		    (uint64_t)json_integer_value(g) <= MSG_GENERATION_MAX &&
+		    (uint64_t)json_integer_value(g) > last + LOCAL_GENERATION_STEP_MAX)
+			return msg_error_set(err, ERANGE,
+					     "field \"generation\": %lld is more than %d ahead of the last local generation %llu",
+					     (long long)json_integer_value(g), LOCAL_GENERATION_STEP_MAX,
+					     (unsigned long long)last);
 		return 0;
-	gen = journal_last_generation(d->journal, SOURCE_LOCAL) + 1;
-	json_object_set_new(obj, "generation", json_integer((json_int_t)gen));
+	}
+	gen = last + 1;
 	if (!json_object_get(obj, "id")) {
 		char id[32];
-		snprintf(id, sizeof(id), "local-%llu", (unsigned long long)gen);
+		/* skip generations whose automatic id an operator already chose */
+		for (;;) {
+			snprintf(id, sizeof(id), "local-%llu", (unsigned long long)gen);
+			if (!id_taken(d, id))
+				break;
+			gen++;
+		}
 		json_object_set_new(obj, "id", json_string(id));
 	}
+	json_object_set_new(obj, "generation", json_integer((json_int_t)gen));
 	return 0;
 }
 
@@ -521,8 +621,12 @@ int daemon_submit(struct daemon *d, const char *source, const char *body, size_t
 	}
 
 	pthread_mutex_lock(&d->lock);
-	if (streq(source, SOURCE_LOCAL))
-		complete_local_message(d, obj);
+	r = streq(source, SOURCE_LOCAL) ? complete_local_message(d, obj, &err) : 0;
+	if (r < 0) {
+		json_decref(obj);
+		*http_status = 400;
+		goto out_error;
+	}
 	r = msg_from_json(obj, &m, &err);
 	json_decref(obj);
 	if (r < 0) {
@@ -660,8 +764,12 @@ static void interrupt_handler(int sig)
 	(void)sig; /* only there to make a blocking sysfs write return EINTR */
 }
 
-/* A one-shot timer that interrupts the executor's blocking write at a deadline
- * (W6: offlining has no time limit of its own; a signal stops it). */
+/*
+ * A timer that interrupts the executor's blocking write at a deadline (W6:
+ * offlining has no time limit of its own; a signal ends it with EINTR).  It
+ * keeps firing every 50 ms after the deadline until disarmed, so a signal
+ * that lands just before the write starts is not lost.
+ */
 struct budget_timer {
 	timer_t id;
 	bool armed;
@@ -670,7 +778,7 @@ struct budget_timer {
 static void budget_arm(struct daemon *d, struct budget_timer *bt, double deadline)
 {
 	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGUSR1 };
-	struct itimerspec its = { 0 };
+	struct itimerspec its = { .it_interval = { .tv_sec = 0, .tv_nsec = 50000000L } };
 	double left = deadline - now_seconds();
 
 	sev._sigev_un._tid = d->executor_tid;
@@ -720,14 +828,14 @@ static bool stop_requested(struct daemon *d)
 	return s;
 }
 
-static void finish_op(struct daemon *d, struct op *o, size_t ok, size_t total, const struct mem_table *t)
+/* Ends O: applied (OK == TOTAL), partial or failed, with fresh memory figures. */
+static void finish_op(struct daemon *d, struct op *o, size_t ok, size_t total)
 {
 	_cleanup_mem_table_ struct mem_table *now = NULL;
 
-	/* the final report's memory figures are those after the work */
-	if (hp_discover(d->backend, &now) == 0)
-		t = now;
-	if (total == 0 || ok == total)
+	hp_discover(d->backend, &now);
+	pthread_mutex_lock(&d->lock);
+	if (total == 0 || ok >= total)
 		o->state = MSG_STATE_APPLIED;
 	else if (ok > 0)
 		o->state = MSG_STATE_PARTIAL;
@@ -749,111 +857,147 @@ static void finish_op(struct daemon *d, struct op *o, size_t ok, size_t total, c
 		log_notice(&d->log, "%s %s %s: %s of %s%s%s", msg_type_name(o->msg->type), o->msg->id,
 			   msg_state_name(o->state), a, q, o->err_code[0] ? "; " : "", o->err_code[0] ? o->err_msg : "");
 	}
-	op_publish(d, o, t);
+	op_publish_locked(d, o, now);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/*
+ * Ends O because it cannot go on (ERR, a reason): "rejected" when nothing was
+ * done yet, else partial or failed with what was done.
+ */
+static int abort_op(struct daemon *d, struct op *o, int err, const struct mem_table *t, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static int abort_op(struct daemon *d, struct op *o, int err, const struct mem_table *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&d->lock);
+	snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(err));
+	va_start(ap, fmt);
+	vsnprintf(o->err_msg, sizeof(o->err_msg), fmt, ap);
+	va_end(ap);
+	o->state = o->blocks_done > 0 ? MSG_STATE_PARTIAL
+		   : o->state == MSG_STATE_ACCEPTED ? MSG_STATE_REJECTED : MSG_STATE_FAILED;
+	log_notice(&d->log, "%s %s %s: %s", msg_type_name(o->msg->type), o->msg->id, msg_state_name(o->state),
+		   o->err_msg);
+	metrics_count_request(d->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
+	op_publish_locked(d, o, t);
+	pthread_mutex_unlock(&d->lock);
+	return err;
 }
 
 static int run_grant(struct daemon *d, struct op *o)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
 	_cleanup_free_ struct owned_block *owned = NULL;
+	_cleanup_free_ uint64_t *ids = NULL;
 	_cleanup_plan_ struct plan *p = NULL;
 	_cleanup_policy_decision_ struct policy_decision *pd = NULL;
 	struct grant_request req;
 	struct policy_request preq = { .memmap = -1 };
-	uint64_t mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
-	size_t n_owned = 0, ok = 0;
-	uint64_t already = 0;
+	struct policy_settings ps;
+	uint64_t mem_available = POLICY_MEM_AVAILABLE_UNKNOWN, op_timeout_ms;
+	size_t n_owned = 0, n_ids = 0, ok = 0, mine = 0;
 	int r;
 
 	r = hp_discover(d->backend, &t);
-	if (r < 0) {
-		snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(r));
-		snprintf(o->err_msg, sizeof(o->err_msg), "cannot read the memory blocks: %s", strerror(-r));
-		finish_op(d, o, 0, 1, NULL);
-		return r;
-	}
+	if (r < 0)
+		return abort_op(d, o, r, NULL, "cannot read the memory blocks: %s", strerror(-r));
 
-	/* Resuming after a restart: blocks this grant already owns count as done. */
+	/* Resuming after a restart: blocks this grant already owns are done. */
 	pthread_mutex_lock(&d->lock);
 	r = owned_list_locked(d, &owned, &n_owned);
+	if (r == 0) {
+		for (size_t i = 0; i < n_owned; i++) {
+			struct mem_block *b;
+			struct outcome *oc;
+			if (!streq(owned[i].grant_id, o->msg->id))
+				continue;
+			b = mem_table_find(t, owned[i].id);
+			oc = op_add_outcome(o, owned[i].id);
+			if (oc && b)
+				outcome_from_block(oc, b);
+			mine++;
+		}
+		o->applied_bytes = mine * t->block_size;
+		o->blocks_done = mine;
+	}
+	ps = d->policy;
+	op_timeout_ms = d->block_op_timeout_ms;
 	pthread_mutex_unlock(&d->lock);
 	if (r < 0)
-		return r;
-	for (size_t i = 0; i < n_owned; i++) {
-		if (!streq(owned[i].grant_id, o->msg->id))
-			continue;
-		struct mem_block *b = mem_table_find(t, owned[i].id);
-		struct outcome *oc = op_add_outcome(o, owned[i].id);
-		if (oc && b)
-			outcome_from_block(oc, b);
-		already += t->block_size;
-		ok++;
-	}
-	o->applied_bytes = already;
+		return abort_op(d, o, r, t, "cannot read the journal's block list");
 
 	fill_grant_request(o->msg, &req);
 	if (req.by == GRANT_BY_SIZE) {
-		if (already >= req.size) {
-			o->blocks_total = ok;
-			finish_op(d, o, ok, ok, t);
+		if (o->applied_bytes >= req.size) {
+			o->blocks_total = mine;
+			finish_op(d, o, mine, mine);
 			return 0;
 		}
-		req.size -= already;
+		req.size -= o->applied_bytes;
+	} else {
+		/* by blocks or ranges: what is left are the listed blocks it does not own yet */
+		size_t k = 0;
+		r = explicit_ids(o->msg, t->block_size, &ids, &n_ids);
+		if (r < 0)
+			return abort_op(d, o, r, t, "cannot expand the blocks of %s", o->msg->id);
+		for (size_t i = 0; i < n_ids; i++) {
+			bool done = false;
+			for (size_t j = 0; j < n_owned; j++)
+				done |= owned[j].id == ids[i] && streq(owned[j].grant_id, o->msg->id);
+			if (!done)
+				ids[k++] = ids[i];
+		}
+		if (k == 0) {
+			o->blocks_total = mine;
+			finish_op(d, o, mine, mine);
+			return 0;
+		}
+		req.by = GRANT_BY_BLOCKS;
+		req.ids = ids;
+		req.n_ids = k;
 	}
 	r = plan_grant(t, &req, owned, n_owned, &p);
-	if (r < 0 && !(req.by != GRANT_BY_SIZE && ok > 0 && r == -EBUSY)) {
-		o->state = ok ? MSG_STATE_PARTIAL : MSG_STATE_REJECTED;
-		snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(r));
-		snprintf(o->err_msg, sizeof(o->err_msg), "%s", p ? p->reason : strerror(-r));
-		log_notice(&d->log, "grant %s cannot be planned now: %s", o->msg->id, o->err_msg);
-		metrics_count_request(d->metrics, "grant", metric_of_state(o->state));
-		op_publish(d, o, t);
-		return r;
-	}
-	o->blocks_total = ok + (p ? p->n : 0);
+	if (r < 0)
+		return abort_op(d, o, r, t, "%s", p ? p->reason : strerror(-r));
 
-	{
-		char why[160];
-		int r2 = policy_read_meminfo(d->backend->root, NULL, &mem_available);
-		if (r2 < 0) {
-			log_warn(&d->log, "cannot read %s/proc/meminfo (%s): MemAvailable unknown", d->backend->root,
-				 strerror(-r2));
-			mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
-		}
-		(void)why;
+	r = policy_read_meminfo(d->backend->root, NULL, &mem_available);
+	if (r < 0) {
+		log_warn(&d->log, "cannot read %s/proc/meminfo (%s): MemAvailable unknown", d->backend->root,
+			 strerror(-r));
+		mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
 	}
 	preq.memmap = o->msg->memmap == MSG_MEMMAP_AUTO ? -1 : o->msg->memmap == MSG_MEMMAP_ON;
 	preq.zone = o->msg->zone == MSG_ZONE_MOVABLE ? POLICY_ZONE_MOVABLE
 		    : o->msg->zone == MSG_ZONE_NORMAL ? POLICY_ZONE_NORMAL : POLICY_ZONE_AUTO;
 	preq.contiguous = o->msg->contiguous;
-	if (p && p->n > 0) {
-		struct policy_settings ps;
-		pthread_mutex_lock(&d->lock);
-		ps = d->policy;
-		pthread_mutex_unlock(&d->lock);
-		r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
-		if (r < 0)
-			return r;
-		op_add_decision(o, "%s", pd->memmap_reason);
-		op_add_decision(o, "%s", pd->zone_reason);
-		log_info(&d->log, "grant %s: %s", o->msg->id, pd->memmap_reason);
-		log_info(&d->log, "grant %s: %s", o->msg->id, pd->zone_reason);
-	}
+	r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
+	if (r < 0)
+		return abort_op(d, o, r, t, "the policy cannot decide: %s", strerror(-r));
+	log_info(&d->log, "grant %s: %s", o->msg->id, pd->memmap_reason);
+	log_info(&d->log, "grant %s: %s", o->msg->id, pd->zone_reason);
 
+	pthread_mutex_lock(&d->lock);
+	op_add_decision(o, "%s", pd->memmap_reason);
+	op_add_decision(o, "%s", pd->zone_reason);
+	o->blocks_total = mine + p->n;
 	o->state = MSG_STATE_IN_PROGRESS;
-	op_publish(d, o, t);
+	op_publish_locked(d, o, t);
+	pthread_mutex_unlock(&d->lock);
 
-	for (size_t i = 0; p && i < p->n; i++) {
+	for (size_t i = 0; i < p->n; i++) {
 		const struct policy_block *pb = &pd->blocks[i];
 		struct journal_step step = { .kind = JOURNAL_STEP_BRING_UP, .block = pb->id, .memmap = pb->memmap,
 					     .zone = pb->online == ONLINE_MOVABLE ? MSG_ZONE_MOVABLE : MSG_ZONE_NORMAL };
+		struct budget_timer bt = { 0 };
 		struct block_result res;
 		struct outcome *oc;
 		double t0;
 
 		if (stop_requested(d)) {
 			log_notice(&d->log, "grant %s: stopping after %zu of %zu blocks; it resumes at the next start",
-				   o->msg->id, ok, o->blocks_total);
+				   o->msg->id, o->blocks_done, o->blocks_total);
 			return -ECANCELED;
 		}
 		snprintf(step.op, sizeof(step.op), "%s", o->msg->id);
@@ -861,18 +1005,22 @@ static int run_grant(struct daemon *d, struct op *o)
 		r = journal_begin_step(d->journal, &step);
 		pthread_mutex_unlock(&d->lock);
 		if (r < 0) {
-			log_err(&d->log, "grant %s: cannot journal the step for block %llu: %s; stopping the grant",
-				o->msg->id, (unsigned long long)pb->id, strerror(-r));
-			break;
+			abort_op(d, o, r, t, "cannot journal the step for block %llu: %s", (unsigned long long)pb->id,
+				 strerror(-r));
+			return r;
 		}
 		t0 = now_seconds();
+		if (op_timeout_ms)
+			budget_arm(d, &bt, t0 + (double)op_timeout_ms / 1000.0);
 		block_bring_up(d->backend, pb->id, pb->memmap, pb->online, &res);
+		budget_disarm(&bt);
 		count_result(d, &res, now_seconds() - t0, true);
 
 		pthread_mutex_lock(&d->lock);
 		oc = op_add_outcome(o, pb->id);
 		if (oc)
 			outcome_from_block(oc, &res.after);
+		o->blocks_done++;
 		if (res.err == 0) {
 			enum msg_zone z = zone_of_block(&res.after);
 			r = journal_add_owned_block(d->journal, o->msg->id, pb->id, z, res.after.memmap_on_memory == 1,
@@ -894,81 +1042,114 @@ static int run_grant(struct daemon *d, struct op *o)
 					 wanted_movable ? "Movable" : "Normal");
 			}
 		} else if (oc) {
-			set_outcome_error(oc, &res, NULL);
+			set_outcome_error(oc, &res, res.err == -EINTR ? " (policy.block_op_timeout ran out)" : NULL);
 			log_err(&d->log, "grant %s: %s", o->msg->id, oc->err_msg);
 		}
 		journal_end_step(d->journal);
 		op_publish_locked(d, o, t);
 		pthread_mutex_unlock(&d->lock);
 	}
-	if (p && pd)
-		finish_op(d, o, ok, o->blocks_total, t);
-	else
-		finish_op(d, o, ok, ok, t);
+	finish_op(d, o, mine + ok, o->blocks_total);
 	return 0;
+}
+
+/* Blocks a revocation already gave back (restored from its status at a
+ * restart): taken down without error, so offline (and deconfigured where
+ * there is a firmware interface). */
+static bool revoke_done(const struct op *o, uint64_t id)
+{
+	for (size_t i = 0; i < o->n_outcomes; i++)
+		if (o->outcomes[i].block == id && !o->outcomes[i].err_code[0] &&
+		    streq(o->outcomes[i].state, "offline"))
+			return true;
+	return false;
 }
 
 static int run_revoke(struct daemon *d, struct op *o)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
 	_cleanup_free_ struct owned_block *owned = NULL;
+	_cleanup_free_ uint64_t *ids = NULL;
 	_cleanup_plan_ struct plan *p = NULL;
 	_cleanup_free_ uint64_t *busy = NULL;
 	struct revoke_request req;
-	size_t n_owned = 0, ok = 0, n_busy = 0;
+	size_t n_owned = 0, n_busy = 0, k = 0;
+	bool resumed = o->applied_bytes > 0;
+	uint64_t budget_ms, want;
 	double deadline;
-	uint64_t budget_ms;
 	int r;
 
 	r = hp_discover(d->backend, &t);
-	if (r < 0) {
-		snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(r));
-		snprintf(o->err_msg, sizeof(o->err_msg), "cannot read the memory blocks: %s", strerror(-r));
-		finish_op(d, o, 0, 1, NULL);
-		return r;
-	}
+	if (r < 0)
+		return abort_op(d, o, r, NULL, "cannot read the memory blocks: %s", strerror(-r));
 	pthread_mutex_lock(&d->lock);
 	r = owned_list_locked(d, &owned, &n_owned);
 	budget_ms = d->revoke_budget_ms;
 	pthread_mutex_unlock(&d->lock);
 	if (r < 0)
-		return r;
+		return abort_op(d, o, r, t, "cannot read the journal's block list");
+
 	fill_revoke_request(o->msg, &req);
-	r = plan_revoke(t, &req, owned, n_owned, &p);
-	if (r < 0) {
-		o->state = MSG_STATE_REJECTED;
-		snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(r));
-		snprintf(o->err_msg, sizeof(o->err_msg), "%s", p ? p->reason : strerror(-r));
-		metrics_count_request(d->metrics, "revoke", OUT_REJECTED);
-		op_publish(d, o, t);
-		return r;
+	if (req.by == REVOKE_BY_SIZE) {
+		if (o->applied_bytes >= req.size) {
+			finish_op(d, o, o->blocks_done, o->blocks_done);
+			return 0;
+		}
+		req.size -= o->applied_bytes;
+	} else if (req.by == REVOKE_BY_BLOCKS) {
+		ids = calloc(o->msg->n_blocks + 1, sizeof(*ids));
+		if (!ids)
+			return abort_op(d, o, -ENOMEM, t, "out of memory");
+		for (size_t i = 0; i < o->msg->n_blocks; i++)
+			if (!revoke_done(o, o->msg->blocks[i]))
+				ids[k++] = o->msg->blocks[i];
+		if (k == 0) {
+			finish_op(d, o, o->blocks_done, o->blocks_done);
+			return 0;
+		}
+		req.ids = ids;
+		req.n_ids = k;
 	}
-	o->requested_bytes = p->want_bytes;
-	o->blocks_total = (size_t)(p->want_bytes / t->block_size);
+	r = plan_revoke(t, &req, owned, n_owned, &p);
+	if (r == -ENOENT && req.by == REVOKE_BY_GRANT && resumed) {
+		/* the grant's last blocks went back before the restart */
+		finish_op(d, o, o->blocks_done, o->blocks_done);
+		return 0;
+	}
+	if (r < 0)
+		return abort_op(d, o, r, t, "%s", p ? p->reason : strerror(-r));
+
+	pthread_mutex_lock(&d->lock);
+	if (!resumed)
+		o->requested_bytes = p->want_bytes;
+	o->blocks_total = (size_t)(o->requested_bytes / t->block_size);
 	op_add_decision(o, "revoke: %s", p->reason);
 	o->state = MSG_STATE_IN_PROGRESS;
-	op_publish(d, o, t);
+	op_publish_locked(d, o, t);
+	pthread_mutex_unlock(&d->lock);
 
 	busy = calloc(p->n + 1, sizeof(*busy));
 	if (!busy)
-		return -ENOMEM;
+		return abort_op(d, o, -ENOMEM, t, "out of memory");
+	want = o->requested_bytes;
 	deadline = now_seconds() + (double)budget_ms / 1000.0;
 
 	/* First pass in the planner's order; blocks that are busy are retried
-	 * while the budget lasts, with growing pauses, since pages in use may
-	 * move away (W6). */
-	for (unsigned pass = 0; o->applied_bytes < p->want_bytes; pass++) {
-		const uint64_t *ids = pass == 0 ? p->blocks : busy;
+	 * while the budget lasts, with pauses growing from 250 ms to 1 s, since
+	 * pages in use may move away (W6). */
+	for (unsigned pass = 0; o->applied_bytes < want; pass++) {
+		const uint64_t *cand = pass == 0 ? p->blocks : busy;
 		size_t n = pass == 0 ? p->n : n_busy, next_busy = 0;
 
 		if (pass > 0) {
-			struct timespec pause = { .tv_sec = 0, .tv_nsec = 250000000L << (pass > 3 ? 2 : pass - 1) };
-			if (n == 0 || now_seconds() + 0.25 >= deadline || stop_requested(d))
+			long ms = pass >= 3 ? 1000 : 250L << (pass - 1);
+			struct timespec pause = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+			if (n == 0 || now_seconds() + (double)ms / 1000.0 >= deadline || stop_requested(d))
 				break;
 			nanosleep(&pause, NULL);
 		}
-		for (size_t i = 0; i < n && o->applied_bytes < p->want_bytes; i++) {
-			struct journal_step step = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = ids[i], .memmap = -1,
+		for (size_t i = 0; i < n && o->applied_bytes < want; i++) {
+			struct journal_step step = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = cand[i], .memmap = -1,
 						     .zone = MSG_ZONE_AUTO };
 			struct block_result res;
 			struct budget_timer bt = { 0 };
@@ -980,7 +1161,7 @@ static int run_revoke(struct daemon *d, struct op *o)
 				return -ECANCELED;
 			}
 			if (now_seconds() >= deadline) {
-				busy[next_busy++] = ids[i];
+				busy[next_busy++] = cand[i];
 				continue;
 			}
 			snprintf(step.op, sizeof(step.op), "%s", o->msg->id);
@@ -993,31 +1174,31 @@ static int run_revoke(struct daemon *d, struct op *o)
 			}
 			t0 = now_seconds();
 			budget_arm(d, &bt, deadline);
-			block_take_down(d->backend, ids[i], &res);
+			block_take_down(d->backend, cand[i], &res);
 			budget_disarm(&bt);
 			count_result(d, &res, now_seconds() - t0, false);
 
 			pthread_mutex_lock(&d->lock);
 			/* one outcome per block: a retried block updates its entry */
-			for (size_t k = 0; k < o->n_outcomes; k++)
-				if (o->outcomes[k].block == ids[i])
-					oc = &o->outcomes[k];
+			for (size_t j = 0; j < o->n_outcomes; j++)
+				if (o->outcomes[j].block == cand[i])
+					oc = &o->outcomes[j];
 			if (!oc)
-				oc = op_add_outcome(o, ids[i]);
+				oc = op_add_outcome(o, cand[i]);
 			if (oc) {
 				memset(oc->err_code, 0, sizeof(oc->err_code));
 				outcome_from_block(oc, &res.after);
 			}
 			if (res.err == 0) {
-				journal_remove_owned_block(d->journal, ids[i]);
+				journal_remove_owned_block(d->journal, cand[i]);
 				o->applied_bytes += t->block_size;
-				ok++;
+				o->blocks_done++;
 			} else {
 				if (oc)
 					set_outcome_error(oc, &res, res.err == -EINTR ? " (the revocation's time budget ran out)"
 										    : res.err == -EBUSY ? " (skipped, still busy)" : NULL);
 				if (res.err == -EBUSY || res.err == -EINTR)
-					busy[next_busy++] = ids[i];
+					busy[next_busy++] = cand[i];
 				log_warn(&d->log, "revocation %s: %s", o->msg->id, oc ? oc->err_msg : "block failed");
 			}
 			journal_end_step(d->journal);
@@ -1025,11 +1206,9 @@ static int run_revoke(struct daemon *d, struct op *o)
 			pthread_mutex_unlock(&d->lock);
 		}
 		n_busy = next_busy;
-		if (pass > 0 && n_busy == n && now_seconds() >= deadline)
-			break;
 	}
 done:
-	finish_op(d, o, ok, o->blocks_total, t);
+	finish_op(d, o, o->blocks_done, o->blocks_total);
 	return 0;
 }
 
@@ -1132,6 +1311,7 @@ static void apply_settings(struct daemon *d, const struct mg_config *cfg)
 	d->policy.reserve = cfg->policy.reserve;
 	d->policy.movable_ratio = cfg->policy.movable_ratio;
 	d->revoke_budget_ms = cfg->policy.revoke_budget_ms;
+	d->block_op_timeout_ms = cfg->policy.block_op_timeout_ms;
 	d->body_limit = (size_t)cfg->agent.api_body_limit;
 	d->log.level = (int)cfg->agent.log_level;
 }
@@ -1247,8 +1427,46 @@ static void give_back_onlining(struct daemon *d)
 	log_notice(&d->log, "auto_online_blocks restored to %s", d->auto_online_saved);
 }
 
+/*
+ * A revocation's take-down of BLOCK finished although the agent died before
+ * it could record it: the revocation's stored report gets the block, so
+ * that it resumes with the right count.
+ */
+static void credit_revocation(struct daemon *d, const char *op, uint64_t block, uint64_t block_size)
+{
+	struct journal_grant g = { 0 };
+	json_t *status, *blocks, *entry = NULL, *e;
+	size_t i;
+
+	if (journal_get_grant(d->journal, op, &g) < 0 || g.type != MSG_REVOKE || !g.status) {
+		journal_grant_done(&g);
+		return;
+	}
+	status = json_deep_copy(g.status);
+	blocks = json_object_get(status, "blocks");
+	json_array_foreach(blocks, i, e)
+		if ((uint64_t)json_integer_value(json_object_get(e, "block")) == block)
+			entry = e;
+	if (!entry) {
+		char range[64];
+		plan_format_range(block_size, block, range, sizeof(range));
+		entry = json_pack("{s:I,s:s}", "block", (json_int_t)block, "range", range);
+		json_array_append_new(blocks, entry);
+	}
+	json_object_set_new(entry, "state", json_string("offline"));
+	json_object_set_new(entry, "error", json_null());
+	json_object_set_new(status, "applied_bytes",
+			    json_integer(json_integer_value(json_object_get(status, "applied_bytes")) +
+					 (json_int_t)block_size));
+	json_object_set_new(status, "blocks_done",
+			    json_integer(json_integer_value(json_object_get(status, "blocks_done")) + 1));
+	journal_set_state(d->journal, op, g.state, status, NULL);
+	json_decref(status);
+	journal_grant_done(&g);
+}
+
 /* Finishes or undoes the block step a crash interrupted (journal marker). */
-static void reconcile_step(struct daemon *d)
+static void reconcile_step(struct daemon *d, const struct mem_table *t)
 {
 	struct journal_step st;
 	struct mem_block b;
@@ -1277,18 +1495,26 @@ static void reconcile_step(struct daemon *d)
 				block_take_down(d->backend, st.block, &res);
 			}
 		}
-	} else {
-		if (r == 0 && b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
-			if (block_take_down(d->backend, st.block, &res) == 0)
-				journal_remove_owned_block(d->journal, st.block);
-		} else if (r == 0 && mem_block_is_standby(&b)) {
-			journal_remove_owned_block(d->journal, st.block);
+	} else if (r == 0) {
+		bool done = false;
+		if (b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE)
+			done = block_take_down(d->backend, st.block, &res) == 0; /* finish: config=0 */
+		else if (mem_block_is_standby(&b) || (!b.in_firmware && b.state == MEM_STATE_OFFLINE))
+			done = true; /* the kernel finished it before the agent died */
+		if (done && journal_remove_owned_block(d->journal, st.block) == 0 && t) {
+			credit_revocation(d, st.op, st.block, t->block_size);
+			log_notice(&d->log, "block %llu: given back for %s", (unsigned long long)st.block, st.op);
 		}
 	}
 	journal_end_step(d->journal);
 }
 
-/* Blocks the journal says are ours but the kernel no longer has are dropped. */
+/*
+ * Blocks the journal says are ours but the kernel no longer has online stop
+ * counting as granted.  One that is configured but offline (an undo that
+ * failed, or an operator's offline) is deconfigured first, so the storage
+ * goes back to the hypervisor instead of being stranded (C13).
+ */
 static void reconcile_owned(struct daemon *d)
 {
 	_cleanup_free_ struct journal_block *jb = NULL;
@@ -1298,13 +1524,44 @@ static void reconcile_owned(struct daemon *d)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct mem_block b;
+		struct block_result res;
 		int r = hp_read_block(d->backend, jb[i].block, &b);
 		if (r == 0 && b.configured && b.state != MEM_STATE_OFFLINE)
 			continue;
+		if (r == 0 && b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
+			r = block_take_down(d->backend, jb[i].block, &res);
+			log_warn(&d->log, "block %llu of %s was configured but offline: %s", (unsigned long long)jb[i].block,
+				 jb[i].grant_id, r == 0 ? "deconfigured it" : "cannot deconfigure it");
+		}
 		log_warn(&d->log, "block %llu of %s is %s outside the agent's control: no longer counted as granted",
 			 (unsigned long long)jb[i].block, jb[i].grant_id,
 			 r < 0 ? "gone" : !b.configured ? "deconfigured" : "offline");
 		journal_remove_owned_block(d->journal, jb[i].block);
+	}
+}
+
+/* What a revocation had done before the agent stopped, from its last report. */
+static void restore_revocation(struct op *o, json_t *status)
+{
+	json_t *e;
+	size_t i;
+
+	o->applied_bytes = (uint64_t)json_integer_value(json_object_get(status, "applied_bytes"));
+	o->blocks_done = (size_t)json_integer_value(json_object_get(status, "blocks_done"));
+	json_array_foreach(json_object_get(status, "blocks"), i, e) {
+		struct outcome *oc = op_add_outcome(o, (uint64_t)json_integer_value(json_object_get(e, "block")));
+		json_t *err = json_object_get(e, "error");
+		if (!oc)
+			return;
+		oc->configured = json_is_true(json_object_get(e, "configured"));
+		snprintf(oc->state, sizeof(oc->state), "%s", json_string_value(json_object_get(e, "state")) ?: "");
+		snprintf(oc->zone, sizeof(oc->zone), "%s", json_string_value(json_object_get(e, "zone")) ?: "");
+		if (json_is_object(err)) {
+			snprintf(oc->err_code, sizeof(oc->err_code), "%s",
+				 json_string_value(json_object_get(err, "code")) ?: "E?");
+			snprintf(oc->err_msg, sizeof(oc->err_msg), "%s",
+				 json_string_value(json_object_get(err, "message")) ?: "");
+		}
 	}
 }
 
@@ -1338,7 +1595,9 @@ static int requeue_unfinished(struct daemon *d)
 		o->msg = m;
 		snprintf(o->source, sizeof(o->source), "%s", gs[i].source);
 		o->state = gs[i].state;
-		o->requested_bytes = json_integer_value(json_object_get(gs[i].status, "requested_bytes"));
+		o->requested_bytes = (uint64_t)json_integer_value(json_object_get(gs[i].status, "requested_bytes"));
+		if (m->type == MSG_REVOKE)
+			restore_revocation(o, gs[i].status);
 		if (d->queue_tail)
 			d->queue_tail->next = o;
 		else
@@ -1363,7 +1622,11 @@ int daemon_start(struct daemon *d)
 	if (d->own_onlining)
 		take_over_onlining(d);
 	pthread_mutex_lock(&d->lock);
-	reconcile_step(d);
+	{
+		_cleanup_mem_table_ struct mem_table *t = NULL;
+		hp_discover(d->backend, &t);
+		reconcile_step(d, t);
+	}
 	reconcile_owned(d);
 	r = requeue_unfinished(d);
 	pthread_mutex_unlock(&d->lock);
@@ -1510,7 +1773,7 @@ json_t *daemon_status_json(struct daemon *d)
 	if (d->running)
 		running = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", d->running->msg->id, "kind",
 				    msg_type_name(d->running->msg->type), "state", msg_state_name(d->running->state),
-				    "blocks_done", (json_int_t)d->running->n_outcomes, "blocks_total",
+				    "blocks_done", (json_int_t)d->running->blocks_done, "blocks_total",
 				    (json_int_t)d->running->blocks_total);
 	j = json_pack("{s:s,s:s,s:s,s:s,s:b,s:{s:I,s:I,s:I,s:I},s:s?,s:o,s:I,s:{s:s,s:s,s:I,s:I}}",
 		      "agent", d->agent_id, "version", MEMGRANT_VERSION, "backend", d->backend->ops->name, "root",
@@ -1540,7 +1803,7 @@ void daemon_status_line(struct daemon *d, char *buf, size_t len)
 	size_format(granted, gr, sizeof(gr));
 	if (d->running)
 		snprintf(buf, len, "%s %s: %zu of %zu blocks; %s online, %s granted",
-			 msg_type_name(d->running->msg->type), d->running->msg->id, d->running->n_outcomes,
+			 msg_type_name(d->running->msg->type), d->running->msg->id, d->running->blocks_done,
 			 d->running->blocks_total, on, gr);
 	else
 		snprintf(buf, len, "idle; %s online, %s granted", on, gr);

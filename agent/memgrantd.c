@@ -312,6 +312,9 @@ int main(int argc, char **argv)
 out:
 	https_provider_stop(m.https);
 	channel_provider_stop(m.channel);
+	/* end the event streams first: api_stop() waits for their connections */
+	if (m.d)
+		events_close(daemon_events(m.d));
 	api_stop(m.api);
 	pressure_stop(m.pressure);
 	hooks_free(m.hooks); /* runs what is queued (agent.stopping), at most HOOKS_STOP_GRACE_MS */

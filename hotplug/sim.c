@@ -1079,6 +1079,33 @@ static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id,
 	return r < 0 ? r : 0;
 }
 
+/*
+ * A writer that dies while offlining leaves going-offline in the file; the
+ * kernel would have ended that offline (the writer got a signal, W6) and the
+ * block would be online again.  Readers see it so once no writer holds the
+ * lock; the next writer repairs the file.
+ */
+static void settle_dead_offline(const char *state_path, struct sim_state *s)
+{
+	char path[PATH_MAX];
+	bool any = false;
+	int fd;
+
+	for (uint64_t i = 0; i < s->n_blocks && !any; i++)
+		any = s->blocks[i].state == MEM_STATE_GOING_OFFLINE;
+	if (!any || lock_path(state_path, path, sizeof(path)) < 0)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		for (uint64_t i = 0; i < s->n_blocks; i++)
+			if (s->blocks[i].state == MEM_STATE_GOING_OFFLINE)
+				s->blocks[i].state = MEM_STATE_ONLINE;
+	}
+	close(fd); /* drops the shared lock, if taken */
+}
+
 static void fill_block(const struct sim_state *s, const struct spans *sp, uint64_t id, struct mem_block *out)
 {
 	const struct sim_block *b = &s->blocks[id];
@@ -1106,6 +1133,7 @@ static int sim_discover(struct hp_backend *hb, struct mem_table **out)
 	r = state_load(sb->state_path, &s, NULL, 0);
 	if (r < 0)
 		return r;
+	settle_dead_offline(sb->state_path, s);
 	t = mem_table_new(s->block_size);
 	if (!t)
 		return -ENOMEM;
@@ -1135,6 +1163,7 @@ static int sim_read_block(struct hp_backend *hb, uint64_t id, struct mem_block *
 		return r;
 	if (id >= s->n_blocks)
 		return -ENOENT;
+	settle_dead_offline(sb->state_path, s);
 	spans_compute(s, &sp);
 	fill_block(s, &sp, id, out);
 	return 0;

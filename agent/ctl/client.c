@@ -149,14 +149,40 @@ int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text)
 	return *text ? 0 : -ENOMEM;
 }
 
-/* Server-sent events: "data: {...}" lines, a blank line ends an event. */
+/* Server-sent events: "data: {...}" lines, a blank line ends an event.
+ * A status of a big grant can be long: the line buffer grows (to 16 MiB). */
+#define STREAM_LINE_MAX (16u << 20)
+
 struct stream {
-	char line[1 << 17];
-	size_t len;
+	char *line;
+	size_t len, cap;
 	int (*on_event)(json_t *ev, void *cls);
 	void *cls;
 	int stop; /* on_event returned non-zero: its value */
+	int err;  /* -EMSGSIZE, -ENOMEM, -EBADMSG */
 };
+
+static int stream_line(struct stream *s)
+{
+	json_t *ev;
+	int r;
+
+	s->line[s->len] = '\0';
+	if (!startswith(s->line, "data: "))
+		return 0;
+	ev = json_loads(s->line + 6, 0, NULL);
+	if (!ev) {
+		s->err = -EBADMSG;
+		return -1;
+	}
+	r = s->on_event(ev, s->cls);
+	json_decref(ev);
+	if (r) {
+		s->stop = r;
+		return -1;
+	}
+	return 0;
+}
 
 static size_t stream_write(char *data, size_t size, size_t n, void *cls)
 {
@@ -165,24 +191,28 @@ static size_t stream_write(char *data, size_t size, size_t n, void *cls)
 
 	for (size_t i = 0; i < total; i++) {
 		char ch = data[i];
-		if (ch != '\n') {
-			if (s->len + 1 < sizeof(s->line))
-				s->line[s->len++] = ch;
+		if (ch == '\n') {
+			if (stream_line(s) < 0)
+				return 0; /* ends the transfer */
+			s->len = 0;
 			continue;
 		}
-		s->line[s->len] = '\0';
-		if (startswith(s->line, "data: ")) {
-			json_t *ev = json_loads(s->line + 6, 0, NULL);
-			if (ev) {
-				int r = s->on_event(ev, s->cls);
-				json_decref(ev);
-				if (r) {
-					s->stop = r;
-					return 0; /* ends the transfer */
-				}
+		if (s->len + 2 > s->cap) {
+			size_t cap = s->cap ? s->cap * 2 : 4096;
+			char *nl;
+			if (cap > STREAM_LINE_MAX) {
+				s->err = -EMSGSIZE;
+				return 0;
 			}
+			nl = realloc(s->line, cap);
+			if (!nl) {
+				s->err = -ENOMEM;
+				return 0;
+			}
+			s->line = nl;
+			s->cap = cap;
 		}
-		s->len = 0;
+		s->line[s->len++] = ch;
 	}
 	return total;
 }
@@ -190,33 +220,37 @@ static size_t stream_write(char *data, size_t size, size_t n, void *cls)
 int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_event)(json_t *ev, void *cls),
 		      void *cls)
 {
-	_cleanup_free_ struct stream *s = calloc(1, sizeof(*s));
+	struct stream s = { .on_event = on_event, .cls = cls };
 	char url[512];
 	CURL *c;
 	CURLcode cc;
 	long status = 0;
+	int r = 0;
 
-	if (!s)
-		return -ENOMEM;
 	c = handle_for(ctx, path, url, sizeof(url));
 	if (!c)
 		return -ENOMEM;
-	s->on_event = on_event;
-	s->cls = cls;
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
 	cc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
-	if (s->stop)
-		return s->stop > 0 ? s->stop : 0;
-	if (cc != CURLE_OK)
-		return curl_failure(ctx, cc);
-	if (status != 200) {
-		ctl_err("memgrantd answered %ld for %s", status, path);
-		return -EPROTO;
+	free(s.line);
+	if (s.stop)
+		return s.stop > 0 ? s.stop : 0;
+	if (s.err) {
+		ctl_err("event stream from memgrantd: %s", s.err == -EMSGSIZE ? "an event larger than 16 MiB"
+							   : s.err == -EBADMSG ? "an event that is not JSON"
+									       : strerror(-s.err));
+		return s.err;
 	}
-	return 0;
+	if (cc != CURLE_OK)
+		r = curl_failure(ctx, cc);
+	else if (status != 200) {
+		ctl_err("memgrantd answered %ld for %s", status, path);
+		r = -EPROTO;
+	}
+	return r;
 }
 
 int ctl_print_error_reply(long status, json_t *reply)

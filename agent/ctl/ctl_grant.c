@@ -19,6 +19,12 @@ struct waiter {
 	json_t *last;
 };
 
+static bool is_final(const char *state)
+{
+	return streq(state, "applied") || streq(state, "partial") || streq(state, "failed") ||
+	       streq(state, "rejected");
+}
+
 static int on_status(json_t *ev, void *cls)
 {
 	struct waiter *w = cls;
@@ -35,9 +41,7 @@ static int on_status(json_t *ev, void *cls)
 			(long long)json_integer_value(json_object_get(ev, "blocks_total")));
 		fflush(stderr);
 	}
-	if (streq(state, "applied") || streq(state, "partial") || streq(state, "failed") || streq(state, "rejected"))
-		return 1;
-	return 0;
+	return is_final(state) ? 1 : 0;
 }
 
 static void print_summary(json_t *st)
@@ -120,13 +124,15 @@ static int submit(struct ctl_ctx *ctx, json_t *msg, bool wait, bool json)
 		r = ctl_follow_events(ctx, path, on_status, &w);
 		if (w.tty && !json)
 			fputc('\n', stderr);
-		json_decref(reply);
-		if (r < 0 || !w.last) {
+		if (r < 0 || !w.last || !is_final(w.state)) {
 			if (r >= 0)
-				ctl_err("memgrantd closed the event stream before %s finished", id);
+				ctl_err("memgrantd closed the event stream before %s finished (last state: %s); "
+					"see memgrantctl grants", id, w.state[0] ? w.state : "none");
 			json_decref(w.last);
+			json_decref(reply);
 			return CTL_EXIT_FAILURE;
 		}
+		json_decref(reply);
 		if (json) {
 			json_dumpf(w.last, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 			putchar('\n');

@@ -27,6 +27,10 @@ st=$($CTL grants --json)
 expect_eq "revoke state" "$(jget "$st" grants.2.state)" partial
 grep -q "block 19" "$T/out2" || fail "summary does not name block 19: $(cat "$T/out2")"
 [ "$took" -le 8 ] || fail "revocation took ${took}s with a 2s budget"
+# busy blocks are retried with pauses (250 ms, 500 ms, then 1 s), not in a tight loop
+tries=$(curl -s --unix-socket "$SOCK" http://x/metrics |
+	sed -n 's/^memgrant_block_operations_total{step="offline",result="EBUSY"} //p')
+[ "${tries:-0}" -ge 2 ] && [ "${tries:-0}" -le 8 ] || fail "block 19 was tried ${tries:-0} times in 2+2 s of budget"
 $MEMGRANTCTL --sim "$SIM" lsmem -o BLOCK,STATE -r -n > "$T/lsmem"
 grep -qx '19 online' "$T/lsmem" || fail "block 19 should still be online: $(cat "$T/lsmem")"
 stop_daemon

@@ -6,6 +6,7 @@ $MEMGRANTCTL sim init "$SIM" --online 2G --standby 2G --block-size 128M > /dev/n
 $MEMGRANTCTL sim fault "$SIM" --latency 200 > /dev/null || fail "sim fault"
 start_daemon
 $CTL grant 1G > /dev/null || fail "grant"
+$CTL events > /dev/null 2>&1 &   # an open event stream must not delay the stop
 sleep 0.7
 t0=$(date +%s)
 stop_daemon
