@@ -1,0 +1,50 @@
+#!/bin/sh
+# systemd integration without systemd: a datagram socket stands in for
+# NOTIFY_SOCKET; memgrantd must send READY=1, STATUS= lines, WATCHDOG=1 pings
+# (WATCHDOG_USEC set) and STOPPING=1.  Under JOURNAL_STREAM pointing at its
+# stderr, log lines carry syslog priority prefixes.
+. "$(dirname "$0")/lib.sh"
+write_config
+python3 - "$T/notify.sock" "$T/notify.log" <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(15)
+with open(sys.argv[2], "w") as log:
+    end = time.time() + 15
+    while time.time() < end:
+        try:
+            msg = s.recv(4096).decode()
+        except socket.timeout:
+            break
+        log.write(msg.replace("\n", "|") + "\n")
+        log.flush()
+        if "STOPPING=1" in msg:
+            break
+PY
+LISTENER=$!
+i=0
+while [ ! -S "$T/notify.sock" ]; do i=$((i + 1)); [ $i -gt 50 ] && fail "no notify listener"; sleep 0.1; done
+
+# stderr is a file whose dev:ino we hand over as JOURNAL_STREAM
+: > "$T/daemon.log"
+js=$(stat -c '%d:%i' "$T/daemon.log")
+NOTIFY_SOCKET=$T/notify.sock WATCHDOG_USEC=400000 JOURNAL_STREAM=$js \
+	"$MEMGRANTD" -c "$T/memgrant.yaml" --foreground 2>> "$T/daemon.log" &
+DAEMON_PID=$!
+i=0
+while ! $CTL status >/dev/null 2>&1; do i=$((i + 1)); [ $i -gt 100 ] && fail "memgrantd did not come up"; sleep 0.1; done
+$CTL grant 256M --wait > /dev/null || fail "grant"
+sleep 1
+stop_daemon
+wait "$LISTENER"
+
+grep -q "READY=1" "$T/notify.log" || fail "no READY=1: $(cat "$T/notify.log")"
+grep -q "^STATUS=idle" "$T/notify.log" || fail "no STATUS=idle line: $(cat "$T/notify.log")"
+grep -q "STATUS=.*256M granted" "$T/notify.log" || fail "STATUS does not follow the grant: $(cat "$T/notify.log")"
+n=$(grep -c "WATCHDOG=1" "$T/notify.log")
+[ "$n" -ge 3 ] || fail "only $n watchdog pings in over a second with WATCHDOG_USEC=400000"
+grep -q "STOPPING=1" "$T/notify.log" || fail "no STOPPING=1"
+grep -q "^<5>memgrantd.* ready\|^<5>" "$T/daemon.log" || fail "no <N> priority prefixes under JOURNAL_STREAM: $(head -3 "$T/daemon.log")"
+grep -q "^<5>" "$T/daemon.log" || fail "notice lines lack <5>"
+echo ok
