@@ -10,6 +10,8 @@ struct event_bus {
 	pthread_cond_t cond;
 	size_t capacity;
 	uint64_t next_seq; /* seq of the next event; the first is 1 */
+	uint64_t oldest;   /* oldest seq still kept */
+	size_t bytes;      /* text kept in the ring */
 	char **ring;       /* ring[seq % capacity] */
 	bool closed;
 };
@@ -31,6 +33,7 @@ int events_new(size_t capacity, struct event_bus **out)
 	}
 	b->capacity = capacity;
 	b->next_seq = 1;
+	b->oldest = 1;
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -52,6 +55,20 @@ void events_free(struct event_bus *b)
 	free(b);
 }
 
+#define EVENTS_MAX_BYTES (4u << 20)
+
+static void drop_oldest(struct event_bus *b)
+{
+	char **slot = &b->ring[b->oldest % b->capacity];
+
+	if (*slot) {
+		b->bytes -= strlen(*slot);
+		free(*slot);
+		*slot = NULL;
+	}
+	b->oldest++;
+}
+
 uint64_t events_publish(struct event_bus *b, json_t *ev)
 {
 	char *text;
@@ -61,8 +78,13 @@ uint64_t events_publish(struct event_bus *b, json_t *ev)
 	seq = b->next_seq++;
 	json_object_set_new(ev, "seq", json_integer((json_int_t)seq));
 	text = json_dumps(ev, JSON_COMPACT);
-	free(b->ring[seq % b->capacity]);
+	if (seq >= b->oldest + b->capacity)
+		drop_oldest(b);
 	b->ring[seq % b->capacity] = text; /* NULL on ENOMEM: readers skip it */
+	b->bytes += text ? strlen(text) : 0;
+	/* big grants publish big reports: the ring is bounded in bytes too */
+	while (b->bytes > EVENTS_MAX_BYTES && b->oldest < seq)
+		drop_oldest(b);
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->lock);
 	return seq;
@@ -94,7 +116,7 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 	*missed = 0;
 	pthread_mutex_lock(&b->lock);
 	for (;;) {
-		uint64_t oldest = b->next_seq > b->capacity ? b->next_seq - b->capacity : 1;
+		uint64_t oldest = b->oldest;
 		uint64_t want = after + 1;
 
 		if (b->closed) {
