@@ -28,6 +28,7 @@
 #include "../hotplug/sim.h"
 #include "../lib/fileio.h"
 #include "../lib/size.h"
+#include "../lib/timeutil.h"
 #include "../lib/util.h"
 #include "journal.h"
 #include "message.h"
@@ -1867,15 +1868,7 @@ int daemon_outbox_wait(struct daemon *d, const char *dest, int timeout_ms)
 	uint64_t gen;
 	int waiting;
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	if (timeout_ms >= 0) {
-		deadline.tv_sec += timeout_ms / 1000;
-		deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (deadline.tv_nsec >= 1000000000L) {
-			deadline.tv_sec++;
-			deadline.tv_nsec -= 1000000000L;
-		}
-	}
+	deadline_after_ms(&deadline, timeout_ms >= 0 ? timeout_ms : 0);
 	pthread_mutex_lock(&d->lock);
 	gen = d->wake_gen;
 	for (;;) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "events.h"
+#include "../lib/timeutil.h"
 #include "../lib/util.h"
 
 #include <pthread.h>
@@ -106,13 +107,7 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 	struct timespec deadline;
 	int r = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	deadline_after_ms(&deadline, timeout_ms);
 	*missed = 0;
 	pthread_mutex_lock(&b->lock);
 	for (;;) {

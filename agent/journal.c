@@ -40,19 +40,6 @@ struct journal {
 	struct journal_step step;
 };
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 static json_t *u64_json(uint64_t v)
 {
@@ -150,16 +137,16 @@ static int check_block(const json_t *b, const char *id, uint64_t next_seq, char 
 	enum msg_zone z;
 
 	if (!json_is_object(b) || !get_u64(b, "block", 0, INT64_MAX, &v))
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": an owned block has no valid \"block\"", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": an owned block has no valid \"block\"", id);
 	if (!get_u64(b, "seq", 1, next_seq - 1, &v))
-		return fail(err, errlen, -EBADMSG,
+		return errbuf_set(err, errlen, -EBADMSG,
 			    "grant \"%s\", block %" PRIu64 ": \"seq\" missing or not below next_block_seq",
 			    id, u64_of(b, "block"));
 	if (zone_parse(str_of(b, "zone"), &z) < 0)
-		return fail(err, errlen, -EBADMSG, "grant \"%s\", block %" PRIu64 ": \"zone\" is not movable or normal",
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\", block %" PRIu64 ": \"zone\" is not movable or normal",
 			    id, u64_of(b, "block"));
 	if (!json_is_boolean(json_object_get(b, "memmap")))
-		return fail(err, errlen, -EBADMSG, "grant \"%s\", block %" PRIu64 ": \"memmap\" is not a boolean",
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\", block %" PRIu64 ": \"memmap\" is not a boolean",
 			    id, u64_of(b, "block"));
 	return 0;
 }
@@ -179,41 +166,41 @@ static int check_grant(json_t *root, json_t *g, size_t i, uint64_t next_order, u
 	int r;
 
 	if (!json_is_object(g) || !msg_id_valid(id))
-		return fail(err, errlen, -EBADMSG, "grants[%zu]: missing or invalid \"id\"", i);
+		return errbuf_set(err, errlen, -EBADMSG, "grants[%zu]: missing or invalid \"id\"", i);
 	if (find_grant(root, id, &k) && k != i)
-		return fail(err, errlen, -EBADMSG, "grant \"%s\" is recorded twice", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\" is recorded twice", id);
 	if (!msg_id_valid(source))
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": missing or invalid \"source\"", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": missing or invalid \"source\"", id);
 	if (!streq(type, "grant") && !streq(type, "revoke"))
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": \"type\" is not grant or revoke", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": \"type\" is not grant or revoke", id);
 	if (!get_u64(g, "generation", 1, MSG_GENERATION_MAX, &gen))
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": invalid \"generation\"", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": invalid \"generation\"", id);
 	if (!get_u64(json_object_get(root, "sources"), source, 1, MSG_GENERATION_MAX, &last) || gen > last)
-		return fail(err, errlen, -EBADMSG,
+		return errbuf_set(err, errlen, -EBADMSG,
 			    "grant \"%s\": generation %" PRIu64 " is above the last recorded for source \"%s\"",
 			    id, gen, source);
 	if (next_order == 0 || !get_u64(g, "order", 0, next_order - 1, &order))
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": \"order\" missing or not below next_order", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": \"order\" missing or not below next_order", id);
 	if (msg_state_parse(str_of(g, "state"), &st) < 0)
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": invalid \"state\"", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": invalid \"state\"", id);
 	if (!json_is_null(status) && !json_is_object(status))
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": \"status\" is neither an object nor null", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": \"status\" is neither an object nor null", id);
 	if (!str_of(g, "created") || msg_time_parse(str_of(g, "created"), &t) < 0 ||
 	    !str_of(g, "updated") || msg_time_parse(str_of(g, "updated"), &t) < 0)
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": invalid \"created\" or \"updated\" time", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": invalid \"created\" or \"updated\" time", id);
 
 	r = msg_from_json(req, &m, &merr);
 	if (r < 0)
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": stored request is invalid: %s", id, merr.message);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": stored request is invalid: %s", id, merr.message);
 	r = streq(m->id, id) && m->generation == gen && streq(msg_type_name(m->type), type) ? 0 : -EBADMSG;
 	msg_free(m);
 	if (r < 0)
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": stored request does not match the record", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": stored request does not match the record", id);
 
 	if (!json_is_array(blocks))
-		return fail(err, errlen, -EBADMSG, "grant \"%s\": \"blocks\" is not an array", id);
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": \"blocks\" is not an array", id);
 	if (streq(type, "revoke") && json_array_size(blocks) > 0)
-		return fail(err, errlen, -EBADMSG, "revocation \"%s\" owns blocks", id);
+		return errbuf_set(err, errlen, -EBADMSG, "revocation \"%s\" owns blocks", id);
 	json_array_foreach(blocks, k, b) {
 		json_t *owner;
 		size_t bk;
@@ -223,7 +210,7 @@ static int check_grant(json_t *root, json_t *g, size_t i, uint64_t next_order, u
 			return r;
 		owner = find_owner(root, u64_of(b, "block"), &bk);
 		if (owner != g || bk != k)
-			return fail(err, errlen, -EBADMSG, "block %" PRIu64 " is owned twice", u64_of(b, "block"));
+			return errbuf_set(err, errlen, -EBADMSG, "block %" PRIu64 " is owned twice", u64_of(b, "block"));
 	}
 	return 0;
 }
@@ -234,18 +221,18 @@ static int check_outbox(json_t *outbox, char *err, size_t errlen)
 	json_t *d;
 
 	if (!json_is_object(outbox))
-		return fail(err, errlen, -EBADMSG, "\"outbox\" is not an object");
+		return errbuf_set(err, errlen, -EBADMSG, "\"outbox\" is not an object");
 	json_object_foreach(outbox, dest, d) {
 		json_t *items = json_object_get(d, "items"), *it;
 		uint64_t next, seq, prev = 0;
 		size_t i;
 
 		if (!msg_id_valid(dest) || !get_u64(d, "next_seq", 1, INT64_MAX, &next) || !json_is_array(items))
-			return fail(err, errlen, -EBADMSG, "outbox \"%.40s\": invalid entry", dest);
+			return errbuf_set(err, errlen, -EBADMSG, "outbox \"%.40s\": invalid entry", dest);
 		json_array_foreach(items, i, it) {
 			if (!get_u64(it, "seq", prev + 1, next - 1, &seq) ||
 			    !json_is_object(json_object_get(it, "report")))
-				return fail(err, errlen, -EBADMSG,
+				return errbuf_set(err, errlen, -EBADMSG,
 					    "outbox \"%s\", item %zu: sequence out of order or report missing", dest, i);
 			prev = seq;
 		}
@@ -262,24 +249,24 @@ static int check_root(json_t *root, char *err, size_t errlen)
 	int r;
 
 	if (!json_is_object(root))
-		return fail(err, errlen, -EBADMSG, "not a JSON object");
+		return errbuf_set(err, errlen, -EBADMSG, "not a JSON object");
 	if (!get_u64(root, "version", 0, INT64_MAX, &version))
-		return fail(err, errlen, -EBADMSG, "\"version\" missing");
+		return errbuf_set(err, errlen, -EBADMSG, "\"version\" missing");
 	if (version != JOURNAL_VERSION)
-		return fail(err, errlen, -EBADMSG, "version %" PRIu64 " is not the version %d this memgrantd reads",
+		return errbuf_set(err, errlen, -EBADMSG, "version %" PRIu64 " is not the version %d this memgrantd reads",
 			    version, JOURNAL_VERSION);
 	if (!get_u64(root, "next_order", 0, INT64_MAX, &next_order) ||
 	    !get_u64(root, "next_block_seq", 1, INT64_MAX, &next_seq))
-		return fail(err, errlen, -EBADMSG, "\"next_order\" or \"next_block_seq\" missing or invalid");
+		return errbuf_set(err, errlen, -EBADMSG, "\"next_order\" or \"next_block_seq\" missing or invalid");
 	if (!json_is_object(sources))
-		return fail(err, errlen, -EBADMSG, "\"sources\" is not an object");
+		return errbuf_set(err, errlen, -EBADMSG, "\"sources\" is not an object");
 	json_object_foreach(sources, key, v) {
 		uint64_t gen;
 		if (!msg_id_valid(key) || !get_u64(sources, key, 1, MSG_GENERATION_MAX, &gen))
-			return fail(err, errlen, -EBADMSG, "sources: invalid entry \"%.40s\"", key);
+			return errbuf_set(err, errlen, -EBADMSG, "sources: invalid entry \"%.40s\"", key);
 	}
 	if (!json_is_array(grants))
-		return fail(err, errlen, -EBADMSG, "\"grants\" is not an array");
+		return errbuf_set(err, errlen, -EBADMSG, "\"grants\" is not an array");
 	json_array_foreach(grants, i, g) {
 		r = check_grant(root, g, i, next_order, next_seq, err, errlen);
 		if (r < 0)
@@ -401,19 +388,19 @@ static int load(struct journal *j, char *err, size_t errlen)
 		return j->root ? 0 : -ENOMEM;
 	}
 	if (r == -EFBIG)
-		return fail(err, errlen, -EBADMSG, "%s: larger than %u bytes", j->path, JOURNAL_FILE_MAX);
+		return errbuf_set(err, errlen, -EBADMSG, "%s: larger than %u bytes", j->path, JOURNAL_FILE_MAX);
 	if (r < 0)
-		return fail(err, errlen, r, "%s: cannot read: %s", j->path, strerror(-r));
+		return errbuf_set(err, errlen, r, "%s: cannot read: %s", j->path, strerror(-r));
 	if (len == 0)
-		return fail(err, errlen, -EBADMSG, "%s: empty file (truncated?)", j->path);
+		return errbuf_set(err, errlen, -EBADMSG, "%s: empty file (truncated?)", j->path);
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return fail(err, errlen, -EBADMSG, "%s: line %d, column %d: %s", j->path, jerr.line,
+		return errbuf_set(err, errlen, -EBADMSG, "%s: line %d, column %d: %s", j->path, jerr.line,
 			    jerr.column, jerr.text);
 	r = check_root(root, why, sizeof(why));
 	if (r < 0) {
 		json_decref(root);
-		return fail(err, errlen, r, "%s: %s", j->path, why);
+		return errbuf_set(err, errlen, r, "%s: %s", j->path, why);
 	}
 	j->root = root;
 	return 0;
@@ -431,17 +418,17 @@ static int load_step(struct journal *j, char *err, size_t errlen)
 	if (r == -ENOENT)
 		return 0;
 	if (r == -EFBIG)
-		return fail(err, errlen, -EBADMSG, "%s: larger than 64 KiB", j->step_path);
+		return errbuf_set(err, errlen, -EBADMSG, "%s: larger than 64 KiB", j->step_path);
 	if (r < 0)
-		return fail(err, errlen, r, "%s: cannot read: %s", j->step_path, strerror(-r));
+		return errbuf_set(err, errlen, r, "%s: cannot read: %s", j->step_path, strerror(-r));
 	o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!o)
-		return fail(err, errlen, -EBADMSG, "%s: line %d, column %d: %s", j->step_path, jerr.line,
+		return errbuf_set(err, errlen, -EBADMSG, "%s: line %d, column %d: %s", j->step_path, jerr.line,
 			    jerr.column, len == 0 ? "empty file (truncated?)" : jerr.text);
 	if (step_from_json(o, &j->step) < 0)
-		return fail(err, errlen, -EBADMSG, "%s: not a valid step marker", j->step_path);
+		return errbuf_set(err, errlen, -EBADMSG, "%s: not a valid step marker", j->step_path);
 	if (!find_grant(j->root, j->step.op, NULL))
-		return fail(err, errlen, -EBADMSG, "%s: step of \"%s\", which the journal does not know",
+		return errbuf_set(err, errlen, -EBADMSG, "%s: step of \"%s\", which the journal does not know",
 			    j->step_path, j->step.op);
 	j->has_step = true;
 	return 0;
@@ -479,7 +466,7 @@ int journal_open(const char *state_dir, const struct journal_options *opts, stru
 	int r;
 
 	if (!state_dir || !*state_dir)
-		return fail(err, errlen, -EINVAL, "no state directory given");
+		return errbuf_set(err, errlen, -EINVAL, "no state directory given");
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
@@ -494,22 +481,22 @@ int journal_open(const char *state_dir, const struct journal_options *opts, stru
 
 	r = mkdir_p(state_dir, 0700);
 	if (r < 0)
-		return fail(err, errlen, r, "%s: cannot create: %s", state_dir, strerror(-r));
+		return errbuf_set(err, errlen, r, "%s: cannot create: %s", state_dir, strerror(-r));
 	j->dir_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (j->dir_fd < 0)
-		return fail(err, errlen, -errno, "%s: cannot open: %m", state_dir);
+		return errbuf_set(err, errlen, -errno, "%s: cannot open: %m", state_dir);
 	j->lock_fd = openat(j->dir_fd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (j->lock_fd < 0)
-		return fail(err, errlen, -errno, "%s/" LOCK_FILE ": cannot open: %m", state_dir);
+		return errbuf_set(err, errlen, -errno, "%s/" LOCK_FILE ": cannot open: %m", state_dir);
 	if (flock(j->lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno == EWOULDBLOCK)
-			return fail(err, errlen, -EBUSY, "%s is in use by another process (lock on %s/" LOCK_FILE ")",
+			return errbuf_set(err, errlen, -EBUSY, "%s is in use by another process (lock on %s/" LOCK_FILE ")",
 				    state_dir, state_dir);
-		return fail(err, errlen, -errno, "%s/" LOCK_FILE ": cannot lock: %m", state_dir);
+		return errbuf_set(err, errlen, -errno, "%s/" LOCK_FILE ": cannot lock: %m", state_dir);
 	}
 	r = remove_stale_temporaries(j);
 	if (r < 0)
-		return fail(err, errlen, r, "%s: cannot remove stale temporary files: %s", state_dir, strerror(-r));
+		return errbuf_set(err, errlen, r, "%s: cannot remove stale temporary files: %s", state_dir, strerror(-r));
 	r = load(j, err, errlen);
 	if (r < 0)
 		return r;

@@ -57,17 +57,6 @@ static const int default_columns[] = {
 	LSMEM_COL_RANGE, LSMEM_COL_SIZE, LSMEM_COL_STATE, LSMEM_COL_REMOVABLE, LSMEM_COL_BLOCK,
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 void lsmem_opts_init(struct lsmem_opts *o)
 {
@@ -112,7 +101,7 @@ static int parse_idlist(const char *list, int *ids, size_t max, size_t *n, char 
 
 	*n = 0;
 	if (!*p) {
-		seterr(err, errlen, "empty column list");
+		errbuf_set(err, errlen, 0, "empty column list");
 		return -EINVAL;
 	}
 	for (;;) {
@@ -120,16 +109,16 @@ static int parse_idlist(const char *list, int *ids, size_t max, size_t *n, char 
 		int id;
 
 		if (end == p) {
-			seterr(err, errlen, "empty column name in '%s'", list);
+			errbuf_set(err, errlen, 0, "empty column name in '%s'", list);
 			return -EINVAL;
 		}
 		id = column_id_n(p, (size_t)(end - p));
 		if (id < 0) {
-			seterr(err, errlen, "unknown column: %.*s", (int)(end - p), p);
+			errbuf_set(err, errlen, 0, "unknown column: %.*s", (int)(end - p), p);
 			return -EINVAL;
 		}
 		if (*n >= max) {
-			seterr(err, errlen, "too many columns specified, the limit is %d columns",
+			errbuf_set(err, errlen, 0, "too many columns specified, the limit is %d columns",
 			       LSMEM_MAX_COLUMNS - 1);
 			return -E2BIG;
 		}
@@ -149,7 +138,7 @@ int lsmem_opts_set_columns(struct lsmem_opts *o, const char *list, char *err, si
 	int r;
 
 	if (!list) {
-		seterr(err, errlen, "empty column list");
+		errbuf_set(err, errlen, 0, "empty column list");
 		return -EINVAL;
 	}
 	if (list[0] == '+') {
@@ -183,7 +172,7 @@ int lsmem_opts_set_split(struct lsmem_opts *o, const char *list, char *err, size
 	int r;
 
 	if (!list) {
-		seterr(err, errlen, "empty split list");
+		errbuf_set(err, errlen, 0, "empty split list");
 		return -EINVAL;
 	}
 	memset(o->split, 0, sizeof(o->split));
@@ -208,7 +197,7 @@ int lsmem_opts_set_summary(struct lsmem_opts *o, const char *when, char *err, si
 	} else if (streq(when, "always")) {
 		o->want_summary = true;
 	} else {
-		seterr(err, errlen, "unsupported --summary argument: '%s' (never, always or only)", when);
+		errbuf_set(err, errlen, 0, "unsupported --summary argument: '%s' (never, always or only)", when);
 		return -EINVAL;
 	}
 	return 0;
@@ -217,7 +206,7 @@ int lsmem_opts_set_summary(struct lsmem_opts *o, const char *when, char *err, si
 int lsmem_opts_set_format(struct lsmem_opts *o, enum lsmem_format f, char *err, size_t errlen)
 {
 	if (o->format != LSMEM_FMT_TABLE && o->format != f) {
-		seterr(err, errlen, "mutually exclusive arguments: --json --pairs --raw");
+		errbuf_set(err, errlen, 0, "mutually exclusive arguments: --json --pairs --raw");
 		return -EINVAL;
 	}
 	o->format = f;
@@ -229,11 +218,11 @@ int lsmem_opts_set_format(struct lsmem_opts *o, enum lsmem_format f, char *err, 
 int lsmem_opts_finish(struct lsmem_opts *o, char *err, size_t errlen)
 {
 	if (o->split_given && o->list_all) {
-		seterr(err, errlen, "mutually exclusive arguments: --all --split");
+		errbuf_set(err, errlen, 0, "mutually exclusive arguments: --all --split");
 		return -EINVAL;
 	}
 	if (!o->want_table && !o->want_summary) {
-		seterr(err, errlen,
+		errbuf_set(err, errlen, 0,
 		       "options --{raw,json,pairs} and --summary=only are mutually exclusive");
 		return -EINVAL;
 	}

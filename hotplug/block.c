@@ -85,18 +85,23 @@ void mem_table_sort(struct mem_table *t)
 		qsort(t->blocks, t->n, sizeof(*t->blocks), cmp_block);
 }
 
-struct mem_block *mem_table_find(const struct mem_table *t, uint64_t id)
+struct mem_block *mem_blocks_search(struct mem_block *blocks, size_t n, uint64_t id)
 {
-	size_t lo = 0, hi = t->n;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (t->blocks[mid].id == id)
-			return &t->blocks[mid];
-		if (t->blocks[mid].id < id)
+		if (blocks[mid].id == id)
+			return &blocks[mid];
+		if (blocks[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return NULL;
+}
+
+struct mem_block *mem_table_find(const struct mem_table *t, uint64_t id)
+{
+	return mem_blocks_search(t->blocks, t->n, id);
 }

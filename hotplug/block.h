@@ -62,6 +62,8 @@ struct mem_block *mem_table_add(struct mem_table *t, uint64_t id);
 void mem_table_sort(struct mem_table *t);
 /* Binary search; NULL when the id is not in the table. */
 struct mem_block *mem_table_find(const struct mem_table *t, uint64_t id);
+/* The same over the first N blocks of a sorted array (a table being built). */
+struct mem_block *mem_blocks_search(struct mem_block *blocks, size_t n, uint64_t id);
 
 static inline uint64_t mem_block_start(const struct mem_table *t, const struct mem_block *b)
 {

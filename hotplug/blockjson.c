@@ -14,17 +14,6 @@ static void jsonp(json_t **j)
 }
 #define _cleanup_json_ __attribute__((cleanup(jsonp)))
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Sets KEY to V (stolen); -ENOMEM when V is NULL or the set fails. */
 static int set_new(json_t *o, const char *key, json_t *v)
@@ -103,7 +92,7 @@ struct ctx {
 
 static int bad(const struct ctx *c, const char *key, const char *what)
 {
-	seterr(c->err, c->errlen, "%s%s%s: %s", c->where, *c->where ? "." : "", key, what);
+	errbuf_set(c->err, c->errlen, 0, "%s%s%s: %s", c->where, *c->where ? "." : "", key, what);
 	return -EINVAL;
 }
 
@@ -187,7 +176,7 @@ static int parse_block(const struct ctx *c, const json_t *j, uint64_t block_size
 	int r;
 
 	if (!json_is_object(j)) {
-		seterr(c->err, c->errlen, "%s: expected an object", *c->where ? c->where : "block");
+		errbuf_set(c->err, c->errlen, 0, "%s: expected an object", *c->where ? c->where : "block");
 		return -EINVAL;
 	}
 	memset(b, 0, sizeof(*b));
@@ -248,7 +237,7 @@ int blockjson_to_table(const json_t *j, struct mem_table **out, char *err, size_
 	int r;
 
 	if (!json_is_object(j)) {
-		seterr(err, errlen, "expected a JSON object");
+		errbuf_set(err, errlen, 0, "expected a JSON object");
 		return -EINVAL;
 	}
 	if ((r = get_u64(&c, j, "block_size", true, &block_size, NULL)) < 0 ||
@@ -288,7 +277,7 @@ int blockjson_to_table(const json_t *j, struct mem_table **out, char *err, size_
 	mem_table_sort(t);
 	for (size_t i = 1; i < t->n; i++)
 		if (t->blocks[i].id == t->blocks[i - 1].id) {
-			seterr(err, errlen, "blocks: id %llu appears twice",
+			errbuf_set(err, errlen, 0, "blocks: id %llu appears twice",
 			       (unsigned long long)t->blocks[i].id);
 			return -EINVAL;
 		}

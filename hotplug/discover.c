@@ -342,22 +342,6 @@ static int read_block_size(struct hp_path *p, uint64_t *out, char *err, size_t e
 	return 0;
 }
 
-static struct mem_block *find_prefix(struct mem_table *t, size_t n, uint64_t id)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->blocks[mid].id == id)
-			return &t->blocks[mid];
-		if (t->blocks[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size_t errlen)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
@@ -446,7 +430,7 @@ int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size
 			if (r == 0)
 				continue;
 			/* Only the sorted devices part is searched; ids are unique per directory. */
-			b = find_prefix(t, n_dev, id);
+			b = mem_blocks_search(t->blocks, n_dev, id);
 			if (b) {
 				merge_fw(b, true, &e);
 				continue;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "util.h"
 
+#include <stdarg.h>
+
 const char *errno_name(int err)
 {
 	if (err < 0)
@@ -47,4 +49,16 @@ const char *errno_name(int err)
 	case ENOTEMPTY: return "ENOTEMPTY";
 	default: return "E?";
 	}
+}
+
+int errbuf_set(char *err, size_t len, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && len) {
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return code;
 }

@@ -65,3 +65,8 @@ static inline void fclosep(FILE **f)
 
 /* errno name for messages ("EBUSY"); "E?" for values it does not know. */
 const char *errno_name(int err);
+
+/* Formats a message into ERR (may be NULL or LEN 0: nothing is written) and
+ * returns CODE, so that `return errbuf_set(err, len, -EINVAL, "...")` both
+ * explains and fails. */
+int errbuf_set(char *err, size_t len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

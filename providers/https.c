@@ -31,6 +31,7 @@
 #include "../agent/daemon.h"
 #include "../agent/log.h"
 #include "../config/config.h"
+#include "../lib/timeutil.h"
 #include "../lib/util.h"
 
 #ifndef MEMGRANT_VERSION
@@ -120,13 +121,7 @@ static bool sleep_ms(struct https_provider *p, unsigned ms)
 	struct timespec t;
 	bool s;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	t.tv_sec += ms / 1000;
-	t.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
+	deadline_after_ms(&t, (long)ms);
 	pthread_mutex_lock(&p->lock);
 	while (!(s = stopping(p)))
 		if (pthread_cond_timedwait(&p->cond, &p->lock, &t) == ETIMEDOUT)
