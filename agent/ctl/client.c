@@ -120,6 +120,28 @@ int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path,
 	return r;
 }
 
+int ctl_get_json(const struct ctl_ctx *ctx, const char *path, json_t **reply)
+{
+	long status = 0;
+	int r = ctl_request(ctx, "GET", path, NULL, &status, reply);
+
+	if (r < 0)
+		return r;
+	if (status != 200) {
+		ctl_print_error_reply(status, *reply);
+		json_decref(*reply);
+		*reply = NULL;
+		return -EPROTO;
+	}
+	return 0;
+}
+
+void ctl_print_json(json_t *j)
+{
+	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+	putchar('\n');
+}
+
 int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text)
 {
 	struct body b = { 0 };

@@ -17,6 +17,11 @@ const char *ctl_socket_path(const struct ctl_ctx *ctx);
 int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path, const char *body,
 		long *status, json_t **reply);
 
+/* GET PATH expecting 200 and JSON: 0 with *REPLY, or -errno after saying why. */
+int ctl_get_json(const struct ctl_ctx *ctx, const char *path, json_t **reply);
+/* Pretty-prints J (sorted keys) and a newline on stdout. */
+void ctl_print_json(json_t *j);
+
 /* GET PATH as text (for /metrics). */
 int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text);
 

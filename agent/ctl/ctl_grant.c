@@ -102,8 +102,7 @@ static int submit(struct ctl_ctx *ctx, json_t *msg, bool wait, bool json)
 	state = json_string_value(json_object_get(reply, "state"));
 	if (!wait || !id || streq(state, "rejected") || status == 200) {
 		if (json) {
-			json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-			putchar('\n');
+			ctl_print_json(reply);
 		} else if (streq(state, "rejected")) {
 			json_t *e = json_object_get(reply, "error");
 			ctl_err("%s %s rejected: %s", json_string_value(json_object_get(reply, "kind")), id,
@@ -134,8 +133,7 @@ static int submit(struct ctl_ctx *ctx, json_t *msg, bool wait, bool json)
 		}
 		json_decref(reply);
 		if (json) {
-			json_dumpf(w.last, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-			putchar('\n');
+			ctl_print_json(w.last);
 		} else {
 			print_summary(w.last);
 		}

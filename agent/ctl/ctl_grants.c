@@ -23,7 +23,6 @@ int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 	bool json = false;
 	json_t *reply = NULL, *arr, *g;
 	struct libscols_table *tb;
-	long status = 0;
 	size_t i;
 	int ch;
 
@@ -36,16 +35,10 @@ int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 	}
 	if (ctl_no_more_args("grants", argc, argv) < 0)
 		return CTL_EXIT_FAILURE;
-	if (ctl_request(ctx, "GET", "/v1/grants", NULL, &status, &reply) < 0)
+	if (ctl_get_json(ctx, "/v1/grants", &reply) < 0)
 		return CTL_EXIT_FAILURE;
-	if (status != 200) {
-		ctl_print_error_reply(status, reply);
-		json_decref(reply);
-		return CTL_EXIT_FAILURE;
-	}
 	if (json) {
-		json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-		putchar('\n');
+		ctl_print_json(reply);
 		json_decref(reply);
 		return CTL_EXIT_OK;
 	}

@@ -139,14 +139,8 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 	if (ctx->socket && !ctx->sim && !ctx->sysroot) {
 		/* through memgrantd: the machine as the agent sees it */
 		json_t *reply = NULL;
-		long status = 0;
-		if (ctl_request(ctx, "GET", "/v1/blocks", NULL, &status, &reply) < 0)
+		if (ctl_get_json(ctx, "/v1/blocks", &reply) < 0)
 			return CTL_EXIT_FAILURE;
-		if (status != 200) {
-			ctl_print_error_reply(status, reply);
-			json_decref(reply);
-			return CTL_EXIT_FAILURE;
-		}
 		r = blockjson_to_table(reply, &t, err, sizeof(err));
 		json_decref(reply);
 		if (r < 0) {

@@ -18,7 +18,6 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	bool json = false;
 	json_t *reply = NULL, *mem, *run;
-	long status = 0;
 	char a[16], b[16], c[16], d[16];
 	int ch;
 
@@ -31,16 +30,10 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 	}
 	if (ctl_no_more_args("status", argc, argv) < 0)
 		return CTL_EXIT_FAILURE;
-	if (ctl_request(ctx, "GET", "/v1/status", NULL, &status, &reply) < 0)
+	if (ctl_get_json(ctx, "/v1/status", &reply) < 0)
 		return CTL_EXIT_FAILURE;
-	if (status != 200) {
-		ctl_print_error_reply(status, reply);
-		json_decref(reply);
-		return CTL_EXIT_FAILURE;
-	}
 	if (json) {
-		json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-		putchar('\n');
+		ctl_print_json(reply);
 		json_decref(reply);
 		return CTL_EXIT_OK;
 	}
