@@ -90,10 +90,14 @@ void policy_zone_bytes(const struct mem_table *t, uint64_t *movable, uint64_t *n
 
 		if (!b->configured || b->state != MEM_STATE_ONLINE)
 			continue;
-		/* An online block's valid_zones is its one zone (A9). */
+		/* An online block's valid_zones is its one zone (A9).  x86 has
+		 * DMA32 below 4 GiB and its first block spans DMA and DMA32
+		 * ("none"): boot memory in kernel zones, as the kernel's own
+		 * auto-movable policy counts it. */
 		if (streq(b->zones, "Movable"))
 			m += t->block_size;
-		else if (streq(b->zones, "Normal") || streq(b->zones, "DMA"))
+		else if (streq(b->zones, "Normal") || streq(b->zones, "DMA") ||
+			 streq(b->zones, "DMA32") || streq(b->zones, "none"))
 			k += t->block_size;
 	}
 	if (movable)

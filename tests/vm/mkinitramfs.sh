@@ -1,0 +1,75 @@
+#!/bin/sh
+# Builds the VM test guest's initramfs (newc cpio, gzip).
+#   mkinitramfs.sh BUILD KERNEL_TREE BUSYBOX OUT
+# BUILD        the build directory (memgrantd, memgrantctl, tests/vm/pin)
+# KERNEL_TREE  the extracted linux-image package (lib/modules/VERSION/...)
+# BUSYBOX      a static busybox binary
+# OUT          the initramfs to write
+# The programs' shared libraries are found with ldd and copied with the
+# dynamic loader, at the paths ldd prints.
+set -eu
+BUILD=$1 KTREE=$2 BUSYBOX=$3 OUT=$4
+HERE=$(cd "$(dirname "$0")" && pwd)
+R=$(mktemp -d "${TMPDIR:-/tmp}/memgrant-vm-root.XXXXXX")
+trap 'rm -rf "$R"' EXIT
+
+mkdir -p "$R/bin" "$R/sbin" "$R/usr/bin" "$R/usr/sbin" "$R/etc/memgrant" "$R/proc" "$R/sys" \
+	"$R/dev" "$R/run" "$R/tmp" "$R/modules"
+cp "$BUSYBOX" "$R/bin/busybox"
+for a in $("$BUSYBOX" --list); do
+	[ "$a" = busybox ] || ln -sf /bin/busybox "$R/bin/$a"
+done
+
+copy_with_libs() { # PROGRAM DEST
+	cp "$1" "$R$2"
+	ldd "$1" | awk '/=> \//{print $3} /^\t\//{print $1}' | while read -r lib; do
+		[ -e "$R$lib" ] && continue
+		mkdir -p "$R$(dirname "$lib")"
+		cp -L "$lib" "$R$lib"
+	done
+}
+copy_with_libs "$BUILD/memgrantd" /usr/sbin/memgrantd
+copy_with_libs "$BUILD/memgrantctl" /usr/bin/memgrantctl
+[ -x "$BUILD/tests/vm/pin" ] && cp "$BUILD/tests/vm/pin" "$R/usr/bin/pin"
+
+kver=$(ls "$KTREE/lib/modules" | head -n 1)
+kdir=$KTREE/lib/modules/$kver/kernel/drivers
+for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_modern_dev virtio/virtio_pci_legacy_dev \
+	virtio/virtio_pci char/virtio_console; do
+	name=$(basename "$m")
+	if [ -f "$kdir/$m.ko" ]; then
+		cp "$kdir/$m.ko" "$R/modules/$name.ko"
+	elif [ -f "$kdir/$m.ko.xz" ]; then
+		xz -dc "$kdir/$m.ko.xz" > "$R/modules/$name.ko"
+	else
+		echo "mkinitramfs: module $m not found under $kdir" >&2
+		exit 1
+	fi
+done
+
+cp "$HERE/init" "$R/init"
+chmod 0755 "$R/init"
+echo "root:x:0:0:root:/:/bin/sh" > "$R/etc/passwd"
+printf 'root:x:0:\nmemgrant:x:0:\n' > "$R/etc/group"
+echo memgrant-vm > "$R/etc/hostname"
+cat > "$R/etc/memgrant/memgrant.yaml" <<'YAML'
+# The VM test guest: the sysfs backend on this guest's own /sys (inside
+# QEMU), grants over the virtio-serial port, state in tmpfs.
+agent:
+  id: memgrant-vm
+  state_dir: /run/memgrant/state
+  api_socket: /run/memgrant/api.sock
+  api_group: root
+  log_level: debug
+backend:
+  type: sysfs
+  root: /
+  own_onlining: true
+policy:
+  revoke_budget: 5s
+providers:
+  channel:
+    path: /dev/virtio-ports/org.memgrant.0
+YAML
+
+(cd "$R" && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) | gzip -1 > "$OUT"
