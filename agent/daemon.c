@@ -392,6 +392,19 @@ static int explicit_ids(const struct msg *m, uint64_t block_size, uint64_t **out
 }
 
 
+/* Bytes a message asks for, as far as it says by itself (0 for "undo grant X"). */
+static uint64_t requested_of(const struct msg *m, uint64_t block_size)
+{
+	_cleanup_free_ uint64_t *ids = NULL;
+	size_t n = 0;
+
+	if (m->target == MSG_BY_SIZE)
+		return m->size;
+	if (m->target == MSG_BY_GRANT || explicit_ids(m, block_size, &ids, &n) < 0)
+		return 0;
+	return (uint64_t)n * block_size;
+}
+
 /* Adds the blocks O names explicitly to the ownership list *OWNED: promised,
  * so no other grant may be planned onto them. */
 static int reserve_explicit(const struct op *o, uint64_t block_size, struct owned_block **owned, size_t *n_owned,
@@ -695,6 +708,7 @@ int daemon_submit(struct daemon *d, const char *source, const char *body, size_t
 		op_free(o);
 		goto out_error;
 	}
+	o->requested_bytes = requested_of(o->msg, t->block_size); /* what a rejection reports */
 	r = precheck_locked(d, o->msg, t, &o->requested_bytes, &err);
 	if (r < 0) {
 		json_t *status;

@@ -37,10 +37,17 @@ grep -qx '0x00000000a0000000-0x00000000ffffffff 20-31 offline no' "$T/lsmem" || 
 $CTL revoke --grant local-1 --wait > /dev/null || fail "revoke --grant local-1 exited $?"
 expect_eq "online after revoking the grant" "$(online_bytes)" 2147483648
 
+# a rejection reports what was asked for and why
+$CTL grant 4G --json > "$T/rej" 2>/dev/null && fail "a grant of 4G with 2G standby was not refused"
+expect_eq "rejected state" "$(jget "$(cat "$T/rej")" state)" rejected
+expect_eq "rejected requested_bytes" "$(jget "$(cat "$T/rej")" requested_bytes)" 4294967296
+expect_eq "rejected code" "$(jget "$(cat "$T/rej")" error.code)" ENOSPC
+
 m=$($CTL --socket "$SOCK" status --json)
 expect_eq "granted bytes" "$(jget "$m" memory.granted_bytes)" 0
 curl -s --unix-socket "$SOCK" http://x/metrics > "$T/metrics"
 grep -q 'memgrant_requests_total{kind="grant",outcome="applied"} 1' "$T/metrics" || fail "metrics: grant count"
+grep -q 'memgrant_requests_total{kind="grant",outcome="rejected"} 1' "$T/metrics" || fail "metrics: rejected count"
 grep -q 'memgrant_requests_total{kind="revoke",outcome="applied"} 2' "$T/metrics" || fail "metrics: revoke count"
 grep -q '^memgrant_block_operation_seconds_count 16' "$T/metrics" || fail "metrics: 16 block operations expected"
 stop_daemon

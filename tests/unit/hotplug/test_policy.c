@@ -307,6 +307,32 @@ static void zone_auto_no_normal_memory(void **state)
 	assert_string_equal(d->zone_reason, "zone=normal: no Normal/DMA memory is online");
 }
 
+/* x86 (C0): boot memory is DMA32, and block 0 spans DMA and DMA32 so the
+ * kernel reports its zone as "none" (A9); both count as kernel memory. */
+static void zone_auto_counts_dma32_and_spanning_blocks(void **state)
+{
+	_cleanup_mem_table_ struct mem_table *t = mem_table_new(BS);
+	_cleanup_policy_decision_ struct policy_decision *d = NULL;
+	static const uint64_t plugged[] = { 32, 33 };
+
+	assert_non_null(t);
+	t->has_firmware = false;
+	for (uint64_t id = 0; id < 34; id++) {
+		struct mem_block *b = mem_table_add(t, id);
+		assert_non_null(b);
+		b->configured = id < 4 || id >= 32;
+		b->state = id < 4 ? MEM_STATE_ONLINE : MEM_STATE_OFFLINE;
+		strcpy(b->zones, id == 0 ? "none" : id < 4 ? "DMA32" : id >= 32 ? "Normal Movable" : "");
+		if (id >= 4 && id < 32)
+			b->configured = false;
+	}
+	mem_table_sort(t);
+	assert_int_equal(policy_decide(&defaults, NULL, t, 3 * GiB, plugged, 2, &d), 0);
+	assert_int_equal(d->online, ONLINE_MOVABLE);
+	assert_int_equal(d->n_movable, 2);
+	assert_string_equal(d->zone_reason, "zone=movable: grant may be revoked; MOVABLE:NORMAL stays 50% <= 301%");
+}
+
 static void zone_explicit_requests(void **state)
 {
 	_cleanup_mem_table_ struct mem_table *t = table(1, "Y");
@@ -516,6 +542,7 @@ int main(void)
 		cmocka_unit_test(zone_auto_ratio_boundary_and_split),
 		cmocka_unit_test(zone_auto_counts_online_movable),
 		cmocka_unit_test(zone_auto_no_normal_memory),
+		cmocka_unit_test(zone_auto_counts_dma32_and_spanning_blocks),
 		cmocka_unit_test(zone_explicit_requests),
 		cmocka_unit_test(zone_movable_impossible_A9),
 		cmocka_unit_test(decide_rejects_bad_arguments),
