@@ -81,9 +81,18 @@ $(B)/memgrantctl: $(patsubst %.c,$(B)/%.o,$(CTL_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
-# memgrant-host reads the domain XML with libxml2 (a dependency of libvirt)
-HOST_XML_CFLAGS := $(if $(filter 1,$(HAVE_LIBVIRT)),$(shell pkg-config --cflags libxml-2.0 2>/dev/null))
-HOST_XML_LIBS := $(if $(filter 1,$(HAVE_LIBVIRT)),$(shell pkg-config --libs libxml-2.0 2>/dev/null))
+# memgrant-host reads the domain XML with libxml2 (a dependency of libvirt).
+# configure finds it (in the target root when cross-compiling); a config.mk
+# written by an older configure falls back to the build machine's pkg-config.
+ifeq ($(origin HAVE_FUSE3),undefined)
+XML_CFLAGS := $(if $(filter 1,$(HAVE_LIBVIRT)),$(shell pkg-config --cflags libxml-2.0 2>/dev/null))
+XML_LIBS := $(if $(filter 1,$(HAVE_LIBVIRT)),$(shell pkg-config --libs libxml-2.0 2>/dev/null))
+HAVE_FUSE3 := $(shell pkg-config --exists fuse3 2>/dev/null && echo 1)
+FUSE3_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
+FUSE3_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null)
+endif
+HOST_XML_CFLAGS := $(XML_CFLAGS)
+HOST_XML_LIBS := $(XML_LIBS)
 $(B)/providers/host/%.o: ALL_CFLAGS += $(HOST_XML_CFLAGS)
 
 $(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB)
@@ -99,8 +108,8 @@ $(B)/tests/test_%: $(B)/tests/unit/agent/test_%.o $(AGENT_LIB) $(HOTPLUG_LIB)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(CMOCKA_LIBS)
 
 # tests/tools: libfuse3 for simfs (a stub that exits 77 without it)
-TOOLS_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null && echo -DHAVE_FUSE3)
-TOOLS_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null)
+TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)
+TOOLS_LIBS := $(FUSE3_LIBS)
 $(B)/tests/tools/%.o: ALL_CFLAGS += $(TOOLS_CFLAGS)
 
 $(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(HOTPLUG_LIB)

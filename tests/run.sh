@@ -33,11 +33,17 @@ for t in "$@"; do
 		# a binary may run several cmocka groups: add them all up
 		p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
 		f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
-		p=${p:-0} f=${f:-0}
+		s=$(sed -n 's/^\[  SKIPPED \] \([0-9][0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+		p=${p:-0} f=${f:-0} s=${s:-0}
 		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 			f=1 # crashed or timed out before cmocka could count
 		fi
-		printf '%-40s %s passed, %s failed (%ss)\n' "$name" "$p" "$f" "$(( $(date +%s) - t0 ))"
+		skips=
+		if [ "$s" -gt 0 ]; then # with the reason a test printed as "SKIPPED: why"
+			why=$(sed -n 's/^.*SKIPPED: //p' "$log" | tail -n 1)
+			skips=", $s skipped${why:+ ($why)}"
+		fi
+		printf '%-40s %s passed, %s failed%s (%ss)\n' "$name" "$p" "$f" "$skips" "$(( $(date +%s) - t0 ))"
 		if [ "$f" -ne 0 ]; then
 			grep -E '^\[  (FAILED|ERROR)|^\[ +ERROR|Failure|error:|ERROR' "$log" | head -n 20 | sed 's/^/    /'
 			tail -n 15 "$log" | sed 's/^/    /'
@@ -45,6 +51,7 @@ for t in "$@"; do
 		fi
 		passed=$((passed + p))
 		failed=$((failed + f))
+		skipped=$((skipped + s))
 		;;
 	esac
 done
