@@ -38,7 +38,10 @@ case $dir in
 *) dir=$(pwd)/$dir ;;
 esac
 dir=${dir%/}
-[ "$dir" != "" ] && [ "$dir" != / ] || { echo "s390x-sysroot: refusing to use / as the target root" >&2; exit 2; }
+if [ -z "$dir" ]; then
+	echo "s390x-sysroot: refusing to use / as the target root" >&2
+	exit 2
+fi
 
 arch=s390x
 triplet=s390x-linux-gnu
@@ -46,17 +49,22 @@ triplet=s390x-linux-gnu
 packages="libc6-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libyaml-dev libsmartcols-dev
 libcurl4-openssl-dev libssl-dev libsystemd-dev libfuse3-dev"
 [ "$libvirt" = yes ] && packages="$packages libvirt-dev libxml2-dev"
-packages=$(echo $packages) # one line, single spaces
+packages=$(echo "$packages" | tr -s ' \n' '  ' | sed 's/ $//') # one line, single spaces
 stamp=$dir/.memgrant-sysroot
+# this machine's release: the root matches what this machine builds natively
+# shellcheck disable=SC1091
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+[ -n "$codename" ] || { echo "s390x-sysroot: no VERSION_CODENAME in /etc/os-release" >&2; exit 1; }
 
-if [ -f "$stamp" ] && [ "$(sed -n 's/^packages: //p' "$stamp")" = "$packages" ]; then
+if [ -f "$stamp" ] && [ "$(sed -n 's/^packages: //p' "$stamp")" = "$packages" ] &&
+	[ "$(sed -n 's/^release: //p' "$stamp")" = "$codename/$arch" ]; then
 	echo "s390x-sysroot: reusing $dir ($(sed -n 's/^made: //p' "$stamp"))" >&2
 	echo "$dir"
 	exit 0
 fi
 
 if [ "$(id -u)" -ne 0 ]; then
-	echo "s390x-sysroot: $dir is missing or was made for other packages; run as root to make it" >&2
+	echo "s390x-sysroot: $dir is missing or was made for other packages or another release; run as root to make it" >&2
 	exit 1
 fi
 
@@ -67,9 +75,8 @@ if ! command -v mmdebstrap >/dev/null 2>&1; then
 	apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
 fi
 
-# this machine's release and the Debian repositories its apt is configured with
-codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-[ -n "$codename" ] || { echo "s390x-sysroot: no VERSION_CODENAME in /etc/os-release" >&2; exit 1; }
+# the Debian repositories of this release that apt is configured with
+# shellcheck disable=SC2016 # $(...) are apt's format fields
 mirrors=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 'Identifier: Packages' | sort -u |
 	while read -r uri suite; do
 		case $suite in
