@@ -8,7 +8,7 @@ set -eu
 BUILD_DEPS="build-essential pkg-config libjansson-dev libmicrohttpd-dev libyaml-dev libfuse3-dev fuse3
 libsmartcols-dev libcurl4-openssl-dev libsystemd-dev libcmocka-dev libvirt-dev libxml2-dev libssl-dev scdoc"
 TEST_DEPS="util-linux curl openssl python3 procps"
-CROSS_DEPS="gcc-s390x-linux-gnu qemu-user-static libc6-dev-s390x-cross libjansson-dev:s390x libcmocka-dev:s390x"
+CROSS_DEPS="gcc-s390x-linux-gnu qemu-user-static mmdebstrap"
 
 have_all() {
 	command -v cc >/dev/null 2>&1 || return 1
@@ -41,7 +41,8 @@ case ${1:-} in
 	apt_install $BUILD_DEPS $TEST_DEPS
 	;;
 --cross)
-	dpkg --add-architecture s390x
+	# the s390x libraries come in a target root (packaging/s390x-sysroot.sh),
+	# not as multiarch packages: Debian's security updates carry no s390x index
 	# shellcheck disable=SC2086
 	apt_install $BUILD_DEPS $TEST_DEPS $CROSS_DEPS
 	;;

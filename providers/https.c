@@ -476,7 +476,8 @@ static void transport_message(struct https_provider *p, struct conn *c, const st
 	case CURLE_SEND_ERROR:
 		/* TLS 1.3 learns of a refused client certificate only at the first
 		 * read or write: an alert, or a socket the server already closed */
-		if (!strstr(c->errbuf, "alert") && !strstr(c->errbuf, "getpeername"))
+		if (!strstr(c->errbuf, "alert") && !strstr(c->errbuf, "getpeername") &&
+		    !strstr(c->errbuf, "reset by peer") && !strstr(c->errbuf, "Broken pipe"))
 			break;
 		if (!p->cert_file)
 			hint = " (the server may want a client certificate: set providers.https.cert_file)";
