@@ -16,10 +16,10 @@
 #include "../lib/util.h"
 #include "../providers/https.h"
 #include "../providers/channel.h"
-#include "api.h"
+#include "../providers/api.h"
 #include "daemon.h"
-#include "hooks.h"
-#include "pressure.h"
+#include "../providers/hooks.h"
+#include "../providers/pressure.h"
 #include "log.h"
 
 #ifndef MEMGRANT_VERSION

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The memory-pressure monitor (agent/pressure.h), driven through stand-in
+/* The memory-pressure monitor (providers/pressure.h), driven through stand-in
  * files under a temporary root (never the real /proc): PSI parsing, the
  * trigger line, one request per spike (cool-down), an offer once idle, and
  * the MemAvailable fallback when there is no PSI file. */
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "agent/pressure.h"
+#include "providers/pressure.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

@@ -18,7 +18,7 @@
 #include "../lib/fileio.h"
 #include "../lib/size.h"
 #include "../lib/util.h"
-#include "daemon.h"
+#include "../agent/daemon.h"
 #include "hooks.h"
 
 #define PSI_FILE_MAX 4096

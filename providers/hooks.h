@@ -12,7 +12,7 @@
  * - An event is one JSON object ({"type":"event","event":...,"event_id":...,
  *   "agent":...,"time":...} plus the event's fields).  Exec hooks get it on
  *   stdin and as MEMGRANT_* variables; webhooks get it in the durable outbox
- *   of their destination (agent/webhook.h delivers it).
+ *   of their destination (providers/webhook.h delivers it).
  * - Exec hooks run with posix_spawn (never a shell) in their own process
  *   group, with a clean environment, cwd "/", default signal dispositions and
  *   an empty signal mask.  A hook that outlives its timeout is killed with
@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "../config/config.h"
-#include "log.h"
+#include "../agent/log.h"
 
 #define HOOKS_DIR_DEFAULT SYSCONFDIR "/memgrant/hooks.d"
 #define HOOKS_MAX_RUNNING_DEFAULT 4

@@ -25,8 +25,8 @@
 #include <time.h>
 
 #include "../lib/util.h"
-#include "daemon.h"
-#include "events.h"
+#include "../agent/daemon.h"
+#include "../agent/events.h"
 #include "webhook.h"
 
 #define TRACK_MAX 64         /* operations whose fired events are remembered */

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "daemon.h"
-#include "log.h"
+#include "../agent/daemon.h"
+#include "../agent/log.h"
 
 struct api_params {
 	const char *socket_path;

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "../config/config.h"
-#include "log.h"
+#include "../agent/log.h"
 
 #define PRESSURE_INTERVAL_DEFAULT_MS 10000
 #define PRESSURE_TRIGGER_WINDOW_MAX_US 10000000u /* the kernel refuses longer trigger windows */

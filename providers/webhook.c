@@ -16,7 +16,7 @@
 
 #include "../lib/fileio.h"
 #include "../lib/util.h"
-#include "daemon.h"
+#include "../agent/daemon.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
