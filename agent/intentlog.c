@@ -168,17 +168,6 @@ static json_t *find_intent(json_t *root, const char *op, size_t *idx)
 	return NULL;
 }
 
-static bool intent_names(const json_t *it, uint64_t block)
-{
-	json_t *b;
-	size_t i;
-
-	json_array_foreach(json_object_get(it, "blocks"), i, b)
-		if (u64_of(b, "block") == block)
-			return true;
-	return false;
-}
-
 /* A time member of a record, as stored in the tree. */
 static json_t *time_of(const json_t *rec)
 {
@@ -200,6 +189,75 @@ static json_t *empty_root(void)
 {
 	return json_pack("{s:i, s:i, s:i, s:{}, s:[], s:{}, s:[], s:n}", "version", STATE_VERSION, "next_order", 0,
 			 "next_block_seq", 1, "sources", "grants", "outbox", "intents", "step");
+}
+
+/* ---- sets of block numbers (sorted arrays: O(n log n), not O(n^2)) ------------- */
+
+struct idset {
+	uint64_t *v;
+	size_t n;
+};
+
+static void idset_free(struct idset *s)
+{
+	free(s->v);
+	s->v = NULL;
+	s->n = 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The block numbers of LIST (objects with "block", or plain integers), sorted. */
+static int idset_of(const json_t *list, struct idset *out)
+{
+	json_t *b;
+	size_t i;
+
+	out->n = 0;
+	out->v = malloc((json_array_size(list) + 1) * sizeof(*out->v));
+	if (!out->v)
+		return -ENOMEM;
+	json_array_foreach(list, i, b)
+		out->v[out->n++] = json_is_integer(b) ? (uint64_t)json_integer_value(b) : u64_of(b, "block");
+	qsort(out->v, out->n, sizeof(*out->v), cmp_u64);
+	return 0;
+}
+
+/* Every block any grant of ROOT owns, sorted. */
+static int idset_owned(json_t *root, struct idset *out)
+{
+	json_t *g, *b;
+	size_t i, k, total = 0;
+
+	json_array_foreach(json_object_get(root, "grants"), i, g)
+		total += json_array_size(json_object_get(g, "blocks"));
+	out->n = 0;
+	out->v = malloc((total + 1) * sizeof(*out->v));
+	if (!out->v)
+		return -ENOMEM;
+	json_array_foreach(json_object_get(root, "grants"), i, g)
+		json_array_foreach(json_object_get(g, "blocks"), k, b)
+			out->v[out->n++] = u64_of(b, "block");
+	qsort(out->v, out->n, sizeof(*out->v), cmp_u64);
+	return 0;
+}
+
+/* A number present twice, or -1. */
+static int64_t idset_dup(const struct idset *s)
+{
+	for (size_t i = 1; i < s->n; i++)
+		if (s->v[i] == s->v[i - 1])
+			return (int64_t)s->v[i];
+	return -1;
+}
+
+static bool idset_has(const struct idset *s, uint64_t id)
+{
+	return s->n && bsearch(&id, s->v, s->n, sizeof(*s->v), cmp_u64);
 }
 
 /* ---- validation of a whole state (snapshot, migrated journal.json) ----------------------- */
@@ -298,13 +356,18 @@ static int check_intent(json_t *root, const json_t *it, size_t i, char *err, siz
 		return errbuf_set(err, errlen, -EBADMSG, "intent of \"%s\": invalid \"started\"", op);
 	if (!json_is_array(blocks) || json_array_size(blocks) == 0)
 		return errbuf_set(err, errlen, -EBADMSG, "intent of \"%s\": no blocks", op);
-	json_array_foreach(blocks, k, b) {
+	json_array_foreach(blocks, k, b)
 		if (target_from_json(b, &t) < 0)
 			return errbuf_set(err, errlen, -EBADMSG, "intent of \"%s\", blocks[%zu]: invalid", op, k);
-		for (size_t m = 0; m < k; m++)
-			if (u64_of(json_array_get(blocks, m), "block") == t.block)
-				return errbuf_set(err, errlen, -EBADMSG, "intent of \"%s\": block %" PRIu64 " named twice",
-						  op, t.block);
+	{
+		_cleanup_(idset_free) struct idset ids = { 0 };
+		int64_t dup;
+
+		if (idset_of(blocks, &ids) < 0)
+			return -ENOMEM;
+		dup = idset_dup(&ids);
+		if (dup >= 0)
+			return errbuf_set(err, errlen, -EBADMSG, "intent of \"%s\": block %" PRId64 " named twice", op, dup);
 	}
 	return 0;
 }
@@ -361,9 +424,6 @@ static int check_grant(json_t *root, json_t *g, size_t i, uint64_t next_order, u
 	if (streq(type, "revoke") && json_array_size(blocks) > 0)
 		return errbuf_set(err, errlen, -EBADMSG, "revocation \"%s\" owns blocks", id);
 	json_array_foreach(blocks, k, b) {
-		json_t *owner;
-		size_t bk;
-
 		if (!json_is_object(b) || !get_u64(b, "block", 0, INT64_MAX, &v))
 			return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": an owned block has no valid \"block\"", id);
 		if (!get_u64(b, "seq", 1, next_seq - 1, &v))
@@ -373,9 +433,6 @@ static int check_grant(json_t *root, json_t *g, size_t i, uint64_t next_order, u
 		if (zone_parse(str_of(b, "zone"), &z) < 0 || !json_is_boolean(json_object_get(b, "memmap")))
 			return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\", block %" PRIu64 ": invalid zone or memmap",
 					  id, u64_of(b, "block"));
-		owner = find_owner(root, u64_of(b, "block"), &bk);
-		if (owner != g || bk != k)
-			return errbuf_set(err, errlen, -EBADMSG, "block %" PRIu64 " is owned twice", u64_of(b, "block"));
 	}
 	return 0;
 }
@@ -436,6 +493,16 @@ static int check_root(json_t *root, bool legacy, char *err, size_t errlen)
 		r = check_grant(root, g, i, next_order, next_seq, err, errlen);
 		if (r < 0)
 			return r;
+	}
+	{
+		_cleanup_(idset_free) struct idset owned = { 0 };
+		int64_t dup;
+
+		if (idset_owned(root, &owned) < 0)
+			return -ENOMEM;
+		dup = idset_dup(&owned);
+		if (dup >= 0)
+			return errbuf_set(err, errlen, -EBADMSG, "block %" PRId64 " is owned twice", dup);
 	}
 	r = check_outbox(json_object_get(root, "outbox"), err, errlen);
 	if (r < 0 || legacy)
@@ -622,12 +689,18 @@ static int apply_intent(json_t *root, const json_t *rec, struct apply_ctx *c)
 		return fail(c, -EINVAL, "\"dir\" is not up or down");
 	if (!json_is_array(blocks) || json_array_size(blocks) == 0)
 		return fail(c, -EINVAL, "an intent names at least one block");
-	json_array_foreach(blocks, k, b) {
+	json_array_foreach(blocks, k, b)
 		if (target_from_json(b, &tg) < 0)
 			return fail(c, -EINVAL, "blocks[%zu] is invalid", k);
-		for (size_t m = 0; m < k; m++)
-			if (u64_of(json_array_get(blocks, m), "block") == tg.block)
-				return fail(c, -EINVAL, "block %" PRIu64 " is named twice", tg.block);
+	{
+		_cleanup_(idset_free) struct idset ids = { 0 };
+		int64_t dup;
+
+		if (idset_of(blocks, &ids) < 0)
+			return -ENOMEM;
+		dup = idset_dup(&ids);
+		if (dup >= 0)
+			return fail(c, -EINVAL, "block %" PRId64 " is named twice", dup);
 	}
 	t = time_of(rec);
 	if (!t)
@@ -656,44 +729,56 @@ static int own_block(json_t *root, json_t *g, uint64_t block, const char *zone, 
 	return 0;
 }
 
-static void disown_block(json_t *root, uint64_t block)
-{
-	size_t k;
-	json_t *g = find_owner(root, block, &k);
-
-	if (g)
-		json_array_remove(json_object_get(g, "blocks"), k);
-}
-
-/* A list of done/adopted blocks: {block, zone, memmap} (ZONED) or plain numbers. */
+/* A list of done/adopted blocks: {block, zone, memmap} (ZONED) or plain
+ * numbers; no repeats, each named by INTENT (when not NULL), and when ZONED
+ * (they are to become owned) none owned already. */
 static int check_block_list(json_t *root, const json_t *list, bool zoned, const json_t *intent, struct apply_ctx *c)
 {
+	_cleanup_(idset_free) struct idset ids = { 0 }, named = { 0 }, owned = { 0 };
 	json_t *b;
 	size_t k;
 	enum msg_zone z;
+	uint64_t id;
+	int64_t dup;
 
 	if (!json_is_array(list))
 		return fail(c, -EINVAL, "\"blocks\" is not an array");
-	json_array_foreach(list, k, b) {
-		uint64_t id;
-
+	json_array_foreach(list, k, b)
 		if (zoned ? !get_u64(b, "block", 0, INT64_MAX, &id) || zone_parse(str_of(b, "zone"), &z) < 0 ||
 				    !json_is_boolean(json_object_get(b, "memmap"))
 			  : !json_is_integer(b) || json_integer_value(b) < 0)
 			return fail(c, -EINVAL, "blocks[%zu] is invalid", k);
-		if (!zoned)
-			id = (uint64_t)json_integer_value(b);
-		for (size_t m = 0; m < k; m++) {
-			json_t *o = json_array_get(list, m);
-			if ((zoned ? u64_of(o, "block") : (uint64_t)json_integer_value(o)) == id)
-				return fail(c, -EINVAL, "block %" PRIu64 " is listed twice", id);
-		}
-		if (intent && !intent_names(intent, id))
-			return fail(c, -EINVAL, "block %" PRIu64 " is not named by the intent of \"%s\"", id,
+	if (idset_of(list, &ids) < 0 || (intent && idset_of(json_object_get(intent, "blocks"), &named) < 0) ||
+	    (zoned && idset_owned(root, &owned) < 0))
+		return -ENOMEM;
+	dup = idset_dup(&ids);
+	if (dup >= 0)
+		return fail(c, -EINVAL, "block %" PRId64 " is listed twice", dup);
+	for (size_t i = 0; i < ids.n; i++) {
+		if (intent && !idset_has(&named, ids.v[i]))
+			return fail(c, -EINVAL, "block %" PRIu64 " is not named by the intent of \"%s\"", ids.v[i],
 				    str_of(intent, "op"));
-		if (zoned && find_owner(root, id, NULL))
-			return fail(c, -EEXIST, "block %" PRIu64 " is already owned by \"%s\"", id,
-				    str_of(find_owner(root, id, NULL), "id"));
+		if (zoned && idset_has(&owned, ids.v[i]))
+			return fail(c, -EEXIST, "block %" PRIu64 " is already owned by \"%s\"", ids.v[i],
+				    str_of(find_owner(root, ids.v[i], NULL), "id"));
+	}
+	return 0;
+}
+
+/* Whoever owns one of IDS no longer does (one pass over all owned blocks). */
+static int disown_blocks(json_t *root, const json_t *list)
+{
+	_cleanup_(idset_free) struct idset ids = { 0 };
+	json_t *g;
+	size_t i;
+
+	if (idset_of(list, &ids) < 0)
+		return -ENOMEM;
+	json_array_foreach(json_object_get(root, "grants"), i, g) {
+		json_t *blocks = json_object_get(g, "blocks");
+		for (size_t k = json_array_size(blocks); k-- > 0;)
+			if (idset_has(&ids, u64_of(json_array_get(blocks, k), "block")))
+				json_array_remove(blocks, k);
 	}
 	return 0;
 }
@@ -725,12 +810,15 @@ static int apply_result(json_t *root, const json_t *rec, struct apply_ctx *c)
 		if (r < 0)
 			return r;
 	}
-	json_array_foreach(done, k, b) {
-		if (up)
+	if (up) {
+		json_array_foreach(done, k, b) {
 			r = own_block(root, g, u64_of(b, "block"), str_of(b, "zone"), json_is_true(json_object_get(b, "memmap")),
 				      NULL);
-		else
-			disown_block(root, (uint64_t)json_integer_value(b));
+			if (r < 0)
+				return r;
+		}
+	} else if (json_array_size(done) > 0) {
+		r = disown_blocks(root, done);
 		if (r < 0)
 			return r;
 	}
@@ -786,9 +874,8 @@ static int apply_release(json_t *root, const json_t *rec, struct apply_ctx *c)
 		r = set_updated(g, rec, c);
 		if (r < 0)
 			return r;
-		disown_block(root, (uint64_t)json_integer_value(b));
 	}
-	return 0;
+	return disown_blocks(root, list);
 }
 
 static int apply_outbox_push(json_t *root, const json_t *rec, struct apply_ctx *c)
