@@ -1543,6 +1543,26 @@ int intentlog_release(struct intentlog *il, const uint64_t *blocks, size_t n)
 	return commit(il, ILOG_REC_RELEASE, json_pack("{s:o, s:o}", "blocks", list, "time", now_json()));
 }
 
+int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64_t block, enum msg_zone zone,
+			      bool memmap, uint64_t *seq)
+{
+	struct intentlog_done d = { .block = block, .zone = zone, .memmap = memmap };
+	json_t *g = find_grant(il->root, grant_id, NULL);
+
+	if (!zone_word(zone) || block > INT64_MAX)
+		return -EINVAL;
+	if (!g)
+		return -ENOENT;
+	if (!streq(str_of(g, "type"), "grant"))
+		return -EINVAL;
+	return intentlog_adopt(il, grant_id, &d, 1, seq);
+}
+
+int intentlog_remove_owned_block(struct intentlog *il, uint64_t block)
+{
+	return intentlog_release(il, &block, 1);
+}
+
 int intentlog_outbox_push(struct intentlog *il, const char *dest, json_t *report, uint64_t *seq)
 {
 	json_t *d = json_object_get(json_object_get(il->root, "outbox"), dest);

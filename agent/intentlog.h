@@ -187,6 +187,11 @@ int intentlog_adopt(struct intentlog *il, const char *grant_id, const struct int
 /* The N blocks are nobody's any more (an operator's release, an outside
  * change seen by the engine). -ENOENT when one of them is not owned. */
 int intentlog_release(struct intentlog *il, const uint64_t *blocks, size_t n);
+/* One block at a time, as the block-by-block engine does (an adoption or a
+ * release of one block): same records, same errors. */
+int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64_t block, enum msg_zone zone,
+			      bool memmap, uint64_t *seq);
+int intentlog_remove_owned_block(struct intentlog *il, uint64_t block);
 int intentlog_outbox_push(struct intentlog *il, const char *dest, json_t *report, uint64_t *seq);
 int intentlog_outbox_ack(struct intentlog *il, const char *dest, uint64_t seq);
 /* The earlier engine's per-block marker. -EBUSY pending, -ENOENT unknown op / none pending. */
