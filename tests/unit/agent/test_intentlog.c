@@ -330,6 +330,15 @@ static void test_intent_rules(void **state)
 	assert_int_equal(intentlog_result(il, "g-1", MSG_STATE_PARTIAL, 134217728, &five, 1, NULL, NULL), 0);
 	assert_int_equal(intentlog_find_owned_block(il, 5, NULL), 0);
 	assert_int_equal(intentlog_outbox_ack(il, "https", 1), -ENOENT);
+	/* one block at a time, as the block-by-block engine does */
+	uint64_t seq = 0;
+	assert_int_equal(intentlog_add_owned_block(il, "g-2", 9, MSG_ZONE_NORMAL, false, &seq), 0);
+	assert_int_equal(seq, 3);
+	assert_int_equal(intentlog_add_owned_block(il, "g-1", 9, MSG_ZONE_NORMAL, false, NULL), -EEXIST);
+	assert_int_equal(intentlog_add_owned_block(il, "g-1", 10, MSG_ZONE_AUTO, false, NULL), -EINVAL);
+	assert_int_equal(intentlog_add_owned_block(il, "g-9", 10, MSG_ZONE_NORMAL, false, NULL), -ENOENT);
+	assert_int_equal(intentlog_remove_owned_block(il, 9), 0);
+	assert_int_equal(intentlog_remove_owned_block(il, 9), -ENOENT);
 	json_auto_t *live = intentlog_state_json(il);
 	intentlog_close(il);
 	json_auto_t *replayed = state_of(f);
