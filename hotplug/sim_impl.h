@@ -5,6 +5,7 @@
  *                writers' lock and its in-flight marker, zone arithmetic
  *   sim_tree.c   the sysfs-shaped tree rendered from the records
  *   sim_watch.c  change notifications (inotify on the state directory)
+ *   sim_kernel.c parsing of written values and the waits of a write
  *   sim.c        the kernel's rules and the backend
  *
  * On disk (sim.h describes the promise):
@@ -27,6 +28,7 @@
 
 #include "block.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -133,6 +135,14 @@ int sim_marker_read(int fd, struct sim_marker *m);
 int sim_marker_write(int fd, const struct sim_marker *m);
 /* true while some process holds the writers' lock. */
 bool sim_writer_active(const char *state_path);
+
+/* sim_kernel.c */
+int sim_parse_kbool(const char *s, bool *out);             /* K1 */
+bool sim_sysfs_streq(const char *value, const char *word); /* one trailing newline allowed */
+int sim_parse_state_word(const char *v, int *type);        /* W1: -1 for offline */
+int sim_sleep(uint64_t ms);                                /* signals restart it */
+void sim_block_signals(sigset_t *old);
+int sim_sleep_interruptible(uint64_t ms, const sigset_t *open_mask); /* W6: -EINTR */
 
 /* sim_tree.c */
 int sim_tree_safe(const char *tree);
