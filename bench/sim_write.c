@@ -8,13 +8,17 @@
  * For each size: a sim with 2G online and BLOCKS standby blocks of 128M;
  * then 4 writes per block (configure, online_movable, offline, deconfigure)
  * over up to 256 standby blocks, each timed alone; median, p99 and max per
- * write, and the sim's discover() time.
+ * write, and the sim's discover() time.  The reference is one write(2) into
+ * a plain file of a sysfs-shaped tree on the same file system (what
+ * `memgrantctl --sysroot` costs per block), measured in the same run.
+ *   BENCH_DIR=/dev/shm build/bench/sim_write   puts the sims on tmpfs
  */
 #include "hotplug/backend.h"
 #include "hotplug/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <time.h>
@@ -101,6 +105,30 @@ static int bench_size(const char *dir, uint64_t standby)
 	return 0;
 }
 
+/* The reference: `echo 1 > config` into a plain file, 1024 times. */
+static void bench_reference(const char *dir)
+{
+	char path[PATH_MAX + 16];
+	double lat[1024], t0;
+
+	snprintf(path, sizeof(path), "%s/config", dir);
+	if (file_write_atomic(path, "0\n", 2, 0644) < 0)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(lat); i++) {
+		int fd;
+
+		t0 = now_us();
+		fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+		if (fd < 0 || write(fd, i % 2 ? "1\n" : "0\n", 2) != 2)
+			return;
+		close(fd);
+		lat[i] = now_us() - t0;
+	}
+	qsort(lat, ARRAY_SIZE(lat), sizeof(*lat), cmp_double);
+	printf("reference, one write into a plain tree file: median %.3f ms, p99 %.3f ms\n", lat[512] / 1e3,
+	       lat[1013] / 1e3);
+}
+
 int main(int argc, char **argv)
 {
 	static const uint64_t sizes[] = { 64, 512, 8192 };
@@ -121,6 +149,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < ARRAY_SIZE(sizes) && r == 0; i++)
 			r = bench_size(dir, sizes[i]);
 	}
+	bench_reference(dir);
 	rm_rf(dir);
 	return r < 0 ? 1 : 0;
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "hotplug/backend.h"
+#include "hotplug/livetable.h"
 #include "hotplug/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
@@ -20,6 +21,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -679,6 +681,95 @@ static void test_large_sim(void **state)
 	mem_table_free(t);
 }
 
+
+/* A writer that keeps changing blocks 16-23 until it is killed. */
+static void churn(const char *state_path)
+{
+	struct hp_backend *b = NULL;
+
+	if (hp_sim_open(state_path, &b) < 0)
+		_exit(2);
+	for (unsigned n = 0;; n++) {
+		uint64_t id = 16 + n % 8;
+
+		(void)block_set_memmap(b, id, n % 3 != 0);
+		(void)block_configure(b, id);
+		(void)block_online(b, id, n % 2 ? ONLINE_MOVABLE : ONLINE_DEFAULT);
+		if (n % 5 != 0) { /* leave some up: the spans move */
+			(void)block_offline(b, id);
+			(void)block_deconfigure(b, id);
+		}
+	}
+}
+
+/* MemTotal as the records say it must be (C8, P6). */
+static uint64_t expected_total(const struct mem_table *t)
+{
+	uint64_t bs = t->block_size, mm = bs / 64, total = 0, taken = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mem_block *b = &t->blocks[i];
+
+		if (b->configured && b->memmap_on_memory == 0)
+			taken += mm;
+		if (b->state != MEM_STATE_OFFLINE)
+			total += b->memmap_on_memory == 1 ? bs - mm : bs;
+	}
+	return total - taken;
+}
+
+/* SIGKILL a writer at random moments: after each kill the tree says what the
+ * state says (the next open repairs it), and writing goes on. */
+static void test_kill_never_tears(void **state)
+{
+	struct fx *f = *state;
+	unsigned seed = (unsigned)time(NULL);
+
+	fx_init(f, NULL);
+	print_message("seed %u\n", seed);
+	srand(seed);
+	for (int round = 0; round < 40; round++) {
+		struct hp_backend *sim = NULL, *tree = NULL;
+		struct mem_table *a = NULL, *b = NULL;
+		uint64_t total, avail;
+		pid_t pid;
+
+		/* every third round with a migration time: kills during going-offline */
+		assert_int_equal(sim_set_faults(f->state, &(struct sim_faults){ .latency_ms = round % 3 == 0 ? 2 : 0 }), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0)
+			churn(f->state);
+		usleep((useconds_t)(1000 + rand() % 20000));
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, NULL, 0), pid);
+
+		assert_int_equal(hp_sim_open(f->state, &sim), 0);
+		assert_int_equal(hp_discover(sim, &a), 0);
+		assert_int_equal(hp_sysfs_open(f->tree, &tree), 0);
+		assert_int_equal(hp_discover(tree, &b), 0);
+		assert_int_equal(a->n, b->n);
+		for (size_t i = 0; i < a->n; i++)
+			if (!mem_block_equal(&a->blocks[i], &b->blocks[i]))
+				fail_msg("round %d: block %" PRIu64 ": sim %s/%d/%s, tree %s/%d/%s", round, a->blocks[i].id,
+					 mem_state_name(a->blocks[i].state), a->blocks[i].configured, a->blocks[i].zones,
+					 mem_state_name(b->blocks[i].state), b->blocks[i].configured, b->blocks[i].zones);
+		meminfo(f, &total, &avail);
+		if (total != expected_total(a))
+			fail_msg("round %d: MemTotal %" PRIu64 ", records say %" PRIu64, round, total, expected_total(a));
+		/* and later writes do not trip over anything */
+		assert_int_equal(sim_set_faults(f->state, &(struct sim_faults){ 0 }), 0);
+		if (!mem_table_find(a, 30)->configured) {
+			assert_int_equal(block_configure(sim, 30), 0);
+			assert_int_equal(block_deconfigure(sim, 30), 0);
+		}
+		mem_table_free(a);
+		mem_table_free(b);
+		hp_backend_close(tree);
+		hp_backend_close(sim);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -698,6 +789,7 @@ int main(void)
 		T(test_seed_workflows),
 		T(test_lsmem_reads_tree),
 		T(test_large_sim),
+		T(test_kill_never_tears),
 	};
 	return cmocka_run_group_tests_name("sim", tests, NULL, NULL);
 }
