@@ -397,6 +397,8 @@ static void test_concurrent_readers(void **state)
 	open_over_sim(f);
 	rd.lt = f->lt;
 	assert_int_equal(pthread_create(&th, NULL, reader_main, &rd), 0);
+	for (int i = 0; i < 500 && rd.reads == 0; i++) /* the reader runs */
+		usleep(10000);
 	for (uint64_t id = 16; id < 24; id++) {
 		assert_int_equal(block_configure(f->sim, id), 0);
 		wait_for(f, id, MEM_STATE_OFFLINE, true, &(struct seen){ 0 });
