@@ -251,7 +251,8 @@ int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bo
 		struct sim_spans old = w->sp;
 		struct sim_summary sum;
 
-		qsort(chunks, n_chunks, sizeof(*chunks), cmp_u64);
+		if (n_chunks)
+			qsort(chunks, n_chunks, sizeof(*chunks), cmp_u64);
 		for (size_t i = 0; r == 0 && i < n_chunks; i++)
 			if (i == 0 || chunks[i] != chunks[i - 1])
 				r = diff_chunk(w, chunks[i], &v);
