@@ -41,7 +41,8 @@ RESET_EVERY = int(os.environ.get("CRASH_RESET_EVERY", "20"))
 KEEP = bool(os.environ.get("KEEP"))
 BS = 128 << 20
 T = tempfile.mkdtemp(prefix="memgrant-crash.")
-SOCK, SIM, CFG, LOG = T + "/api.sock", T + "/sim.json", T + "/memgrant.yaml", T + "/daemon.log"
+SOCK = T + "/api.sock"
+SIM = CFG = LOG = None  # of the current machine (Machine.reset)
 FINAL = ("applied", "partial", "failed", "rejected")
 
 
@@ -106,11 +107,18 @@ daemon = Daemon()
 
 
 class Machine:
+    count = 0
+
     def reset(self):
+        """A new machine in a new directory: nothing depends on the sim's file layout."""
+        global SIM, CFG, LOG
         daemon.kill()
-        for p in ("state", "sim.json", "sim.json.tree", "daemon.log"):
-            path = os.path.join(T, p)
-            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else (os.path.exists(path) and os.unlink(path))
+        if self.count and not KEEP:
+            shutil.rmtree(os.path.dirname(SIM), ignore_errors=True)
+        self.count += 1
+        d = os.path.join(T, "machine-%d" % self.count)
+        os.mkdir(d)
+        SIM, CFG, LOG = d + "/sim.json", d + "/memgrant.yaml", d + "/daemon.log"
         for args in (("sim", "init", SIM, "--online", "2G", "--standby", "2G", "--block-size", "128M"),
                      ("sim", "fault", SIM, "--latency", LATENCY)):
             r = run(MEMGRANTCTL, *args)
@@ -132,7 +140,7 @@ backend:
     block_size: 128M
 policy:
   revoke_budget: 2s
-""" % (T, SOCK, SIM))
+""" % (d, SOCK, SIM))
         self.initial = sim_blocks()
         self.boot = sorted(b for b, (st, _) in self.initial.items() if st == "online")
         self.standby = sorted(b for b, (st, _) in self.initial.items() if st != "online")
@@ -280,7 +288,7 @@ try:
             for p in problems:
                 print("FAIL %s: %s" % (label, p), flush=True)
             if KEEP:
-                shutil.copy(LOG, "%s/failed-%d.log" % (T, n))
+                shutil.copy(LOG, "%s/failed-%d.log" % (T, n))  # the machine's directory stays too
             m.reset()
             since_reset = 0
             continue
