@@ -501,6 +501,11 @@ static int parse_target(json_t *obj, struct msg *m, struct msg_error *err)
 
 int msg_from_json(json_t *obj, struct msg **out, struct msg_error *err)
 {
+	return msg_from_json_opts(obj, 0, out, err);
+}
+
+int msg_from_json_opts(json_t *obj, unsigned flags, struct msg **out, struct msg_error *err)
+{
 	struct msg *m = NULL;
 	const char *type;
 	json_t *v;
@@ -552,20 +557,20 @@ int msg_from_json(json_t *obj, struct msg **out, struct msg_error *err)
 	}
 
 	v = json_object_get(obj, "id");
-	if (!v) {
+	if (!v && !(flags & MSG_PARSE_UNNUMBERED)) {
 		r = msg_error_set(err, EINVAL, "field \"id\": missing");
 		goto fail;
 	}
-	r = get_id(v, "id", m->id, err);
+	r = v ? get_id(v, "id", m->id, err) : 0;
 	if (r < 0)
 		goto fail;
 
 	v = json_object_get(obj, "generation");
-	if (!v) {
+	if (!v && !(flags & MSG_PARSE_UNNUMBERED)) {
 		r = msg_error_set(err, EINVAL, "field \"generation\": missing");
 		goto fail;
 	}
-	r = get_uint(v, "generation", 1, MSG_GENERATION_MAX, &m->generation, err);
+	r = v ? get_uint(v, "generation", 1, MSG_GENERATION_MAX, &m->generation, err) : 0;
 	if (r < 0)
 		goto fail;
 
@@ -604,6 +609,12 @@ fail:
 
 int msg_parse(const char *text, size_t len, size_t limit, struct msg **out, struct msg_error *err)
 {
+	return msg_parse_opts(text, len, limit, 0, out, err);
+}
+
+int msg_parse_opts(const char *text, size_t len, size_t limit, unsigned flags, struct msg **out,
+		   struct msg_error *err)
+{
 	_cleanup_json_ json_t *obj = NULL;
 	json_error_t jerr;
 
@@ -622,7 +633,7 @@ int msg_parse(const char *text, size_t len, size_t limit, struct msg **out, stru
 		return msg_error_set(err, code, "message: not valid JSON at line %d, column %d: %s",
 				     jerr.line, jerr.column, jerr.text);
 	}
-	return msg_from_json(obj, out, err);
+	return msg_from_json_opts(obj, flags, out, err);
 }
 
 /* ---- building ------------------------------------------------------------- */

@@ -100,6 +100,12 @@ struct msg {
 
 int msg_parse(const char *text, size_t len, size_t limit, struct msg **out, struct msg_error *err);
 int msg_from_json(json_t *obj, struct msg **out, struct msg_error *err);
+/* MSG_PARSE_UNNUMBERED: a grant or revocation may leave out "id" ("" then)
+ * and "generation" (0): an operator's message that the engine numbers. */
+#define MSG_PARSE_UNNUMBERED 1u
+int msg_parse_opts(const char *text, size_t len, size_t limit, unsigned flags, struct msg **out,
+		   struct msg_error *err);
+int msg_from_json_opts(json_t *obj, unsigned flags, struct msg **out, struct msg_error *err);
 void msg_free(struct msg *m);
 static inline void msg_freep(struct msg **m) { msg_free(*m); }
 #define _cleanup_msg_ __attribute__((cleanup(msg_freep)))
