@@ -25,6 +25,7 @@
 #include "../providers/pressure.h"
 #include "engine.h"
 #include "log.h"
+#include "reload.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -69,7 +70,7 @@ struct mainloop {
 	struct pressure *pressure;
 	struct https_provider *https;
 	struct channel_provider *channel;
-	const struct mg_log *log;
+	struct mg_log *log;
 	const char *config_path;
 	const char *const *overrides;
 	struct mg_config *cfg;
@@ -83,9 +84,44 @@ static void notify_status(struct mainloop *m)
 	sd_notifyf(0, "STATUS=%s", line);
 }
 
+/* pressure.high / pressure.low go to the hooks */
+static int fire_hook(void *ctx, const char *event, json_t *fields)
+{
+	return hooks_fire(ctx, event, fields);
+}
+
+/* The hooks (they see what the engine does from now on) and the pressure
+ * monitor (it fires through them) of CFG. */
+static int start_hooks(struct mainloop *m, const struct mg_config *cfg)
+{
+	_cleanup_free_ char *hooks_dir = hooks_dir_for_config(m->config_path);
+	struct hooks_params hp = { .hooks = cfg->hooks, .n_hooks = cfg->n_hooks, .dir = hooks_dir,
+				   .agent_id = cfg->agent.id, .daemon = m->d };
+	int r = hooks_new(&hp, m->log, &m->hooks);
+
+	if (r == 0)
+		r = hooks_start(m->hooks);
+	if (r < 0)
+		log_err(m->log, "cannot start the hooks: %s", strerror(-r));
+	return r;
+}
+
+static int start_pressure(struct mainloop *m, const struct mg_config *cfg)
+{
+	int r = cfg->pressure.enabled ? pressure_start_daemon(cfg, m->d, fire_hook, m->hooks, m->log, &m->pressure) : 0;
+
+	if (r < 0)
+		log_err(m->log, "cannot start the pressure monitor: %s", strerror(-r));
+	return r;
+}
+
+/* SIGHUP: every key that can be applied live is; the keys that need a
+ * restart are named in one line (reload.h has the list). */
 static void reload(struct mainloop *m)
 {
 	struct mg_config *nc = NULL;
+	char live[512], restart[512];
+	bool hooks, pressure;
 	int r;
 
 	log_notice(m->log, "SIGHUP: reloading %s", m->config_path);
@@ -93,17 +129,37 @@ static void reload(struct mainloop *m)
 	r = load_config(m->config_path, m->overrides, &nc, false);
 	if (r < 0) {
 		log_err(m->log, "new configuration rejected, keeping the running one");
-	} else {
-		r = engine_reload(m->d, nc);
-		if (r < 0) {
-			log_err(m->log, "new configuration rejected: %s", strerror(-r));
-			config_free(nc);
-		} else {
-			config_free(m->cfg);
-			m->cfg = nc;
-			log_notice(m->log, "configuration reloaded");
-		}
+		goto out;
 	}
+	reload_diff(m->cfg, nc, live, sizeof(live), restart, sizeof(restart));
+	r = engine_reload(m->d, nc); /* policy, log level */
+	if (r < 0) {
+		log_err(m->log, "new configuration rejected: %s", strerror(-r));
+		config_free(nc);
+		goto out;
+	}
+	m->log->level = (int)nc->agent.log_level;
+	api_set_body_limit(m->api, (size_t)nc->agent.api_body_limit);
+	hooks = reload_changed(m->cfg, nc, "hooks") || reload_changed(m->cfg, nc, "agent.log_level");
+	pressure = hooks || reload_changed(m->cfg, nc, "pressure") || reload_changed(m->cfg, nc, "policy.reserve");
+	if (pressure) {
+		pressure_stop(m->pressure);
+		m->pressure = NULL;
+	}
+	if (hooks) {
+		hooks_free(m->hooks); /* lets what runs finish */
+		m->hooks = NULL;
+		if (start_hooks(m, nc) < 0)
+			log_err(m->log, "reload: running without hooks");
+	}
+	if (pressure && start_pressure(m, nc) < 0)
+		log_err(m->log, "reload: running without the pressure monitor");
+	if (restart[0])
+		log_warn(m->log, "configuration keys changed that take effect at the next start: %s", restart);
+	config_free(m->cfg);
+	m->cfg = nc;
+	log_notice(m->log, "configuration reloaded%s%s", live[0] ? "; applied: " : " (nothing to apply)", live);
+out:
 	sd_notify(0, "READY=1");
 	notify_status(m);
 }
@@ -144,12 +200,6 @@ static int run(struct mainloop *m)
 			return 0;
 		}
 	}
-}
-
-/* pressure.high / pressure.low go to the hooks */
-static int fire_hook(void *ctx, const char *event, json_t *fields)
-{
-	return hooks_fire(ctx, event, fields);
 }
 
 static int watchdog_timer(void)
@@ -216,8 +266,14 @@ int main(int argc, char **argv)
 
 	r = load_config(config_path, overrides, &m.cfg, check_only);
 	if (check_only) {
-		if (r == 0)
+		if (r == 0) {
+			char restart[512];
+			reload_restart_keys(restart, sizeof(restart));
 			printf("%s: OK\n", config_path);
+			/* the same table the reload uses */
+			printf("a reload (SIGHUP) applies every key but these, which take effect at the next start: %s\n",
+			       restart);
+		}
 		config_free(m.cfg);
 		return r == 0 ? 0 : 1;
 	}
@@ -271,18 +327,11 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	{ /* hooks before the engine starts: they see what recovery does (docs/autoscaling.md) */
-		_cleanup_free_ char *hooks_dir = hooks_dir_for_config(config_path);
-		struct hooks_params hp = { .hooks = m.cfg->hooks, .n_hooks = m.cfg->n_hooks, .dir = hooks_dir,
-					   .agent_id = m.cfg->agent.id, .daemon = m.d };
-		r = hooks_new(&hp, &log, &m.hooks);
-		if (r == 0)
-			r = hooks_start(m.hooks);
-		if (r < 0) {
-			log_err(&log, "cannot start the hooks: %s", strerror(-r));
-			rc = 1;
-			goto out;
-		}
+	m.config_path = config_path;
+	/* hooks before the engine starts: they see what recovery does (docs/autoscaling.md) */
+	if (start_hooks(&m, m.cfg) < 0) {
+		rc = 1;
+		goto out;
 	}
 	r = engine_start(m.d);
 	if (r < 0) {
@@ -290,13 +339,9 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	if (m.cfg->pressure.enabled) {
-		r = pressure_start_daemon(m.cfg, m.d, fire_hook, m.hooks, &log, &m.pressure);
-		if (r < 0) {
-			log_err(&log, "cannot start the hooks or the pressure monitor: %s", strerror(-r));
-			rc = 1;
-			goto out;
-		}
+	if (start_pressure(&m, m.cfg) < 0) {
+		rc = 1;
+		goto out;
 	}
 	{
 		struct api_params ap = {

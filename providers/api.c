@@ -22,7 +22,7 @@ struct api {
 	struct engine_source *source; /* "local": the operator's */
 	const struct mg_log *log;
 	char *socket_path;
-	size_t body_limit;
+	_Atomic size_t body_limit;      /* replaced on reload (api_set_body_limit) */
 	gid_t group_gid;
 	bool have_group;
 };
@@ -568,6 +568,12 @@ int api_start(const struct api_params *p, struct engine *e, const struct mg_log 
 	}
 	*out = a;
 	return 0;
+}
+
+void api_set_body_limit(struct api *a, size_t limit)
+{
+	if (a)
+		a->body_limit = limit;
 }
 
 void api_stop(struct api *a)

@@ -31,4 +31,6 @@ struct api;
 #define API_SOURCE "local"
 
 int api_start(const struct api_params *p, struct engine *e, const struct mg_log *log, struct api **out);
+/* A new body limit for the requests that arrive from now on (reload). */
+void api_set_body_limit(struct api *a, size_t limit);
 void api_stop(struct api *a);

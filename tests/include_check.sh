@@ -61,7 +61,7 @@ for f in $(find providers -name '*.[ch]' | sort); do
 	done
 done
 
-for f in $(find . -name '*.c' -not -path './tests/*' -not -path './build*' -not -path './.git/*' | sed 's|^\./||' | sort); do
+for f in $(find . \( -path ./tests -o -path './build*' -o -path ./.git \) -prune -o -name '*.c' -print | sed 's|^\./||' | sort); do
 	n=$(wc -l < "$f")
 	[ "$n" -le "$MAX_LINES" ] && continue
 	case " $EXEMPT " in
