@@ -33,7 +33,7 @@ int owned_list_locked(struct engine *e, struct owned_block **out, size_t *n)
 	for (size_t i = 0; i < k; i++) {
 		ob[i].id = jb[i].block;
 		ob[i].seq = jb[i].seq;
-		ob[i].zone = jb[i].zone == MSG_ZONE_MOVABLE ? ZONE_KIND_MOVABLE : ZONE_KIND_NORMAL;
+		ob[i].zone = jb[i].zone;
 		snprintf(ob[i].grant_id, sizeof(ob[i].grant_id), "%s", jb[i].grant_id);
 	}
 	*out = ob;

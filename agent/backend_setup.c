@@ -27,7 +27,7 @@ int backend_open(const struct mg_config *cfg, const struct mg_log *log, struct h
 				.memmap_supported = s->memmap_on_memory_supported,
 				.has_firmware = s->has_firmware,
 				.used_bytes = s->used,
-				.auto_online = mg_auto_online_name(s->auto_online_blocks),
+				.auto_online = mem_auto_online_name(s->auto_online_blocks),
 				.tree = s->tree,
 			};
 			r = sim_init(s->state, &p);

@@ -145,8 +145,7 @@ static void settings_from(struct engine_settings *s, const struct mg_config *cfg
 	s->policy.memmap = cfg->policy.memmap_on_memory == MG_MEMMAP_ALWAYS ? POLICY_MEMMAP_ALWAYS
 			   : cfg->policy.memmap_on_memory == MG_MEMMAP_NEVER ? POLICY_MEMMAP_NEVER
 									      : POLICY_MEMMAP_AUTO;
-	s->policy.zone = cfg->policy.zone == MG_ZONE_MOVABLE ? POLICY_ZONE_MOVABLE
-			 : cfg->policy.zone == MG_ZONE_NORMAL ? POLICY_ZONE_NORMAL : POLICY_ZONE_AUTO;
+	s->policy.zone = cfg->policy.zone;
 	s->policy.reserve = cfg->policy.reserve;
 	s->policy.movable_ratio = cfg->policy.movable_ratio;
 	s->revoke_budget_ms = cfg->policy.revoke_budget_ms;

@@ -36,11 +36,6 @@ static enum metric_outcome metric_of_state(enum msg_state s)
 	}
 }
 
-static enum msg_zone zone_of_block(const struct mem_block *b)
-{
-	return strstr(b->zones, "Movable") == b->zones ? MSG_ZONE_MOVABLE : MSG_ZONE_NORMAL;
-}
-
 static void interrupt_handler(int sig)
 {
 	(void)sig; /* only there to make a blocking sysfs write return EINTR */
@@ -182,7 +177,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 			.kind = s->kind,
 			.block = s->block,
 			.memmap = up ? s->memmap : -1,
-			.zone = !up ? MSG_ZONE_AUTO : s->online == ONLINE_MOVABLE ? MSG_ZONE_MOVABLE : MSG_ZONE_NORMAL,
+			.zone = !up ? MEM_ZONE_AUTO : s->online == ONLINE_MOVABLE ? MEM_ZONE_MOVABLE : MEM_ZONE_NORMAL,
 		};
 		snprintf(step.op, sizeof(step.op), "%s", s->owner);
 		pthread_mutex_lock(&e->lock);
@@ -203,7 +198,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 
 	pthread_mutex_lock(&e->lock);
 	if (res->err == 0 && up) {
-		r = journal_add_owned_block(e->journal, s->owner, s->block, zone_of_block(&res->after),
+		r = journal_add_owned_block(e->journal, s->owner, s->block, mem_block_zone(&res->after),
 					    res->after.memmap_on_memory == 1, NULL);
 		if (r < 0)
 			log_err(&e->log, "%s: block %llu is online but cannot be journaled: %s", s->owner,
@@ -300,8 +295,7 @@ static int run_grant(struct engine *e, struct op *o)
 		mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
 	}
 	preq.memmap = o->msg->memmap == MSG_MEMMAP_AUTO ? -1 : o->msg->memmap == MSG_MEMMAP_ON;
-	preq.zone = o->msg->zone == MSG_ZONE_MOVABLE ? POLICY_ZONE_MOVABLE
-		    : o->msg->zone == MSG_ZONE_NORMAL ? POLICY_ZONE_NORMAL : POLICY_ZONE_AUTO;
+	preq.zone = o->msg->zone;
 	preq.contiguous = o->msg->contiguous;
 	r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
 	if (r < 0)
@@ -348,7 +342,7 @@ static int run_grant(struct engine *e, struct op *o)
 			o->applied_bytes += t->block_size;
 			if (res.auto_onlined) {
 				bool wanted_movable = pb->online == ONLINE_MOVABLE;
-				bool got_movable = zone_of_block(&res.after) == MSG_ZONE_MOVABLE;
+				bool got_movable = mem_block_zone(&res.after) == MEM_ZONE_MOVABLE;
 				op_add_decision(o, "block %llu: configuring it onlined it at once (auto_online_blocks); "
 						"policy wanted %s, the kernel chose %s%s",
 						(unsigned long long)pb->id, wanted_movable ? "Movable" : "Normal",

@@ -112,16 +112,6 @@ const char *msg_memmap_name(enum msg_memmap m)
 	return "?";
 }
 
-const char *msg_zone_name(enum msg_zone z)
-{
-	switch (z) {
-	case MSG_ZONE_AUTO: return "auto";
-	case MSG_ZONE_MOVABLE: return "movable";
-	case MSG_ZONE_NORMAL: return "normal";
-	}
-	return "?";
-}
-
 bool msg_id_valid(const char *s)
 {
 	size_t n = 0;
@@ -388,7 +378,7 @@ static int get_memmap(const json_t *v, enum msg_memmap *out, struct msg_error *e
 	return 0;
 }
 
-static int get_zone(const json_t *v, enum msg_zone *out, struct msg_error *err)
+static int get_zone(const json_t *v, enum mem_zone *out, struct msg_error *err)
 {
 	const char *s = json_string_value(v);
 	char buf[48];
@@ -398,11 +388,11 @@ static int get_zone(const json_t *v, enum msg_zone *out, struct msg_error *err)
 				     "field \"zone\": expected \"movable\", \"normal\" or \"auto\", got %s",
 				     json_kind(v));
 	if (streq(s, "movable"))
-		*out = MSG_ZONE_MOVABLE;
+		*out = MEM_ZONE_MOVABLE;
 	else if (streq(s, "normal"))
-		*out = MSG_ZONE_NORMAL;
+		*out = MEM_ZONE_NORMAL;
 	else if (streq(s, "auto"))
-		*out = MSG_ZONE_AUTO;
+		*out = MEM_ZONE_AUTO;
 	else
 		return msg_error_set(err, EINVAL,
 				     "field \"zone\": \"%s\" is not a zone (expected \"movable\", "
@@ -693,7 +683,7 @@ json_t *msg_to_json(const struct msg *m)
 		put(o, "memmap_on_memory",
 		    m->memmap == MSG_MEMMAP_AUTO ? json_string("auto") : json_boolean(m->memmap == MSG_MEMMAP_ON),
 		    &ok);
-		put(o, "zone", json_string(msg_zone_name(m->zone)), &ok);
+		put(o, "zone", json_string(mem_zone_name(m->zone)), &ok);
 		if (m->has_not_after) {
 			char t[32];
 			msg_time_format(m->not_after, t);

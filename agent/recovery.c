@@ -72,7 +72,7 @@ static void reconcile_step(struct engine *e)
 	if (st.kind == JOURNAL_STEP_BRING_UP && r == 0 && b.configured) {
 		/* ours: the marker says we were bringing exactly this block up; finish it */
 		struct exec_step s = { .kind = JOURNAL_STEP_BRING_UP, .block = st.block, .memmap = -1,
-					.online = st.zone == MSG_ZONE_MOVABLE ? ONLINE_MOVABLE : ONLINE_KERNEL,
+					.online = mem_zone_online_type(st.zone),
 					.owner = st.op, .resume = true };
 		exec_block_step(e, &s, &res);
 		if (res.err == 0) {

@@ -114,7 +114,7 @@ json_t *engine_status_json(struct engine *e)
 		      (json_int_t)standby, "granted_bytes", (json_int_t)granted, "auto_online_blocks",
 		      auto_online[0] ? auto_online : NULL, "running", running, "queued", (json_int_t)queued,
 		      "policy", "memmap_on_memory", policy_memmap_name(e->set.policy.memmap), "zone",
-		      policy_zone_name(e->set.policy.zone), "reserve", (json_int_t)e->set.policy.reserve,
+		      mem_zone_name(e->set.policy.zone), "reserve", (json_int_t)e->set.policy.reserve,
 		      "movable_ratio", (json_int_t)e->set.policy.movable_ratio);
 	pthread_mutex_unlock(&e->lock);
 	return j;

@@ -52,7 +52,6 @@ static const char *const zone_names[] = {
 	[ZONE_NONE] = "none", [ZONE_DMA] = "DMA", [ZONE_NORMAL] = "Normal", [ZONE_MOVABLE] = "Movable",
 };
 
-static const char *const auto_online_words[] = { "offline", "online", "online_kernel", "online_movable" };
 
 struct sim_block {
 	bool configured;
@@ -108,8 +107,8 @@ static bool id_in(const struct id_list *l, uint64_t id)
 
 static bool is_auto_online_word(const char *s)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(auto_online_words); i++)
-		if (streq(s, auto_online_words[i]))
+	for (size_t i = 0; mem_auto_online_words[i]; i++)
+		if (streq(s, mem_auto_online_words[i]))
 			return true;
 	return false;
 }
@@ -1040,9 +1039,9 @@ static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id,
 		perr = parse_state_word(value, &type); /* W1 */
 		break;
 	case HP_ATTR_AUTO_ONLINE:
-		for (size_t i = 0; i < ARRAY_SIZE(auto_online_words); i++)
-			if (sysfs_streq(value, auto_online_words[i]))
-				snprintf(word, sizeof(word), "%s", auto_online_words[i]);
+		for (size_t i = 0; mem_auto_online_words[i]; i++)
+			if (sysfs_streq(value, mem_auto_online_words[i]))
+				snprintf(word, sizeof(word), "%s", mem_auto_online_words[i]);
 		perr = word[0] ? 0 : -EINVAL; /* A2 */
 		break;
 	default:
