@@ -92,7 +92,16 @@ static void count_result(struct engine *e, const struct block_result *res, doubl
 {
 	const char *step = res->failed_step != STEP_NONE ? block_step_name(res->failed_step)
 							 : up ? "online" : "deconfigure";
+	static const enum block_step steps[] = { STEP_MEMMAP, STEP_CONFIGURE, STEP_ONLINE, STEP_OFFLINE,
+						 STEP_DECONFIGURE };
+
 	metrics_count_block_op(e->metrics, step, res->err, secs);
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		if (res->steps_done & (1u << steps[i]))
+			metrics_count_step(e->metrics, block_step_name(steps[i]), 0);
+		else if (res->failed_step == steps[i])
+			metrics_count_step(e->metrics, block_step_name(steps[i]), res->err);
+	}
 }
 
 static bool stop_requested(struct engine *e)
