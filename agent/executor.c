@@ -209,16 +209,59 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	if (res->err == 0 && up) {
 		r = journal_add_owned_block(e->journal, s->owner, s->block, mem_block_zone(&res->after),
 					    res->after.memmap_on_memory == 1, NULL);
-		if (r < 0)
+		/* -EEXIST: a resumed step whose block was recorded before the crash */
+		if (r < 0 && r != -EEXIST)
 			log_err(&e->log, "%s: block %llu is online but cannot be journaled: %s", s->owner,
 				(unsigned long long)s->block, strerror(-r));
 		owned = r == 0;
 	} else if (res->err == 0) {
 		owned = journal_remove_owned_block(e->journal, s->block) == 0;
 	}
+	if (s->record_locked)
+		s->record_locked(e, s->ctx, res);
 	journal_end_step(e->journal);
 	pthread_mutex_unlock(&e->lock);
 	return owned;
+}
+
+/* A block of a grant went up (or failed): its outcome, published before
+ * the step's marker is cleared. */
+struct grant_step {
+	struct op *o;
+	const struct policy_block *pb;
+	const struct mem_table *t;
+	size_t *ok;
+};
+
+static void record_grant_step(struct engine *e, void *ctx, const struct block_result *res)
+{
+	struct grant_step *gs = ctx;
+	struct op *o = gs->o;
+	const struct policy_block *pb = gs->pb;
+	struct outcome *oc = op_outcome(o, pb->id, false);
+
+	if (oc)
+		outcome_from_block(oc, &res->after);
+	o->blocks_done++;
+	if (res->err == 0) {
+		(*gs->ok)++;
+		o->applied_bytes += gs->t->block_size;
+		if (res->auto_onlined) {
+			bool wanted_movable = pb->online == ONLINE_MOVABLE;
+			bool got_movable = mem_block_zone(&res->after) == MEM_ZONE_MOVABLE;
+			op_add_decision(o, "block %llu: configuring it onlined it at once (auto_online_blocks); "
+					"policy wanted %s, the kernel chose %s%s",
+					(unsigned long long)pb->id, wanted_movable ? "Movable" : "Normal", res->after.zones,
+					wanted_movable == got_movable ? "" : " (set backend.own_onlining to let the agent choose)");
+			log_warn(&e->log, "grant %s: block %llu was onlined by the kernel at configure time into %s; "
+				 "the policy wanted %s", o->msg->id, (unsigned long long)pb->id, res->after.zones,
+				 wanted_movable ? "Movable" : "Normal");
+		}
+	} else if (oc) {
+		set_outcome_error(oc, res, res->err == -EINTR ? " (policy.block_op_timeout ran out)" : NULL);
+		log_err(&e->log, "grant %s: %s", o->msg->id, oc->err_msg);
+	}
+	op_publish_locked(e, o, gs->t);
 }
 
 static int run_grant(struct engine *e, struct op *o)
@@ -322,10 +365,11 @@ static int run_grant(struct engine *e, struct op *o)
 
 	for (size_t i = 0; i < p->n; i++) {
 		const struct policy_block *pb = &pd->blocks[i];
+		struct grant_step gs = { .o = o, .pb = pb, .t = t, .ok = &ok };
 		struct exec_step step = { .kind = JOURNAL_STEP_BRING_UP, .block = pb->id, .memmap = pb->memmap,
-					   .online = pb->online, .owner = o->msg->id };
+					  .online = pb->online, .owner = o->msg->id, .record_locked = record_grant_step,
+					  .ctx = &gs };
 		struct block_result res;
-		struct outcome *oc;
 
 		if (stop_requested(e)) {
 			log_notice(&e->log, "grant %s: stopping after %zu of %zu blocks; it resumes at the next start",
@@ -340,32 +384,6 @@ static int run_grant(struct engine *e, struct op *o)
 				 strerror(-r));
 			return r;
 		}
-
-		pthread_mutex_lock(&e->lock);
-		oc = op_outcome(o, pb->id, false);
-		if (oc)
-			outcome_from_block(oc, &res.after);
-		o->blocks_done++;
-		if (res.err == 0) {
-			ok++;
-			o->applied_bytes += t->block_size;
-			if (res.auto_onlined) {
-				bool wanted_movable = pb->online == ONLINE_MOVABLE;
-				bool got_movable = mem_block_zone(&res.after) == MEM_ZONE_MOVABLE;
-				op_add_decision(o, "block %llu: configuring it onlined it at once (auto_online_blocks); "
-						"policy wanted %s, the kernel chose %s%s",
-						(unsigned long long)pb->id, wanted_movable ? "Movable" : "Normal",
-						res.after.zones, wanted_movable == got_movable ? "" : " (set backend.own_onlining to let the agent choose)");
-				log_warn(&e->log, "grant %s: block %llu was onlined by the kernel at configure time into %s; "
-					 "the policy wanted %s", o->msg->id, (unsigned long long)pb->id, res.after.zones,
-					 wanted_movable ? "Movable" : "Normal");
-			}
-		} else if (oc) {
-			set_outcome_error(oc, &res, res.err == -EINTR ? " (policy.block_op_timeout ran out)" : NULL);
-			log_err(&e->log, "grant %s: %s", o->msg->id, oc->err_msg);
-		}
-		op_publish_locked(e, o, t);
-		pthread_mutex_unlock(&e->lock);
 	}
 	finish_op(e, o, mine + ok, o->blocks_total);
 	return 0;
@@ -382,6 +400,40 @@ static bool revoke_done(const struct op *o, uint64_t id)
 			return true;
 	return false;
 }
+/* A block of a revocation went down (or did not): its outcome, published
+ * before the step's marker is cleared. */
+struct revoke_step {
+	struct op *o;
+	uint64_t block;
+	const struct mem_table *t;
+	uint64_t *busy;
+	size_t *n_busy;
+};
+
+static void record_revoke_step(struct engine *e, void *ctx, const struct block_result *res)
+{
+	struct revoke_step *rs = ctx;
+	struct op *o = rs->o;
+	struct outcome *oc = op_outcome(o, rs->block, true);
+
+	if (oc) {
+		memset(oc->err_code, 0, sizeof(oc->err_code));
+		outcome_from_block(oc, &res->after);
+	}
+	if (res->err == 0) {
+		o->applied_bytes += rs->t->block_size;
+		o->blocks_done++;
+	} else {
+		if (oc)
+			set_outcome_error(oc, res, res->err == -EINTR ? " (the revocation's time budget ran out)"
+						   : res->err == -EBUSY ? " (skipped, still busy)" : NULL);
+		if (res->err == -EBUSY || res->err == -EINTR)
+			rs->busy[(*rs->n_busy)++] = rs->block;
+		log_warn(&e->log, "revocation %s: %s", o->msg->id, oc ? oc->err_msg : "block failed");
+	}
+	op_publish_locked(e, o, rs->t);
+}
+
 static int run_revoke(struct engine *e, struct op *o)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
@@ -466,10 +518,10 @@ static int run_revoke(struct engine *e, struct op *o)
 			nanosleep(&pause, NULL);
 		}
 		for (size_t i = 0; i < n && o->applied_bytes < want; i++) {
+			struct revoke_step rs = { .o = o, .block = cand[i], .t = t, .busy = busy, .n_busy = &next_busy };
 			struct exec_step step = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = cand[i], .deadline = deadline,
-						   .owner = o->msg->id };
+						  .owner = o->msg->id, .record_locked = record_revoke_step, .ctx = &rs };
 			struct block_result res;
-			struct outcome *oc;
 
 			if (stop_requested(e)) {
 				log_notice(&e->log, "revocation %s: stopping; it resumes at the next start", o->msg->id);
@@ -484,26 +536,6 @@ static int run_revoke(struct engine *e, struct op *o)
 				log_err(&e->log, "revocation %s: cannot journal the step: %s", o->msg->id, strerror(-r));
 				goto done;
 			}
-
-			pthread_mutex_lock(&e->lock);
-			oc = op_outcome(o, cand[i], true);
-			if (oc) {
-				memset(oc->err_code, 0, sizeof(oc->err_code));
-				outcome_from_block(oc, &res.after);
-			}
-			if (res.err == 0) {
-				o->applied_bytes += t->block_size;
-				o->blocks_done++;
-			} else {
-				if (oc)
-					set_outcome_error(oc, &res, res.err == -EINTR ? " (the revocation's time budget ran out)"
-										    : res.err == -EBUSY ? " (skipped, still busy)" : NULL);
-				if (res.err == -EBUSY || res.err == -EINTR)
-					busy[next_busy++] = cand[i];
-				log_warn(&e->log, "revocation %s: %s", o->msg->id, oc ? oc->err_msg : "block failed");
-			}
-			op_publish_locked(e, o, t);
-			pthread_mutex_unlock(&e->lock);
 		}
 		n_busy = next_busy;
 	}

@@ -24,9 +24,13 @@ struct op;
  * a step a crash interrupted is already there), the kernel write bounded by
  * DEADLINE (monotonic seconds, 0: none), the metrics, the ownership in the
  * journal (the block joins OWNER on a bring-up, leaves on a take-down), the
- * marker cleared.  Returns RES->err: 0, or the -errno of the failed step
- * (-EINTR: the deadline ran out); a journal failure before the kernel write
- * is returned with nothing written. */
+ * the caller's RECORD_LOCKED (may be NULL: the block's outcome in the
+ * request's report, under the engine lock), the marker cleared.  In that
+ * order: a crash between any two leaves the marker, and recovery finishes
+ * the bookkeeping from the kernel.  Returns -errno when the journal failed
+ * before the kernel write (nothing written), else 1 when the ownership
+ * changed, 0 when not; RES->err is 0 or the -errno of the failed step
+ * (-EINTR: the deadline ran out). */
 struct exec_step {
 	enum journal_step_kind kind;
 	uint64_t block;
@@ -35,6 +39,8 @@ struct exec_step {
 	double deadline;
 	const char *owner;          /* the grant or revocation */
 	bool resume;
+	void (*record_locked)(struct engine *e, void *ctx, const struct block_result *res);
+	void *ctx;
 };
 int exec_block_step(struct engine *e, const struct exec_step *s, struct block_result *res);
 

@@ -13,7 +13,8 @@
 /*
  * A revocation's take-down of BLOCK finished although the agent died before
  * it could record it: the revocation's stored report gets the block, so
- * that it resumes with the right count.
+ * that it resumes with the right count.  Idempotent: a block the report
+ * already shows given back is not counted twice.
  */
 static void credit_revocation(struct engine *e, const char *op, uint64_t block, uint64_t block_size)
 {
@@ -30,6 +31,13 @@ static void credit_revocation(struct engine *e, const char *op, uint64_t block, 
 	json_array_foreach(blocks, i, je)
 		if ((uint64_t)json_integer_value(json_object_get(je, "block")) == block)
 			entry = je;
+	if (entry && json_is_null(json_object_get(entry, "error")) &&
+	    streq(json_string_value(json_object_get(entry, "state")) ?: "", "offline")) {
+		/* its report counts it already: the crash came after it was recorded */
+		json_decref(status);
+		journal_grant_done(&g);
+		return;
+	}
 	if (!entry) {
 		char range[64];
 		plan_format_range(block_size, block, range, sizeof(range));
@@ -99,10 +107,12 @@ static void reconcile_step(struct engine *e)
 				pthread_mutex_unlock(&e->lock);
 			}
 		} else if (mem_block_is_standby(&b) || (!b.in_firmware && b.state == MEM_STATE_OFFLINE)) {
-			/* the kernel finished it before the agent died */
+			/* the kernel finished it before the agent died; the journal may
+			 * have recorded that too (then the block is no longer owned) */
 			pthread_mutex_lock(&e->lock);
-			done = journal_remove_owned_block(e->journal, st.block) == 0;
-			if (done && t)
+			journal_remove_owned_block(e->journal, st.block);
+			done = true;
+			if (t)
 				credit_revocation(e, st.op, st.block, t->block_size);
 			journal_end_step(e->journal);
 			pthread_mutex_unlock(&e->lock);
