@@ -127,7 +127,7 @@ deps:
 # TEST_WRAPPER runs each test binary (qemu-s390x-static for cross builds).
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
 
 # a real kernel under QEMU (TCG): tests/vm/run.sh, docs/vm-test.md
 check-vm: all

@@ -94,17 +94,17 @@ static const char *str_of(const json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
-static const char *zone_word(enum msg_zone z)
+static const char *zone_word(enum mem_zone z)
 {
-	return z == MSG_ZONE_MOVABLE ? "movable" : z == MSG_ZONE_NORMAL ? "normal" : NULL;
+	return z == MEM_ZONE_MOVABLE ? "movable" : z == MEM_ZONE_NORMAL ? "normal" : NULL;
 }
 
-static int zone_parse(const char *s, enum msg_zone *out)
+static int zone_parse(const char *s, enum mem_zone *out)
 {
 	if (streq(s, "movable"))
-		*out = MSG_ZONE_MOVABLE;
+		*out = MEM_ZONE_MOVABLE;
 	else if (streq(s, "normal"))
-		*out = MSG_ZONE_NORMAL;
+		*out = MEM_ZONE_NORMAL;
 	else
 		return -EINVAL;
 	return 0;
@@ -299,7 +299,7 @@ static int step_from_json(const json_t *o, struct intentlog_step *s)
 	else
 		return -EBADMSG;
 	if (json_is_null(zone))
-		s->zone = MSG_ZONE_AUTO;
+		s->zone = MEM_ZONE_AUTO;
 	else if (zone_parse(json_string_value(zone), &s->zone) < 0)
 		return -EBADMSG;
 	if (!str_of(o, "started") || msg_time_parse(str_of(o, "started"), &s->started) < 0)
@@ -332,7 +332,7 @@ static int target_from_json(const json_t *b, struct intentlog_target *t)
 	else
 		return -EINVAL;
 	if (json_is_null(zone))
-		t->zone = MSG_ZONE_AUTO;
+		t->zone = MEM_ZONE_AUTO;
 	else if (zone_parse(json_string_value(zone), &t->zone) < 0)
 		return -EINVAL;
 	return 0;
@@ -382,7 +382,7 @@ static int check_grant(json_t *root, json_t *g, size_t i, uint64_t next_order, u
 	struct msg *m = NULL;
 	enum msg_state st;
 	uint64_t gen, order, last, v;
-	enum msg_zone z;
+	enum mem_zone z;
 	time_t t;
 	size_t k;
 	int r;
@@ -737,7 +737,7 @@ static int check_block_list(json_t *root, const json_t *list, bool zoned, const 
 	_cleanup_(idset_free) struct idset ids = { 0 }, named = { 0 }, owned = { 0 };
 	json_t *b;
 	size_t k;
-	enum msg_zone z;
+	enum mem_zone z;
 	uint64_t id;
 	int64_t dup;
 
@@ -1429,7 +1429,7 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
 	list = json_array();
 	for (size_t i = 0; list && i < n; i++) {
 		const struct intentlog_target *t = &blocks[i];
-		if (t->block > INT64_MAX || t->memmap < -1 || t->memmap > 1 || (t->zone != MSG_ZONE_AUTO && !zone_word(t->zone))) {
+		if (t->block > INT64_MAX || t->memmap < -1 || t->memmap > 1 || (t->zone != MEM_ZONE_AUTO && !zone_word(t->zone))) {
 			json_decref(list);
 			return -EINVAL;
 		}
@@ -1543,7 +1543,7 @@ int intentlog_release(struct intentlog *il, const uint64_t *blocks, size_t n)
 	return commit(il, ILOG_REC_RELEASE, json_pack("{s:o, s:o}", "blocks", list, "time", now_json()));
 }
 
-int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64_t block, enum msg_zone zone,
+int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64_t block, enum mem_zone zone,
 			      bool memmap, uint64_t *seq)
 {
 	struct intentlog_done d = { .block = block, .zone = zone, .memmap = memmap };
@@ -1600,7 +1600,7 @@ int intentlog_begin_step(struct intentlog *il, const struct intentlog_step *step
 	if (!step || !msg_id_valid(step->op) || !phase_valid(step->phase) || step->block > INT64_MAX ||
 	    step->memmap < -1 || step->memmap > 1 ||
 	    (step->kind != ILOG_STEP_BRING_UP && step->kind != ILOG_STEP_TAKE_DOWN) ||
-	    (step->zone != MSG_ZONE_AUTO && !zone_word(step->zone)))
+	    (step->zone != MEM_ZONE_AUTO && !zone_word(step->zone)))
 		return -EINVAL;
 	if (!find_grant(il->root, step->op, NULL))
 		return -ENOENT;

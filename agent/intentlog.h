@@ -97,7 +97,7 @@ struct intentlog_grant {
 struct intentlog_block {
 	uint64_t block;
 	uint64_t seq;             /* order it became owned; larger is newer, never reused */
-	enum msg_zone zone;       /* MSG_ZONE_MOVABLE or MSG_ZONE_NORMAL */
+	enum mem_zone zone;       /* MEM_ZONE_MOVABLE or MEM_ZONE_NORMAL */
 	bool memmap;
 	char grant_id[MSG_ID_MAX + 1];
 };
@@ -111,7 +111,7 @@ enum intentlog_dir {
 struct intentlog_target {
 	uint64_t block;
 	int memmap;               /* 0/1 wanted, -1 not applicable */
-	enum msg_zone zone;       /* wanted zone; MSG_ZONE_AUTO when not applicable */
+	enum mem_zone zone;       /* wanted zone; MEM_ZONE_AUTO when not applicable */
 };
 
 struct intentlog_intent {
@@ -125,7 +125,7 @@ struct intentlog_intent {
 /* A block a result reports done: for ILOG_UP how it came up (zone, memmap). */
 struct intentlog_done {
 	uint64_t block;
-	enum msg_zone zone;       /* MSG_ZONE_MOVABLE or MSG_ZONE_NORMAL (ILOG_UP); ignored for ILOG_DOWN */
+	enum mem_zone zone;       /* MEM_ZONE_MOVABLE or MEM_ZONE_NORMAL (ILOG_UP); ignored for ILOG_DOWN */
 	bool memmap;
 };
 
@@ -143,7 +143,7 @@ struct intentlog_step {
 	uint64_t block;
 	char phase[32];
 	int memmap;
-	enum msg_zone zone;
+	enum mem_zone zone;
 	time_t started;
 };
 
@@ -189,7 +189,7 @@ int intentlog_adopt(struct intentlog *il, const char *grant_id, const struct int
 int intentlog_release(struct intentlog *il, const uint64_t *blocks, size_t n);
 /* One block at a time, as the block-by-block engine does (an adoption or a
  * release of one block): same records, same errors. */
-int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64_t block, enum msg_zone zone,
+int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64_t block, enum mem_zone zone,
 			      bool memmap, uint64_t *seq);
 int intentlog_remove_owned_block(struct intentlog *il, uint64_t block);
 int intentlog_outbox_push(struct intentlog *il, const char *dest, json_t *report, uint64_t *seq);

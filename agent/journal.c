@@ -113,17 +113,17 @@ static json_t *find_owner(json_t *root, uint64_t block, size_t *bidx)
 	return NULL;
 }
 
-static const char *zone_word(enum msg_zone z)
+static const char *zone_word(enum mem_zone z)
 {
-	return z == MSG_ZONE_MOVABLE ? "movable" : z == MSG_ZONE_NORMAL ? "normal" : NULL;
+	return z == MEM_ZONE_MOVABLE ? "movable" : z == MEM_ZONE_NORMAL ? "normal" : NULL;
 }
 
-static int zone_parse(const char *s, enum msg_zone *out)
+static int zone_parse(const char *s, enum mem_zone *out)
 {
 	if (streq(s, "movable"))
-		*out = MSG_ZONE_MOVABLE;
+		*out = MEM_ZONE_MOVABLE;
 	else if (streq(s, "normal"))
-		*out = MSG_ZONE_NORMAL;
+		*out = MEM_ZONE_NORMAL;
 	else
 		return -EINVAL;
 	return 0;
@@ -134,7 +134,7 @@ static int zone_parse(const char *s, enum msg_zone *out)
 static int check_block(const json_t *b, const char *id, uint64_t next_seq, char *err, size_t errlen)
 {
 	uint64_t v;
-	enum msg_zone z;
+	enum mem_zone z;
 
 	if (!json_is_object(b) || !get_u64(b, "block", 0, INT64_MAX, &v))
 		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": an owned block has no valid \"block\"", id);
@@ -330,7 +330,7 @@ static int step_from_json(json_t *o, struct journal_step *s)
 	else
 		return -EBADMSG;
 	if (json_is_null(zone))
-		s->zone = MSG_ZONE_AUTO;
+		s->zone = MEM_ZONE_AUTO;
 	else if (zone_parse(json_string_value(zone), &s->zone) < 0)
 		return -EBADMSG;
 	if (!str_of(o, "started") || msg_time_parse(str_of(o, "started"), &s->started) < 0)
@@ -761,7 +761,7 @@ json_t *journal_grants_json(struct journal *j)
 /* ---- owned blocks ---------------------------------------------------------------------- */
 
 int journal_add_owned_block(struct journal *j, const char *grant_id, uint64_t block,
-			    enum msg_zone zone, bool memmap, uint64_t *seq)
+			    enum mem_zone zone, bool memmap, uint64_t *seq)
 {
 	json_t *next, *g, *b;
 	uint64_t s;
@@ -873,7 +873,7 @@ int journal_begin_step(struct journal *j, const struct journal_step *step)
 	if (!step || !msg_id_valid(step->op) || !phase_valid(step->phase) || step->block > INT64_MAX ||
 	    step->memmap < -1 || step->memmap > 1 ||
 	    (step->kind != JOURNAL_STEP_BRING_UP && step->kind != JOURNAL_STEP_TAKE_DOWN) ||
-	    (step->zone != MSG_ZONE_AUTO && !zone_word(step->zone)))
+	    (step->zone != MEM_ZONE_AUTO && !zone_word(step->zone)))
 		return -EINVAL;
 	if (!find_grant(j->root, step->op, NULL))
 		return -ENOENT;

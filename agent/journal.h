@@ -59,7 +59,7 @@ struct journal_grant {
 struct journal_block {
 	uint64_t block;
 	uint64_t seq;              /* order onlined: larger is newer, never reused */
-	enum msg_zone zone;        /* MSG_ZONE_MOVABLE or MSG_ZONE_NORMAL */
+	enum mem_zone zone;        /* MEM_ZONE_MOVABLE or MEM_ZONE_NORMAL */
 	bool memmap;               /* onlined with memmap_on_memory */
 	char grant_id[MSG_ID_MAX + 1];
 };
@@ -76,7 +76,7 @@ struct journal_step {
 	uint64_t block;
 	char phase[32];            /* optional detail, [a-z_] ("configure", "online"); "" none */
 	int memmap;                /* 0/1 wanted, -1 not applicable */
-	enum msg_zone zone;        /* wanted zone, MSG_ZONE_AUTO when not applicable */
+	enum mem_zone zone;        /* wanted zone, MEM_ZONE_AUTO when not applicable */
 	time_t started;            /* set by journal_begin_step() */
 };
 
@@ -132,7 +132,7 @@ json_t *journal_grants_json(struct journal *j);
 /* GRANT_ID now owns BLOCK; assigns the next seq (SEQ may be NULL).
  * -ENOENT unknown grant, -EEXIST block already owned, -EINVAL zone not movable/normal. */
 int journal_add_owned_block(struct journal *j, const char *grant_id, uint64_t block,
-			    enum msg_zone zone, bool memmap, uint64_t *seq);
+			    enum mem_zone zone, bool memmap, uint64_t *seq);
 /* Whoever owned BLOCK no longer does. -ENOENT when nobody did. */
 int journal_remove_owned_block(struct journal *j, uint64_t block);
 /* OUT (may be NULL) filled; -ENOENT when not ours. */

@@ -2,25 +2,30 @@
 /*
  * memgrantd: the guest agent.  main() owns the process-wide things: options,
  * configuration, signals (a signalfd; no work in signal handlers), systemd
- * notification and the watchdog.  The engine lives in daemon.c, the local API
- * in api.c.
+ * notification, the watchdog, and the process-wide set-up (umask, signal
+ * mask, libcurl) done once before any thread starts and undone after every
+ * thread stopped.  The engine is agent/engine.h; every way a request arrives
+ * or a report leaves is an adapter in providers/, wired here.
  */
+#include <curl/curl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
 
 #include "../config/config.h"
 #include "../lib/util.h"
-#include "../providers/https.h"
-#include "../providers/channel.h"
 #include "../providers/api.h"
-#include "daemon.h"
-#include "../providers/hooks.h"
+#include "../providers/channel.h"
+#include "../providers/hooks/hooks.h"
+#include "../providers/https.h"
 #include "../providers/pressure.h"
+#include "engine.h"
 #include "log.h"
+#include "reload.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -59,13 +64,13 @@ static int load_config(const char *path, const char *const *overrides, struct mg
 struct mainloop {
 	int sigfd;
 	int watchdog_fd;
-	struct daemon *d;
+	struct engine *d;
 	struct api *api;
 	struct hooks *hooks;
 	struct pressure *pressure;
 	struct https_provider *https;
 	struct channel_provider *channel;
-	const struct mg_log *log;
+	struct mg_log *log;
 	const char *config_path;
 	const char *const *overrides;
 	struct mg_config *cfg;
@@ -75,13 +80,48 @@ static void notify_status(struct mainloop *m)
 {
 	char line[256];
 
-	daemon_status_line(m->d, line, sizeof(line));
+	engine_status_line(m->d, line, sizeof(line));
 	sd_notifyf(0, "STATUS=%s", line);
 }
 
+/* pressure.high / pressure.low go to the hooks */
+static int fire_hook(void *ctx, const char *event, json_t *fields)
+{
+	return hooks_fire(ctx, event, fields);
+}
+
+/* The hooks (they see what the engine does from now on) and the pressure
+ * monitor (it fires through them) of CFG. */
+static int start_hooks(struct mainloop *m, const struct mg_config *cfg)
+{
+	_cleanup_free_ char *hooks_dir = hooks_dir_for_config(m->config_path);
+	struct hooks_params hp = { .hooks = cfg->hooks, .n_hooks = cfg->n_hooks, .dir = hooks_dir,
+				   .agent_id = cfg->agent.id, .daemon = m->d };
+	int r = hooks_new(&hp, m->log, &m->hooks);
+
+	if (r == 0)
+		r = hooks_start(m->hooks);
+	if (r < 0)
+		log_err(m->log, "cannot start the hooks: %s", strerror(-r));
+	return r;
+}
+
+static int start_pressure(struct mainloop *m, const struct mg_config *cfg)
+{
+	int r = cfg->pressure.enabled ? pressure_start_daemon(cfg, m->d, fire_hook, m->hooks, m->log, &m->pressure) : 0;
+
+	if (r < 0)
+		log_err(m->log, "cannot start the pressure monitor: %s", strerror(-r));
+	return r;
+}
+
+/* SIGHUP: every key that can be applied live is; the keys that need a
+ * restart are named in one line (reload.h has the list). */
 static void reload(struct mainloop *m)
 {
 	struct mg_config *nc = NULL;
+	char live[512], restart[512];
+	bool hooks, pressure;
 	int r;
 
 	log_notice(m->log, "SIGHUP: reloading %s", m->config_path);
@@ -89,17 +129,37 @@ static void reload(struct mainloop *m)
 	r = load_config(m->config_path, m->overrides, &nc, false);
 	if (r < 0) {
 		log_err(m->log, "new configuration rejected, keeping the running one");
-	} else {
-		r = daemon_reload(m->d, nc);
-		if (r < 0) {
-			log_err(m->log, "new configuration rejected: %s", strerror(-r));
-			config_free(nc);
-		} else {
-			config_free(m->cfg);
-			m->cfg = nc;
-			log_notice(m->log, "configuration reloaded");
-		}
+		goto out;
 	}
+	reload_diff(m->cfg, nc, live, sizeof(live), restart, sizeof(restart));
+	r = engine_reload(m->d, nc); /* policy, log level */
+	if (r < 0) {
+		log_err(m->log, "new configuration rejected: %s", strerror(-r));
+		config_free(nc);
+		goto out;
+	}
+	m->log->level = (int)nc->agent.log_level;
+	api_set_body_limit(m->api, (size_t)nc->agent.api_body_limit);
+	hooks = reload_changed(m->cfg, nc, "hooks") || reload_changed(m->cfg, nc, "agent.log_level");
+	pressure = hooks || reload_changed(m->cfg, nc, "pressure") || reload_changed(m->cfg, nc, "policy.reserve");
+	if (pressure) {
+		pressure_stop(m->pressure);
+		m->pressure = NULL;
+	}
+	if (hooks) {
+		hooks_free(m->hooks); /* lets what runs finish */
+		m->hooks = NULL;
+		if (start_hooks(m, nc) < 0)
+			log_err(m->log, "reload: running without hooks");
+	}
+	if (pressure && start_pressure(m, nc) < 0)
+		log_err(m->log, "reload: running without the pressure monitor");
+	if (restart[0])
+		log_warn(m->log, "configuration keys changed that take effect at the next start: %s", restart);
+	config_free(m->cfg);
+	m->cfg = nc;
+	log_notice(m->log, "configuration reloaded%s%s", live[0] ? "; applied: " : " (nothing to apply)", live);
+out:
 	sd_notify(0, "READY=1");
 	notify_status(m);
 }
@@ -110,7 +170,7 @@ static int run(struct mainloop *m)
 		struct pollfd p[3] = {
 			{ .fd = m->sigfd, .events = POLLIN },
 			{ .fd = m->watchdog_fd, .events = POLLIN },
-			{ .fd = daemon_notify_fd(m->d), .events = POLLIN },
+			{ .fd = engine_notify_fd(m->d), .events = POLLIN },
 		};
 
 		if (poll(p, ARRAY_SIZE(p), -1) < 0) {
@@ -124,7 +184,7 @@ static int run(struct mainloop *m)
 				sd_notify(0, "WATCHDOG=1");
 		}
 		if (p[2].revents & POLLIN) {
-			daemon_notify_drain(m->d);
+			engine_notify_drain(m->d);
 			notify_status(m);
 		}
 		if (p[0].revents & POLLIN) {
@@ -206,8 +266,14 @@ int main(int argc, char **argv)
 
 	r = load_config(config_path, overrides, &m.cfg, check_only);
 	if (check_only) {
-		if (r == 0)
+		if (r == 0) {
+			char restart[512];
+			reload_restart_keys(restart, sizeof(restart));
 			printf("%s: OK\n", config_path);
+			/* the same table the reload uses */
+			printf("a reload (SIGHUP) applies every key but these, which take effect at the next start: %s\n",
+			       restart);
+		}
 		config_free(m.cfg);
 		return r == 0 ? 0 : 1;
 	}
@@ -223,6 +289,13 @@ int main(int argc, char **argv)
 		}
 	}
 
+	/* Process-wide set-up, before any thread starts.  Files are created
+	 * with explicit modes; the umask only keeps them from being wider. */
+	umask(022);
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		log_err(&log, "cannot initialise libcurl");
+		return 1;
+	}
 	/* Signals are read from a signalfd; every thread inherits this mask. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -234,37 +307,41 @@ int main(int argc, char **argv)
 	m.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (m.sigfd < 0) {
 		log_err(&log, "signalfd: %s", strerror(errno));
+		curl_global_cleanup();
 		return 1;
 	}
 	m.config_path = config_path;
 	m.overrides = overrides;
 
-	r = daemon_new(m.cfg, &log, &m.d);
+	r = engine_new(m.cfg, &log, &m.d);
 	if (r < 0) {
 		log_err(&log, "cannot start: %s", strerror(-r));
 		rc = 1;
 		goto out;
 	}
-	r = daemon_start(m.d);
+	/* the operator's source numbers its requests: registered before the
+	 * recovery resumes what it sent */
+	r = engine_source_add(m.d, API_SOURCE, ENGINE_SOURCE_OPERATOR, NULL);
 	if (r < 0) {
 		log_err(&log, "cannot start: %s", strerror(-r));
 		rc = 1;
 		goto out;
 	}
-	{ /* hooks and the pressure monitor (docs/autoscaling.md) */
-		_cleanup_free_ char *hooks_dir = hooks_dir_for_config(config_path);
-		struct hooks_params hp = { .hooks = m.cfg->hooks, .n_hooks = m.cfg->n_hooks, .dir = hooks_dir,
-					   .agent_id = m.cfg->agent.id, .daemon = m.d };
-		r = hooks_new(&hp, &log, &m.hooks);
-		if (r == 0)
-			r = hooks_start(m.hooks);
-		if (r == 0 && m.cfg->pressure.enabled)
-			r = pressure_start_daemon(m.cfg, m.d, m.hooks, &log, &m.pressure);
-		if (r < 0) {
-			log_err(&log, "cannot start the hooks or the pressure monitor: %s", strerror(-r));
-			rc = 1;
-			goto out;
-		}
+	m.config_path = config_path;
+	/* hooks before the engine starts: they see what recovery does (docs/autoscaling.md) */
+	if (start_hooks(&m, m.cfg) < 0) {
+		rc = 1;
+		goto out;
+	}
+	r = engine_start(m.d);
+	if (r < 0) {
+		log_err(&log, "cannot start: %s", strerror(-r));
+		rc = 1;
+		goto out;
+	}
+	if (start_pressure(&m, m.cfg) < 0) {
+		rc = 1;
+		goto out;
 	}
 	{
 		struct api_params ap = {
@@ -314,17 +391,18 @@ out:
 	channel_provider_stop(m.channel);
 	/* end the event streams first: api_stop() waits for their connections */
 	if (m.d)
-		events_close(daemon_events(m.d));
+		events_close(engine_events(m.d));
 	api_stop(m.api);
 	pressure_stop(m.pressure);
 	hooks_free(m.hooks); /* runs what is queued (agent.stopping), at most HOOKS_STOP_GRACE_MS */
 	if (m.d)
-		daemon_stop(m.d);
-	daemon_free(m.d);
+		engine_stop(m.d);
+	engine_free(m.d);
 	if (m.watchdog_fd >= 0)
 		close(m.watchdog_fd);
 	close(m.sigfd);
 	log_notice(&log, "stopped");
 	config_free(m.cfg);
+	curl_global_cleanup(); /* every thread stopped */
 	return rc;
 }

@@ -112,16 +112,6 @@ const char *msg_memmap_name(enum msg_memmap m)
 	return "?";
 }
 
-const char *msg_zone_name(enum msg_zone z)
-{
-	switch (z) {
-	case MSG_ZONE_AUTO: return "auto";
-	case MSG_ZONE_MOVABLE: return "movable";
-	case MSG_ZONE_NORMAL: return "normal";
-	}
-	return "?";
-}
-
 bool msg_id_valid(const char *s)
 {
 	size_t n = 0;
@@ -388,7 +378,7 @@ static int get_memmap(const json_t *v, enum msg_memmap *out, struct msg_error *e
 	return 0;
 }
 
-static int get_zone(const json_t *v, enum msg_zone *out, struct msg_error *err)
+static int get_zone(const json_t *v, enum mem_zone *out, struct msg_error *err)
 {
 	const char *s = json_string_value(v);
 	char buf[48];
@@ -398,11 +388,11 @@ static int get_zone(const json_t *v, enum msg_zone *out, struct msg_error *err)
 				     "field \"zone\": expected \"movable\", \"normal\" or \"auto\", got %s",
 				     json_kind(v));
 	if (streq(s, "movable"))
-		*out = MSG_ZONE_MOVABLE;
+		*out = MEM_ZONE_MOVABLE;
 	else if (streq(s, "normal"))
-		*out = MSG_ZONE_NORMAL;
+		*out = MEM_ZONE_NORMAL;
 	else if (streq(s, "auto"))
-		*out = MSG_ZONE_AUTO;
+		*out = MEM_ZONE_AUTO;
 	else
 		return msg_error_set(err, EINVAL,
 				     "field \"zone\": \"%s\" is not a zone (expected \"movable\", "
@@ -501,6 +491,11 @@ static int parse_target(json_t *obj, struct msg *m, struct msg_error *err)
 
 int msg_from_json(json_t *obj, struct msg **out, struct msg_error *err)
 {
+	return msg_from_json_opts(obj, 0, out, err);
+}
+
+int msg_from_json_opts(json_t *obj, unsigned flags, struct msg **out, struct msg_error *err)
+{
 	struct msg *m = NULL;
 	const char *type;
 	json_t *v;
@@ -552,20 +547,20 @@ int msg_from_json(json_t *obj, struct msg **out, struct msg_error *err)
 	}
 
 	v = json_object_get(obj, "id");
-	if (!v) {
+	if (!v && !(flags & MSG_PARSE_UNNUMBERED)) {
 		r = msg_error_set(err, EINVAL, "field \"id\": missing");
 		goto fail;
 	}
-	r = get_id(v, "id", m->id, err);
+	r = v ? get_id(v, "id", m->id, err) : 0;
 	if (r < 0)
 		goto fail;
 
 	v = json_object_get(obj, "generation");
-	if (!v) {
+	if (!v && !(flags & MSG_PARSE_UNNUMBERED)) {
 		r = msg_error_set(err, EINVAL, "field \"generation\": missing");
 		goto fail;
 	}
-	r = get_uint(v, "generation", 1, MSG_GENERATION_MAX, &m->generation, err);
+	r = v ? get_uint(v, "generation", 1, MSG_GENERATION_MAX, &m->generation, err) : 0;
 	if (r < 0)
 		goto fail;
 
@@ -604,6 +599,12 @@ fail:
 
 int msg_parse(const char *text, size_t len, size_t limit, struct msg **out, struct msg_error *err)
 {
+	return msg_parse_opts(text, len, limit, 0, out, err);
+}
+
+int msg_parse_opts(const char *text, size_t len, size_t limit, unsigned flags, struct msg **out,
+		   struct msg_error *err)
+{
 	_cleanup_json_ json_t *obj = NULL;
 	json_error_t jerr;
 
@@ -622,7 +623,7 @@ int msg_parse(const char *text, size_t len, size_t limit, struct msg **out, stru
 		return msg_error_set(err, code, "message: not valid JSON at line %d, column %d: %s",
 				     jerr.line, jerr.column, jerr.text);
 	}
-	return msg_from_json(obj, out, err);
+	return msg_from_json_opts(obj, flags, out, err);
 }
 
 /* ---- building ------------------------------------------------------------- */
@@ -682,7 +683,7 @@ json_t *msg_to_json(const struct msg *m)
 		put(o, "memmap_on_memory",
 		    m->memmap == MSG_MEMMAP_AUTO ? json_string("auto") : json_boolean(m->memmap == MSG_MEMMAP_ON),
 		    &ok);
-		put(o, "zone", json_string(msg_zone_name(m->zone)), &ok);
+		put(o, "zone", json_string(mem_zone_name(m->zone)), &ok);
 		if (m->has_not_after) {
 			char t[32];
 			msg_time_format(m->not_after, t);

@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "../hotplug/block.h"
+
 #define MSG_ID_MAX 63                      /* id: 1..63 of [A-Za-z0-9._:-] */
 #define MSG_GENERATION_MAX (1ULL << 53)    /* largest integer every JSON reader keeps exact */
 #define MSG_LIST_MAX 65536                 /* entries in "blocks" / "ranges" */
@@ -55,11 +57,7 @@ enum msg_memmap {
 	MSG_MEMMAP_OFF,  /* false */
 };
 
-enum msg_zone {
-	MSG_ZONE_AUTO,
-	MSG_ZONE_MOVABLE,
-	MSG_ZONE_NORMAL,
-};
+/* zones: enum mem_zone (hotplug/block.h) */
 
 /* Life of a grant or revocation, as reported in "state". */
 enum msg_state {
@@ -92,7 +90,7 @@ struct msg {
 
 	/* grant only */
 	enum msg_memmap memmap;        /* default auto */
-	enum msg_zone zone;            /* default auto */
+	enum mem_zone zone;            /* default auto */
 	bool has_not_after;
 	time_t not_after;              /* UTC, when has_not_after */
 	bool contiguous;               /* default false */
@@ -100,6 +98,12 @@ struct msg {
 
 int msg_parse(const char *text, size_t len, size_t limit, struct msg **out, struct msg_error *err);
 int msg_from_json(json_t *obj, struct msg **out, struct msg_error *err);
+/* MSG_PARSE_UNNUMBERED: a grant or revocation may leave out "id" ("" then)
+ * and "generation" (0): an operator's message that the engine numbers. */
+#define MSG_PARSE_UNNUMBERED 1u
+int msg_parse_opts(const char *text, size_t len, size_t limit, unsigned flags, struct msg **out,
+		   struct msg_error *err);
+int msg_from_json_opts(json_t *obj, unsigned flags, struct msg **out, struct msg_error *err);
 void msg_free(struct msg *m);
 static inline void msg_freep(struct msg **m) { msg_free(*m); }
 #define _cleanup_msg_ __attribute__((cleanup(msg_freep)))
@@ -116,7 +120,6 @@ const char *msg_state_name(enum msg_state s);     /* "accepted", ... */
 int msg_state_parse(const char *s, enum msg_state *out);
 bool msg_state_is_final(enum msg_state s);        /* applied, partial, failed, rejected */
 const char *msg_memmap_name(enum msg_memmap m);   /* "auto", "on", "off" (for logs) */
-const char *msg_zone_name(enum msg_zone z);       /* "auto", "movable", "normal" */
 bool msg_id_valid(const char *s);                 /* 1..63 of [A-Za-z0-9._:-] */
 
 /* RFC 3339 UTC: "2026-12-03T10:00:00Z" (fractional seconds accepted, dropped). */

@@ -24,6 +24,7 @@ struct metrics {
 	pthread_mutex_t lock;
 	uint64_t requests[2][OUT__MAX];
 	uint64_t block_ops[N_STEPS][N_RESULTS];
+	uint64_t steps[N_STEPS][N_RESULTS];
 	uint64_t hist[N_BUCKETS + 1];
 	uint64_t hist_count;
 	double hist_sum;
@@ -63,6 +64,16 @@ static size_t index_of(const char *const *names, size_t n, const char *s)
 		if (streq(names[i], s))
 			return i;
 	return n - 1; /* "other" */
+}
+
+void metrics_count_step(struct metrics *m, const char *step, int err)
+{
+	size_t s = index_of(step_names, N_STEPS, step);
+	size_t r = err == 0 ? 0 : index_of(result_names, N_RESULTS, errno_name(err));
+
+	pthread_mutex_lock(&m->lock);
+	m->steps[s][r]++;
+	pthread_mutex_unlock(&m->lock);
 }
 
 void metrics_count_block_op(struct metrics *m, const char *step, int err, double seconds)
@@ -157,6 +168,13 @@ int metrics_render(struct metrics *m, const struct metrics_gauges *g, char **out
 				buf_printf(&b, "memgrant_block_operations_total{step=\"%s\",result=\"%s\"} %llu\n",
 					   step_names[s], result_names[r],
 					   (unsigned long long)m->block_ops[s][r]);
+	buf_printf(&b, "# HELP memgrant_executor_steps_total Kernel writes of the executor, every step of every block, by result.\n"
+		       "# TYPE memgrant_executor_steps_total counter\n");
+	for (size_t s = 0; s + 1 < N_STEPS; s++)
+		for (size_t r = 0; r < N_RESULTS; r++)
+			if (m->steps[s][r] || r == 0)
+				buf_printf(&b, "memgrant_executor_steps_total{step=\"%s\",result=\"%s\"} %llu\n",
+					   step_names[s], result_names[r], (unsigned long long)m->steps[s][r]);
 	buf_printf(&b, "# HELP memgrant_block_operation_seconds Duration of kernel block operations.\n"
 		       "# TYPE memgrant_block_operation_seconds histogram\n");
 	for (size_t i = 0; i < N_BUCKETS; i++) {

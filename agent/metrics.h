@@ -22,6 +22,10 @@ void metrics_count_request(struct metrics *m, const char *kind, enum metric_outc
 /* STEP "configure", "online", ...; ERR 0 or -errno; SECONDS how long it took. */
 void metrics_count_block_op(struct metrics *m, const char *step, int err, double seconds);
 
+/* One kernel write of the executor: STEP "memmap_on_memory", "configure",
+ * "online", "offline" or "deconfigure"; ERR 0 or -errno. */
+void metrics_count_step(struct metrics *m, const char *step, int err);
+
 struct metrics_gauges {
 	uint64_t block_size;
 	uint64_t online_bytes;

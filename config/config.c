@@ -32,10 +32,7 @@
 
 static const char *const backend_types[] = { "sysfs", "sim", NULL };
 static const char *const memmap_policies[] = { "auto", "always", "never", NULL };
-static const char *const zone_policies[] = { "auto", "movable", "normal", NULL };
 static const char *const log_levels[] = { "error", "warning", "notice", "info", "debug", NULL };
-static const char *const auto_online_words[] = { "offline", "online", "online_kernel",
-						 "online_movable", NULL };
 
 static const char *name_of(const char *const *names, size_t n, int i)
 {
@@ -52,19 +49,9 @@ const char *mg_memmap_policy_name(enum mg_memmap_policy p)
 	return name_of(memmap_policies, ARRAY_SIZE(memmap_policies) - 1, (int)p);
 }
 
-const char *mg_zone_policy_name(enum mg_zone_policy z)
-{
-	return name_of(zone_policies, ARRAY_SIZE(zone_policies) - 1, (int)z);
-}
-
 const char *mg_log_level_name(enum mg_log_level l)
 {
 	return name_of(log_levels, ARRAY_SIZE(log_levels) - 1, (int)l - MG_LOG_ERROR);
-}
-
-const char *mg_auto_online_name(enum mg_auto_online a)
-{
-	return name_of(auto_online_words, ARRAY_SIZE(auto_online_words) - 1, (int)a);
 }
 
 /* ---------------------------------------------------------------- value checks */
@@ -293,7 +280,7 @@ static const struct key_def sim_keys[] = {
 	  .kind = K_ENUM,
 	  .off = CFG(backend.sim.auto_online_blocks),
 	  .dflt = "offline",
-	  .choices = auto_online_words },
+	  .choices = mem_auto_online_words },
 	{ .name = "used", .kind = K_SIZE, .off = CFG(backend.sim.used), .dflt = "0" },
 	{ .name = "tree", .kind = K_PATH, .off = CFG(backend.sim.tree) },
 	{ .name = "faults", .kind = K_SECTION, .off = 0, .sub = fault_keys },
@@ -331,7 +318,7 @@ static const struct key_def policy_keys[] = {
 	  .kind = K_ENUM,
 	  .off = CFG(policy.zone),
 	  .dflt = "auto",
-	  .choices = zone_policies },
+	  .choices = mem_zone_words },
 	{ .name = "movable_ratio",
 	  .kind = K_UINT,
 	  .off = CFG(policy.movable_ratio),

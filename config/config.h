@@ -24,6 +24,8 @@
  */
 #pragma once
 
+#include "../hotplug/block.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,11 +54,7 @@ enum mg_memmap_policy {
 	MG_MEMMAP_NEVER,
 };
 
-enum mg_zone_policy {
-	MG_ZONE_AUTO,
-	MG_ZONE_MOVABLE,
-	MG_ZONE_NORMAL,
-};
+/* zones: enum mem_zone, auto_online_blocks: enum mem_auto_online (hotplug/block.h) */
 
 /* Values are the syslog priorities (LOG_ERR..LOG_DEBUG). */
 enum mg_log_level {
@@ -67,13 +65,6 @@ enum mg_log_level {
 	MG_LOG_DEBUG = 7,
 };
 
-/* The words of memory/auto_online_blocks (kernel.md A2). */
-enum mg_auto_online {
-	MG_AUTO_ONLINE_OFFLINE,
-	MG_AUTO_ONLINE_ONLINE,
-	MG_AUTO_ONLINE_KERNEL,
-	MG_AUTO_ONLINE_MOVABLE,
-};
 
 struct mg_id_list {
 	uint64_t *ids;
@@ -88,7 +79,7 @@ struct mg_sim_config {
 	uint64_t block_size;
 	bool memmap_on_memory_supported;
 	bool has_firmware;                /* false: no sys/firmware/memory (C0) */
-	enum mg_auto_online auto_online_blocks;
+	enum mem_auto_online auto_online_blocks;
 	uint64_t used;                    /* memory the guest uses (MemAvailable) */
 	char *tree;                       /* sysfs-shaped tree; NULL: "<state>.tree" */
 	struct {
@@ -118,7 +109,7 @@ struct mg_backend_config {
 struct mg_policy_config {
 	enum mg_memmap_policy memmap_on_memory;
 	uint64_t reserve;             /* bytes of MemAvailable auto keeps */
-	enum mg_zone_policy zone;
+	enum mem_zone zone;
 	unsigned movable_ratio;       /* percent MOVABLE:NORMAL that zone auto allows */
 	uint64_t revoke_budget_ms;
 	uint64_t block_op_timeout_ms; /* 0: no limit per block operation */
@@ -224,6 +215,4 @@ static inline void config_diag_clearp(struct config_diag *d)
 
 const char *mg_backend_type_name(enum mg_backend_type t);
 const char *mg_memmap_policy_name(enum mg_memmap_policy p);
-const char *mg_zone_policy_name(enum mg_zone_policy z);
 const char *mg_log_level_name(enum mg_log_level l);
-const char *mg_auto_online_name(enum mg_auto_online a); /* the sysfs word */

@@ -34,6 +34,57 @@ const char *online_type_word(enum online_type t)
 	}
 }
 
+const char *const mem_zone_words[] = { "auto", "movable", "normal", NULL };
+const char *const mem_auto_online_words[] = { "offline", "online", "online_kernel", "online_movable", NULL };
+
+static int word_index(const char *const *words, const char *s)
+{
+	for (int i = 0; words[i]; i++)
+		if (streq(words[i], s))
+			return i;
+	return -EINVAL;
+}
+
+const char *mem_zone_name(enum mem_zone z)
+{
+	return (unsigned)z <= MEM_ZONE_NORMAL ? mem_zone_words[z] : "?";
+}
+
+int mem_zone_parse(const char *s, enum mem_zone *out)
+{
+	int i = word_index(mem_zone_words, s);
+
+	if (i < 0)
+		return i;
+	*out = (enum mem_zone)i;
+	return 0;
+}
+
+const char *mem_auto_online_name(enum mem_auto_online a)
+{
+	return (unsigned)a <= MEM_AUTO_ONLINE_MOVABLE ? mem_auto_online_words[a] : "?";
+}
+
+int mem_auto_online_parse(const char *s, enum mem_auto_online *out)
+{
+	int i = word_index(mem_auto_online_words, s);
+
+	if (i < 0)
+		return i;
+	*out = (enum mem_auto_online)i;
+	return 0;
+}
+
+enum mem_zone mem_block_zone(const struct mem_block *b)
+{
+	return strncmp(b->zones, "Movable", 7) == 0 ? MEM_ZONE_MOVABLE : MEM_ZONE_NORMAL;
+}
+
+enum online_type mem_zone_online_type(enum mem_zone z)
+{
+	return z == MEM_ZONE_MOVABLE ? ONLINE_MOVABLE : z == MEM_ZONE_NORMAL ? ONLINE_KERNEL : ONLINE_DEFAULT;
+}
+
 struct mem_table *mem_table_new(uint64_t block_size)
 {
 	struct mem_table *t = calloc(1, sizeof(*t));

@@ -28,6 +28,27 @@ enum online_type {
 	ONLINE_MOVABLE, /* "online_movable" */
 };
 
+/* A zone, asked for (auto/movable/normal: a grant, the policy, the
+ * configuration) or got (movable/normal: an onlined block): the one zone
+ * type of memgrant.  "normal" is online_kernel: Normal or DMA (D3). */
+enum mem_zone {
+	MEM_ZONE_AUTO,
+	MEM_ZONE_MOVABLE,
+	MEM_ZONE_NORMAL,
+};
+
+/* memory/auto_online_blocks (kernel.md A2). */
+enum mem_auto_online {
+	MEM_AUTO_ONLINE_OFFLINE,
+	MEM_AUTO_ONLINE_ONLINE,
+	MEM_AUTO_ONLINE_KERNEL,
+	MEM_AUTO_ONLINE_MOVABLE,
+};
+
+/* The words, defined once: NULL-terminated, indexed by the enums. */
+extern const char *const mem_zone_words[];        /* "auto", "movable", "normal" */
+extern const char *const mem_auto_online_words[]; /* "offline", "online", "online_kernel", "online_movable" */
+
 struct mem_block {
 	uint64_t id;           /* memoryN: start address / block size */
 	bool in_firmware;      /* has sys/firmware/memory/memoryN */
@@ -51,6 +72,14 @@ struct mem_table {
 const char *mem_state_name(enum mem_state s);
 int mem_state_parse(const char *s, enum mem_state *out);
 const char *online_type_word(enum online_type t); /* "online", "online_kernel", "online_movable" */
+const char *mem_zone_name(enum mem_zone z);        /* "auto", "movable", "normal" */
+int mem_zone_parse(const char *s, enum mem_zone *out);
+const char *mem_auto_online_name(enum mem_auto_online a);
+int mem_auto_online_parse(const char *s, enum mem_auto_online *out);
+/* The zone an online block sits in: movable when valid_zones starts with "Movable" (A9). */
+enum mem_zone mem_block_zone(const struct mem_block *b);
+/* How a block is onlined into Z (auto: the kernel's default). */
+enum online_type mem_zone_online_type(enum mem_zone z);
 
 struct mem_table *mem_table_new(uint64_t block_size);
 void mem_table_free(struct mem_table *t);

@@ -77,6 +77,7 @@ int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_ty
 				return failed(res, STEP_MEMMAP, r);
 			}
 			set_memmap = true;
+			res->steps_done |= 1u << STEP_MEMMAP;
 		}
 		r = block_configure(b, id); /* C7 */
 		if (r < 0) {
@@ -86,6 +87,7 @@ int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_ty
 			return failed(res, STEP_CONFIGURE, r);
 		}
 		configured_now = true;
+		res->steps_done |= 1u << STEP_CONFIGURE;
 		r = hp_read_block(b, id, &m);
 		if (r < 0)
 			return failed(res, STEP_READ, r);
@@ -107,6 +109,7 @@ int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_ty
 		read_after(b, id, res);
 		return failed(res, STEP_ONLINE, r);
 	}
+	res->steps_done |= 1u << STEP_ONLINE;
 	read_after(b, id, res);
 	return 0;
 }
@@ -148,6 +151,7 @@ int block_take_down(struct hp_backend *b, uint64_t id, struct block_result *res)
 			return failed(res, STEP_OFFLINE, r);
 		}
 		offlined = true;
+		res->steps_done |= 1u << STEP_OFFLINE;
 	}
 	if (m.in_firmware) {
 		r = block_deconfigure(b, id); /* C11 */
@@ -157,6 +161,7 @@ int block_take_down(struct hp_backend *b, uint64_t id, struct block_result *res)
 			read_after(b, id, res);
 			return failed(res, STEP_DECONFIGURE, r);
 		}
+		res->steps_done |= 1u << STEP_DECONFIGURE;
 	}
 	read_after(b, id, res);
 	return 0;

@@ -30,6 +30,7 @@ struct block_result {
 	int undo_err;                /* negative errno of a failed undo, 0 when the undo worked or was not needed */
 	bool auto_onlined;           /* config=1 onlined the block by itself (auto_online_blocks) */
 	bool was_noop;               /* the block already was in the wanted state */
+	unsigned steps_done;         /* bit 1u << STEP_x for each kernel write that succeeded (undo writes not counted) */
 	struct mem_block after;      /* block as read after the operation */
 };
 

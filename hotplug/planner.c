@@ -29,7 +29,7 @@ static int cmp_owned_ptr_revoke(const void *a, const void *b)
 {
 	const struct owned_block *x = *(const struct owned_block *const *)a;
 	const struct owned_block *y = *(const struct owned_block *const *)b;
-	int xm = x->zone == ZONE_KIND_MOVABLE, ym = y->zone == ZONE_KIND_MOVABLE;
+	int xm = x->zone == MEM_ZONE_MOVABLE, ym = y->zone == MEM_ZONE_MOVABLE;
 
 	if (xm != ym)
 		return ym - xm;

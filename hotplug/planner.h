@@ -40,18 +40,13 @@
 
 #include "block.h"
 
-/* The zone a block this agent onlined sits in. */
-enum zone_kind {
-	ZONE_KIND_NORMAL,  /* onlined with online_kernel (Normal or DMA, D3) */
-	ZONE_KIND_MOVABLE, /* onlined with online_movable */
-};
 
 /* One block this agent onlined, as the journal remembers it. */
 struct owned_block {
 	uint64_t id;
 	char grant_id[64];
 	uint64_t seq;          /* order onlined: higher is newer */
-	enum zone_kind zone;
+	enum mem_zone zone;
 };
 
 enum plan_source {

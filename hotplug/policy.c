@@ -41,28 +41,6 @@ int policy_memmap_parse(const char *s, enum policy_memmap *out)
 	return 0;
 }
 
-const char *policy_zone_name(enum policy_zone z)
-{
-	switch (z) {
-	case POLICY_ZONE_MOVABLE: return "movable";
-	case POLICY_ZONE_NORMAL: return "normal";
-	default: return "auto";
-	}
-}
-
-int policy_zone_parse(const char *s, enum policy_zone *out)
-{
-	if (streq(s, "auto"))
-		*out = POLICY_ZONE_AUTO;
-	else if (streq(s, "movable"))
-		*out = POLICY_ZONE_MOVABLE;
-	else if (streq(s, "normal"))
-		*out = POLICY_ZONE_NORMAL;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 /* Whether the space-separated list ZONES names WORD. */
 static bool zones_has(const char *zones, const char *word)
 {
@@ -254,7 +232,7 @@ static void decide_zone(const struct policy_settings *s, const struct policy_req
 	const struct mem_block *b = mem_table_find(t, pb->id);
 	uint64_t bs = t->block_size;
 	uint64_t m_after = *movable + bs;
-	enum policy_zone want = POLICY_ZONE_AUTO;
+	enum mem_zone want = MEM_ZONE_AUTO;
 	const char *who = NULL;
 	bool fits = within_ratio(m_after, *normal, s->movable_ratio);
 	char ratio[96];
@@ -268,18 +246,18 @@ static void decide_zone(const struct policy_settings *s, const struct policy_req
 		reasonf(ratio, sizeof(ratio), "movable would reach %llu%% of normal, above the %u%% ratio",
 			 (unsigned long long)ratio_pct(m_after, *normal, true), s->movable_ratio);
 
-	if (req && req->zone != POLICY_ZONE_AUTO) {
+	if (req && req->zone != MEM_ZONE_AUTO) {
 		want = req->zone;
 		who = "requested by the grant";
-	} else if (s->zone != POLICY_ZONE_AUTO) {
+	} else if (s->zone != MEM_ZONE_AUTO) {
 		want = s->zone;
-		who = want == POLICY_ZONE_MOVABLE ? "policy zone is movable" : "policy zone is normal";
+		who = want == MEM_ZONE_MOVABLE ? "policy zone is movable" : "policy zone is normal";
 	}
 
 	/* An offline block lists the zones it may go to (A9); "" (standby,
 	 * not yet added) means the kernel has not said: assume Movable is
 	 * possible, as it is for every hot-added block. */
-	if (want != POLICY_ZONE_NORMAL && b && b->zones[0] && !zones_has(b->zones, "Movable")) {
+	if (want != MEM_ZONE_NORMAL && b && b->zones[0] && !zones_has(b->zones, "Movable")) {
 		pb->online = ONLINE_KERNEL;
 		reasonf(pb->zone_reason, sizeof(pb->zone_reason),
 			 "zone=normal: block %llu cannot be movable (valid_zones %s)",
@@ -287,13 +265,13 @@ static void decide_zone(const struct policy_settings *s, const struct policy_req
 		*normal += bs;
 		return;
 	}
-	if (want == POLICY_ZONE_NORMAL) {
+	if (want == MEM_ZONE_NORMAL) {
 		pb->online = ONLINE_KERNEL;
 		reasonf(pb->zone_reason, sizeof(pb->zone_reason), "zone=normal: %s", who);
 		*normal += bs;
 		return;
 	}
-	if (want == POLICY_ZONE_MOVABLE) {
+	if (want == MEM_ZONE_MOVABLE) {
 		pb->online = ONLINE_MOVABLE;
 		reasonf(pb->zone_reason, sizeof(pb->zone_reason), "zone=movable: %s%s%s%s", who,
 			 fits ? "" : " (", fits ? "" : ratio, fits ? "" : ")");

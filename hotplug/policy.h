@@ -46,24 +46,19 @@ enum policy_memmap {
 	POLICY_MEMMAP_NEVER,
 };
 
-enum policy_zone {
-	POLICY_ZONE_AUTO,
-	POLICY_ZONE_MOVABLE,
-	POLICY_ZONE_NORMAL,
-};
 
 /* The agent's settings (config "policy:" section). */
 struct policy_settings {
 	enum policy_memmap memmap;
 	uint64_t reserve;          /* bytes of MemAvailable to keep */
-	enum policy_zone zone;
+	enum mem_zone zone;
 	unsigned movable_ratio;    /* percent of MOVABLE to NORMAL+DMA auto allows */
 };
 
 /* What the grant itself asks for. */
 struct policy_request {
 	int memmap;                /* -1 auto (policy decides), 0 off, 1 on */
-	enum policy_zone zone;
+	enum mem_zone zone;
 	bool contiguous;           /* huge pages / large contiguous allocations wanted */
 };
 
@@ -119,5 +114,3 @@ int policy_read_meminfo(const char *root, uint64_t *mem_total, uint64_t *mem_ava
  * parse: 0 or -EINVAL. */
 const char *policy_memmap_name(enum policy_memmap m);
 int policy_memmap_parse(const char *s, enum policy_memmap *out);
-const char *policy_zone_name(enum policy_zone z);
-int policy_zone_parse(const char *s, enum policy_zone *out);

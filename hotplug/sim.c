@@ -541,9 +541,9 @@ static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id,
 		perr = sim_parse_state_word(value, &type); /* W1 */
 		break;
 	case HP_ATTR_AUTO_ONLINE:
-		for (size_t i = 0; i < ARRAY_SIZE(sim_auto_online_words); i++)
-			if (sim_sysfs_streq(value, sim_auto_online_words[i]))
-				snprintf(word, sizeof(word), "%s", sim_auto_online_words[i]);
+		for (size_t i = 0; mem_auto_online_words[i]; i++)
+			if (sim_sysfs_streq(value, mem_auto_online_words[i]))
+				snprintf(word, sizeof(word), "%s", mem_auto_online_words[i]);
 		perr = word[0] ? 0 : -EINVAL; /* A2 */
 		break;
 	default:

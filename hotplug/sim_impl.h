@@ -38,7 +38,6 @@
 
 enum zone { ZONE_NONE, ZONE_DMA, ZONE_NORMAL, ZONE_MOVABLE, ZONE_COUNT };
 extern const char *const sim_zone_names[ZONE_COUNT];
-extern const char *const sim_auto_online_words[4];
 
 struct sim_block {
 	bool configured;

@@ -28,7 +28,6 @@
 const char *const sim_zone_names[ZONE_COUNT] = {
 	[ZONE_NONE] = "none", [ZONE_DMA] = "DMA", [ZONE_NORMAL] = "Normal", [ZONE_MOVABLE] = "Movable",
 };
-const char *const sim_auto_online_words[4] = { "offline", "online", "online_kernel", "online_movable" };
 
 /* One character each in a records line: config memmap state zone. */
 static const char state_chars[] = { [MEM_STATE_OFFLINE] = '-', [MEM_STATE_ONLINE] = 'o',
@@ -51,8 +50,8 @@ void sim_settings_free(struct sim_settings *s)
 
 bool sim_is_auto_online_word(const char *s)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(sim_auto_online_words); i++)
-		if (streq(s, sim_auto_online_words[i]))
+	for (size_t i = 0; mem_auto_online_words[i]; i++)
+		if (streq(s, mem_auto_online_words[i]))
 			return true;
 	return false;
 }

@@ -18,10 +18,11 @@ typedef enum MHD_Result MHD_Result_t;
 
 struct api {
 	struct MHD_Daemon *mhd;
-	struct daemon *d;
+	struct engine *e;
+	struct engine_source *source; /* "local": the operator's */
 	const struct mg_log *log;
 	char *socket_path;
-	size_t body_limit;
+	_Atomic size_t body_limit;      /* replaced on reload (api_set_body_limit) */
 	gid_t group_gid;
 	bool have_group;
 };
@@ -231,7 +232,7 @@ static MHD_Result_t serve_events(struct api *a, struct MHD_Connection *c)
 
 	if (!s)
 		return MHD_NO;
-	s->bus = daemon_events(a->d);
+	s->bus = engine_events(a->e);
 	s->after = events_last_seq(s->bus);
 	if (after) {
 		char *end;
@@ -244,7 +245,7 @@ static MHD_Result_t serve_events(struct api *a, struct MHD_Connection *c)
 		s->after = v;
 	}
 	if (grant) {
-		json_t *cur = daemon_grant_json(a->d, grant);
+		json_t *cur = engine_grant_json(a->e, grant);
 		if (!cur) {
 			sse_free(s);
 			return send_error(c, 404, "ENOENT", "no grant or revocation with id \"%s\"", grant);
@@ -305,6 +306,54 @@ static MHD_Result_t method_not_allowed(struct MHD_Connection *c, const char *all
 	return ret;
 }
 
+/* The HTTP status of a verdict: this adapter alone speaks HTTP. */
+static unsigned http_status_of(const struct engine_verdict *v)
+{
+	switch (v->kind) {
+	case ENGINE_ACCEPTED: return 202;
+	case ENGINE_REPLAY:
+	case ENGINE_ANSWERED: return 200;
+	case ENGINE_REJECTED: break;
+	}
+	if (v->recorded)
+		return 409; /* refused by the planner: recorded with its report */
+	switch (-v->err) {
+	case ESHUTDOWN:
+	case ENOBUFS: return 503;
+	case ESTALE:
+	case EEXIST: return 409;
+	case E2BIG: return 413;
+	case EINVAL:
+	case ERANGE:
+	case EBADMSG: return 400;
+	default: return 500;
+	}
+}
+
+/* POST /v1/grants: parsed once here, numbered by the engine when the
+ * operator left out id and generation. */
+static MHD_Result_t submit(struct api *a, struct MHD_Connection *c, struct request *rq)
+{
+	struct engine_verdict v;
+	struct msg_error err = { 0 };
+	struct msg *m = NULL;
+	json_t *reply;
+	unsigned status;
+	int r = msg_parse_opts(rq->body ? rq->body : "", rq->len, a->body_limit, MSG_PARSE_UNNUMBERED, &m, &err);
+
+	if (r < 0)
+		return send_error(c, r == -E2BIG ? 413 : 400, err.code, "%s", err.message);
+	r = engine_submit(a->e, a->source, m, &v);
+	if (r < 0)
+		return send_error(c, 500, errno_name(r), "cannot submit: %s", strerror(-r));
+	status = http_status_of(&v);
+	reply = v.report ? json_incref(v.report) : NULL;
+	engine_verdict_done(&v);
+	if (reply)
+		return send_json(c, status, reply);
+	return send_error(c, status, v.error.code, "%s", v.error.message);
+}
+
 static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct request *rq, const char *url,
 			  const char *method)
 {
@@ -313,21 +362,21 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 	if (streq(url, "/v1/status")) {
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		return send_json(c, 200, daemon_status_json(a->d));
+		return send_json(c, 200, engine_status_json(a->e));
 	}
 	if (streq(url, "/v1/blocks")) {
 		json_t *j = NULL;
 		int r;
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		r = daemon_blocks_json(a->d, &j);
+		r = engine_blocks_json(a->e, &j);
 		if (r < 0)
 			return send_error(c, 500, errno_name(r), "cannot read the memory blocks: %s", strerror(-r));
 		return send_json(c, 200, j);
 	}
 	if (streq(url, "/v1/grants")) {
 		if (get)
-			return send_json(c, 200, daemon_grants_json(a->d));
+			return send_json(c, 200, engine_grants_json(a->e));
 		if (!streq(method, "POST"))
 			return method_not_allowed(c, "GET, POST", url, method);
 		if (!rq->may_write)
@@ -337,20 +386,13 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 		if (rq->too_large)
 			return send_error(c, 413, "E2BIG", "request body is larger than the limit of %zu bytes",
 					  a->body_limit);
-		{
-			json_t *reply = NULL;
-			int status = 500;
-			daemon_submit(a->d, "local", rq->body ? rq->body : "", rq->len, &status, &reply);
-			if (!reply)
-				return send_error(c, 500, "ENOMEM", "out of memory");
-			return send_json(c, (unsigned)status, reply);
-		}
+		return submit(a, c, rq);
 	}
 	if (startswith(url, "/v1/grants/")) {
 		json_t *j;
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		j = daemon_grant_json(a->d, url + strlen("/v1/grants/"));
+		j = engine_grant_json(a->e, url + strlen("/v1/grants/"));
 		if (!j)
 			return send_error(c, 404, "ENOENT", "no grant or revocation with id \"%s\"",
 					  url + strlen("/v1/grants/"));
@@ -366,7 +408,7 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 		int r;
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		r = daemon_metrics_text(a->d, &text);
+		r = engine_metrics_text(a->e, &text);
 		if (r < 0)
 			return send_error(c, 500, errno_name(r), "cannot render metrics");
 		return send_text(c, 200, "text/plain; version=0.0.4", text);
@@ -458,13 +500,11 @@ static int listen_unix(const char *path, int mode, gid_t gid, bool set_group, in
 			unlink(path);
 		}
 	}
-	{
-		mode_t old = umask(0177); /* no window in which the socket is wider open */
-		int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-		umask(old);
-		if (r < 0)
-			return -errno;
-	}
+	/* no window in which the socket is wider open: Linux creates the
+	 * socket file with the socket's own mode (masked by the umask, which
+	 * is the process's and set once in main) */
+	if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
 	if (set_group && chown(path, (uid_t)-1, gid) < 0)
 		return -errno;
 	if (chmod(path, (mode_t)mode) < 0)
@@ -475,16 +515,21 @@ static int listen_unix(const char *path, int mode, gid_t gid, bool set_group, in
 	return 0;
 }
 
-int api_start(const struct api_params *p, struct daemon *d, const struct mg_log *log, struct api **out)
+int api_start(const struct api_params *p, struct engine *e, const struct mg_log *log, struct api **out)
 {
 	struct api *a = calloc(1, sizeof(*a));
 	int fd = -1, r;
 
 	if (!a)
 		return -ENOMEM;
-	a->d = d;
+	a->e = e;
 	a->log = log;
 	a->body_limit = p->body_limit;
+	r = engine_source_add(e, API_SOURCE, ENGINE_SOURCE_OPERATOR, &a->source);
+	if (r < 0) {
+		free(a);
+		return r;
+	}
 	if (p->group && *p->group) {
 		struct group gr, *res = NULL;
 		char buf[4096];
@@ -523,6 +568,12 @@ int api_start(const struct api_params *p, struct daemon *d, const struct mg_log 
 	}
 	*out = a;
 	return 0;
+}
+
+void api_set_body_limit(struct api *a, size_t limit)
+{
+	if (a)
+		a->body_limit = limit;
 }
 
 void api_stop(struct api *a)

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "../agent/daemon.h"
+#include "../agent/engine.h"
 #include "../agent/log.h"
 
 struct api_params {
@@ -27,5 +27,10 @@ struct api_params {
 
 struct api;
 
-int api_start(const struct api_params *p, struct daemon *d, const struct mg_log *log, struct api **out);
+/* The source name of requests that arrive here (ENGINE_SOURCE_OPERATOR). */
+#define API_SOURCE "local"
+
+int api_start(const struct api_params *p, struct engine *e, const struct mg_log *log, struct api **out);
+/* A new body limit for the requests that arrive from now on (reload). */
+void api_set_body_limit(struct api *a, size_t limit);
 void api_stop(struct api *a);

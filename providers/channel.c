@@ -3,7 +3,7 @@
  * The guest channel provider (see channel.h and docs/channel.md).
  *
  * Two threads: the I/O thread owns the port and everything on it; a small
- * watcher thread blocks in daemon_outbox_wait() only while the outbox of
+ * watcher thread blocks in engine_outbox_wait() only while the outbox of
  * "channel" is empty and the I/O thread asked for it, and turns "a report is
  * waiting" into an eventfd the I/O thread can poll.  (The outbox stays
  * non-empty until the host acknowledges, so waiting on it unconditionally
@@ -19,7 +19,7 @@
 #include <sys/un.h>
 #include <termios.h>
 
-#include "../agent/daemon.h"
+#include "../agent/engine.h"
 #include "../agent/log.h"
 #include "../agent/message.h"
 #include "../config/config.h"
@@ -32,72 +32,11 @@
 #define RETRY_MIN_MS 200
 #define RETRY_MAX_MS 2000
 
-/* ---- line framing ------------------------------------------------------------ */
-
-int channel_reader_init(struct channel_reader *r, size_t max)
-{
-	*r = (struct channel_reader){ .max = max };
-	r->buf = malloc(max);
-	return r->buf ? 0 : -ENOMEM;
-}
-
-void channel_reader_reset(struct channel_reader *r)
-{
-	r->len = 0;
-	r->discarding = 0;
-}
-
-void channel_reader_done(struct channel_reader *r)
-{
-	free(r->buf);
-	r->buf = NULL;
-}
-
-int channel_reader_feed(struct channel_reader *r, const char *data, size_t len, const struct channel_reader_ops *ops,
-			void *ctx)
-{
-	while (len > 0) {
-		const char *nl = memchr(data, '\n', len);
-		size_t chunk = nl ? (size_t)(nl - data) : len;
-		int ret = 0;
-
-		if (r->discarding) {
-			/* the rest of an oversized line: dropped up to its newline */
-		} else if (chunk > r->max - r->len) {
-			size_t seen = r->len + chunk;
-			r->len = 0;
-			r->discarding = 1;
-			if (ops->too_long)
-				ret = ops->too_long(ctx, seen);
-		} else {
-			memcpy(r->buf + r->len, data, chunk);
-			r->len += chunk;
-		}
-		if (nl) {
-			if (!r->discarding) {
-				size_t l = r->len;
-				if (l > 0 && r->buf[l - 1] == '\r')
-					l--;
-				r->len = 0;
-				if (ret == 0 && ops->line)
-					ret = ops->line(ctx, r->buf, l);
-			}
-			r->discarding = 0;
-			r->len = 0;
-			chunk++;
-		}
-		data += chunk;
-		len -= chunk;
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
-}
-
 /* ---- the provider ---------------------------------------------------------------- */
 
 struct channel_provider {
-	struct daemon *d;
+	struct engine *d;
+	struct engine_source *source; /* DEST: reports to its outbox */
 	const struct mg_log *log;
 	char *path;
 	int stop_fd;    /* eventfd: stop now */
@@ -145,7 +84,7 @@ static void *watcher_main(void *arg)
 		}
 		pthread_mutex_unlock(&p->lock);
 
-		if (daemon_outbox_wait(p->d, DEST, -1) > 0) {
+		if (engine_outbox_wait(p->d, DEST, -1) > 0) {
 			if (write(p->outbox_fd, &one, sizeof(one)) < 0) {
 				/* an eventfd only fails when its counter is full: already signalled */
 			}
@@ -218,7 +157,7 @@ static void pump_outbox(struct channel_provider *p)
 
 	if (p->fd < 0 || p->hup || p->inflight)
 		return;
-	r = daemon_outbox_peek(p->d, DEST, &seq, &report);
+	r = engine_outbox_peek(p->d, DEST, &seq, &report);
 	if (r == -ENOENT) {
 		watcher_arm(p);
 		return;
@@ -252,7 +191,7 @@ static void handle_ack(struct channel_provider *p, json_t *obj)
 		send_error(p, "EINVAL", "field \"seq\": an ack needs the positive integer seq of a status", NULL);
 		return;
 	}
-	r = daemon_outbox_ack(p->d, DEST, (uint64_t)json_integer_value(seqv));
+	r = engine_outbox_ack(p->d, DEST, (uint64_t)json_integer_value(seqv));
 	if (r < 0 && r != -ENOENT)
 		log_err(p->log, "channel: cannot remove report %lld from the outbox: %s",
 			(long long)json_integer_value(seqv), strerror(-r));
@@ -265,7 +204,7 @@ static void handle_ack(struct channel_provider *p, json_t *obj)
 
 static void handle_query(struct channel_provider *p)
 {
-	json_t *j = daemon_status_json(p->d);
+	json_t *j = engine_status_json(p->d);
 
 	if (!j) {
 		send_error(p, "ENOMEM", "out of memory", NULL);
@@ -280,10 +219,9 @@ static int on_line(void *ctx, const char *line, size_t len)
 {
 	struct channel_provider *p = ctx;
 	json_error_t jerr;
-	json_t *obj, *typev, *reply = NULL;
+	json_t *obj, *typev;
 	const char *type, *id = NULL;
 	char msg[256];
-	int status = 0;
 
 	if (len == 0)
 		return 0; /* an empty line is a harmless keep-alive */
@@ -323,29 +261,32 @@ static int on_line(void *ctx, const char *line, size_t len)
 		json_decref(obj);
 		return 0;
 	}
-	daemon_submit(p->d, DEST, line, len, &status, &reply);
-	if (!reply) {
-		send_error(p, "ENOMEM", "out of memory", id);
-	} else if (!json_object_get(reply, "type") && json_is_object(json_object_get(reply, "error"))) {
-		/* daemon_submit's error shape, {"error":{code,message}}: the channel's is {"type":"error",...} */
-		json_t *e = json_object_get(reply, "error");
-		const char *code = json_string_value(json_object_get(e, "code"));
-		const char *m = json_string_value(json_object_get(e, "message"));
-		log_info(p->log, "channel: %s %s refused: %s", type ? type : "message", id ? id : "", m ? m : "");
-		send_error(p, code ? code : "EINVAL", m ? m : "refused", id);
-	} else if (streq(type, "sync")) {
-		/* the answer goes before anything else; then the unacknowledged report again */
-		json_object_set_new(reply, "generation", json_integer((json_int_t)daemon_last_generation(p->d, DEST)));
-		send_json(p, reply);
-		log_debug(p->log, "channel: sync answered");
-		p->inflight = 0;
-		pump_outbox(p);
-	} else {
-		/* the event bus numbers its copy with "seq"; here "seq" means "acknowledge me" */
-		json_object_del(reply, "seq");
-		send_json(p, reply);
+	{
+		struct engine_verdict v = { 0 };
+		struct msg_error err = { 0 };
+		struct msg *m = NULL;
+
+		if (msg_from_json(obj, &m, &err) < 0 || engine_submit(p->d, p->source, m, &v) < 0 ||
+		    (v.kind == ENGINE_REJECTED && !v.recorded)) {
+			const struct msg_error *e = err.code[0] ? &err : &v.error;
+			log_info(p->log, "channel: %s %s refused: %s", type ? type : "message", id ? id : "",
+				 e->message);
+			send_error(p, e->code[0] ? e->code : "EINVAL", e->message[0] ? e->message : "refused", id);
+		} else if (!v.report) {
+			send_error(p, "ENOMEM", "out of memory", id);
+		} else if (v.kind == ENGINE_ANSWERED) {
+			/* the answer goes before anything else; then the unacknowledged report again */
+			json_object_set_new(v.report, "generation",
+					    json_integer((json_int_t)engine_last_generation(p->d, p->source)));
+			send_json(p, v.report);
+			log_debug(p->log, "channel: sync answered");
+			p->inflight = 0;
+			pump_outbox(p);
+		} else {
+			send_json(p, v.report);
+		}
+		engine_verdict_done(&v);
 	}
-	json_decref(reply);
 	json_decref(obj);
 	return 0;
 }
@@ -581,7 +522,7 @@ static void provider_free(struct channel_provider *p)
 	free(p);
 }
 
-int channel_provider_start(const struct mg_channel_config *cfg, struct daemon *d, const struct mg_log *log,
+int channel_provider_start(const struct mg_channel_config *cfg, struct engine *d, const struct mg_log *log,
 			   struct channel_provider **out)
 {
 	struct channel_provider *p;
@@ -596,6 +537,11 @@ int channel_provider_start(const struct mg_channel_config *cfg, struct daemon *d
 	p->fd = p->stop_fd = p->outbox_fd = -1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
+	r = engine_source_add(d, DEST, ENGINE_SOURCE_REPORTS, &p->source);
+	if (r < 0) {
+		provider_free(p);
+		return r;
+	}
 	p->path = strdup(cfg && cfg->path && cfg->path[0] ? cfg->path : CHANNEL_DEFAULT_PATH);
 	p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->outbox_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -641,11 +587,11 @@ void channel_provider_stop(struct channel_provider *p)
 	if (p->io_started)
 		pthread_join(p->io_thread, NULL);
 	if (p->watcher_started) {
-		/* the watcher may sit in daemon_outbox_wait(), or be about to enter
+		/* the watcher may sit in engine_outbox_wait(), or be about to enter
 		 * it and miss a single wake-up: wake until it is gone */
 		for (;;) {
 			struct timespec ts;
-			daemon_wake_providers(p->d);
+			engine_outbox_wake(p->d);
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += 20 * 1000000L;
 			if (ts.tv_nsec >= 1000000000L) {

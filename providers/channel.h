@@ -15,8 +15,8 @@
  *   naming the problem, then reading resumes after the next newline.
  *   "sync" is answered with the same nonce (plus "generation", the last
  *   generation the agent recorded from the channel) before anything else;
- *   grant/revoke go to daemon_submit() and its answer is sent back; "ack"
- *   removes a report from the daemon's outbox; "query" answers the agent's
+ *   grant/revoke go to engine_submit() and its verdict is sent back; "ack"
+ *   removes a report from the engine's outbox; "query" answers the agent's
  *   status.
  * - Reports of the outbox "channel" are sent one at a time, each with a
  *   "seq"; the next one goes out when the host acknowledged the previous
@@ -30,41 +30,17 @@
 
 #include <stddef.h>
 
+#include "../agent/lines.h" /* the line framing, channel_reader_* */
+
 #define CHANNEL_DEFAULT_PATH "/dev/virtio-ports/org.memgrant.0"
 #define CHANNEL_LINE_MAX 65536 /* bytes a line, not counting the newline */
 
 struct channel_provider;
-struct daemon;
+struct engine;
 struct mg_channel_config;
 struct mg_log;
 
-int channel_provider_start(const struct mg_channel_config *cfg, struct daemon *d, const struct mg_log *log,
+int channel_provider_start(const struct mg_channel_config *cfg, struct engine *d, const struct mg_log *log,
 			   struct channel_provider **out);
 void channel_provider_stop(struct channel_provider *p);
 
-/*
- * Line framing (also used by memgrant-host; exposed for the unit test): a
- * reader that splits a byte stream into lines of at most MAX bytes.
- * channel_reader_feed() consumes DATA and calls LINE for every complete line
- * (without the newline, a trailing '\r' removed) and TOO_LONG once for every
- * line longer than the limit, as soon as the limit is passed (SEEN bytes so
- * far); its bytes are then dropped up to the next newline.
- * Returns 0, or the first negative value a callback returned (the rest of
- * DATA is then not consumed).
- */
-struct channel_reader {
-	char *buf;       /* MAX bytes */
-	size_t len, max;
-	int discarding;  /* inside a line that is too long */
-};
-
-struct channel_reader_ops {
-	int (*line)(void *ctx, const char *line, size_t len);
-	int (*too_long)(void *ctx, size_t seen);
-};
-
-int channel_reader_init(struct channel_reader *r, size_t max);
-void channel_reader_reset(struct channel_reader *r);
-void channel_reader_done(struct channel_reader *r);
-int channel_reader_feed(struct channel_reader *r, const char *data, size_t len, const struct channel_reader_ops *ops,
-			void *ctx);

@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../agent/daemon.h"
+#include "../agent/engine.h"
 #include "../agent/log.h"
 #include "../config/config.h"
 #include "../lib/timeutil.h"
@@ -78,7 +78,8 @@ struct https_provider {
 	long wait_s;
 	bool insecure;
 	unsigned backoff_cap_ms;
-	struct daemon *d;
+	struct engine *d;
+	struct engine_source *source; /* SOURCE, reports to its outbox */
 	const struct mg_log *log;
 
 	pthread_mutex_t lock;           /* guards what follows and the cond */
@@ -636,14 +637,14 @@ static int inventory_build(struct https_provider *p, char **body, uint64_t *fp)
 	json_t *st;
 	int r;
 
-	r = daemon_blocks_json(p->d, &blocks);
+	r = engine_blocks_json(p->d, &blocks);
 	if (r < 0)
 		return r;
 	layout = json_dumps(blocks, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!layout)
 		return -ENOMEM;
 	*fp = fnv1a(layout);
-	st = daemon_status_json(p->d);
+	st = engine_status_json(p->d);
 	inv = json_pack("{s:s,s:s,s:s,s:i,s:O,s:O,s:O}", "type", "inventory", "agent", p->agent_id, "version",
 			MEMGRANT_VERSION, "protocol", 1, "block_size",
 			json_object_get(blocks, "block_size") ? json_object_get(blocks, "block_size")
@@ -654,7 +655,7 @@ static int inventory_build(struct https_provider *p, char **body, uint64_t *fp)
 	json_decref(st);
 	if (!inv)
 		return -ENOMEM;
-	json_object_set_new(inv, "last_generation", json_integer((json_int_t)daemon_last_generation(p->d, SOURCE)));
+	json_object_set_new(inv, "last_generation", json_integer((json_int_t)engine_last_generation(p->d, p->source)));
 	*body = json_dumps(inv, JSON_COMPACT | JSON_SORT_KEYS);
 	return *body ? 0 : -ENOMEM;
 }
@@ -665,7 +666,7 @@ static uint64_t layout_fp(struct https_provider *p)
 	_cleanup_json_ json_t *blocks = NULL;
 	_cleanup_free_ char *layout = NULL;
 
-	if (daemon_blocks_json(p->d, &blocks) < 0)
+	if (engine_blocks_json(p->d, &blocks) < 0)
 		return 0;
 	layout = json_dumps(blocks, JSON_COMPACT | JSON_SORT_KEYS);
 	return layout ? fnv1a(layout) : 0;
@@ -746,7 +747,7 @@ static enum outcome report_send(struct https_provider *p, struct conn *c, uint64
 	o = classify_ack(p, c, r, &resp, what, why);
 	if (o == OUT_OK) {
 		succeeded(p, c);
-		r = daemon_outbox_ack(p->d, SOURCE, seq);
+		r = engine_outbox_ack(p->d, SOURCE, seq);
 		if (r < 0)
 			log_err(p->log, "https send: %s delivered but cannot be removed from the outbox: %s", key,
 				strerror(-r));
@@ -781,14 +782,14 @@ static void *sender_main(void *arg)
 				continue; /* backed off already */
 			inventory_refused = o == OUT_REFUSED;
 		}
-		r = daemon_outbox_peek(p->d, SOURCE, &seq, &report);
+		r = engine_outbox_peek(p->d, SOURCE, &seq, &report);
 		if (r == -ENOENT && inventory_refused) {
 			inventory_refused = false; /* nothing else to send: back to the inventory */
 			continue;
 		}
 		if (r == -ENOENT) {
 			/* sleeps until a report is queued or the provider is woken */
-			daemon_outbox_wait(p->d, SOURCE, -1);
+			engine_outbox_wait(p->d, SOURCE, -1);
 			continue;
 		}
 		if (r < 0) {
@@ -808,7 +809,7 @@ static void *sender_main(void *arg)
 
 /* --- the poller: long poll for grants ---------------------------------------- */
 
-/* Hands each grant of BODY to the daemon.  0, or -EBADMSG with WHY when the
+/* Hands each grant of BODY to the engine.  0, or -EBADMSG with WHY when the
  * body is not {"grants": [...]}.  *NEW_AFTER: the highest generation seen. */
 static int take_grants(struct https_provider *p, const struct response *resp, uint64_t *new_after,
 		       size_t *n_taken, char *why, size_t whylen)
@@ -831,36 +832,42 @@ static int take_grants(struct https_provider *p, const struct response *resp, ui
 		return -EBADMSG;
 	}
 	json_array_foreach(grants, i, g) {
-		_cleanup_free_ char *text = NULL;
-		_cleanup_json_ json_t *reply = NULL;
+		struct engine_verdict v;
+		struct msg_error err = { 0 };
+		struct msg *m = NULL;
 		json_t *gen = json_object_get(g, "generation");
 		const char *id = json_string_value(json_object_get(g, "id"));
-		int status = 0;
 
 		if (stopping(p))
 			break;
 		if (json_is_integer(gen) && json_integer_value(gen) > 0 &&
 		    (uint64_t)json_integer_value(gen) > *new_after)
 			*new_after = (uint64_t)json_integer_value(gen);
-		text = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY);
-		if (!text)
-			continue;
-		if (daemon_submit(p->d, SOURCE, text, strlen(text), &status, &reply) < 0)
-			continue;
 		(*n_taken)++;
-		if (status == 202 || status == 200) {
+		if (msg_from_json(g, &m, &err) < 0) {
+			/* malformed: nothing is recorded, the generation is skipped
+			 * (400 in the log: what the local API would answer) */
+			log_warn(p->log, "https poll: grants[%zu] (%s) not applied (400): %s", i, id ? id : "no id",
+				 err.message);
+			continue;
+		}
+		if (engine_submit(p->d, p->source, m, &v) < 0) {
+			(*n_taken)--;
+			continue;
+		}
+		if (v.kind != ENGINE_REJECTED) {
 			log_debug(p->log, "https poll: %s handed to the agent (%s)", id ? id : "?",
-				  status == 202 ? "accepted" : "replay");
-		} else if (status == 503) {
+				  v.kind == ENGINE_ACCEPTED ? "accepted" : "replay");
+		} else if (v.err == -ESHUTDOWN) {
+			engine_verdict_done(&v);
 			break; /* the agent is stopping */
 		} else {
-			json_t *e = json_object_get(reply, "error");
-			const char *m = json_string_value(json_object_get(json_is_object(e) ? e : reply, "message"));
-			/* rejected by the planner: a status report is queued; malformed or
-			 * stale: nothing is recorded, the generation is skipped */
-			log_warn(p->log, "https poll: grants[%zu] (%s) not applied (%d): %s", i, id ? id : "no id",
-				 status, m ? m : "see the status report");
+			/* rejected by the planner: a status report is queued; stale: nothing
+			 * is recorded, the generation is skipped */
+			log_warn(p->log, "https poll: grants[%zu] (%s) not applied (%s): %s", i, id ? id : "no id",
+				 v.error.code, v.error.message);
 		}
+		engine_verdict_done(&v);
 	}
 	return 0;
 }
@@ -876,7 +883,7 @@ static void *poller_main(void *arg)
 		_cleanup_free_ char *url = NULL;
 		struct response resp;
 		char why[512] = "";
-		uint64_t after = daemon_last_generation(p->d, SOURCE), t0;
+		uint64_t after = engine_last_generation(p->d, p->source), t0;
 		size_t taken = 0;
 		enum outcome o;
 		int r;
@@ -901,7 +908,7 @@ static void *poller_main(void *arg)
 				o = OUT_RETRY;
 			} else {
 				succeeded(p, c);
-				if (seen > daemon_last_generation(p->d, SOURCE))
+				if (seen > engine_last_generation(p->d, p->source))
 					skip_after = seen;
 			}
 		} else if (o == OUT_OK) {
@@ -915,7 +922,7 @@ static void *poller_main(void *arg)
 		/* the memory layout may have changed behind the agent's back: check
 		 * once per poll, which the server paces */
 		if (inventory_due(p))
-			daemon_wake_providers(p->d);
+			engine_outbox_wake(p->d);
 		if (taken == 0 && now_ms() - t0 < EMPTY_POLL_MIN_MS) {
 			/* a server answering at once with nothing would make this a busy loop */
 			if (!quick_logged)
@@ -995,7 +1002,7 @@ static void check_file(struct https_provider *p, const char *key, const char *pa
 			strerror(errno));
 }
 
-int https_provider_start(const struct mg_https_config *cfg, const char *agent_id, struct daemon *d,
+int https_provider_start(const struct mg_https_config *cfg, const char *agent_id, struct engine *d,
 			 const struct mg_log *log, struct https_provider **out)
 {
 	struct https_provider *p;
@@ -1033,6 +1040,9 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	if (p->backoff_cap_ms < 2 * BACKOFF_FIRST_MS)
 		p->backoff_cap_ms = 2 * BACKOFF_FIRST_MS;
 	p->inventory_dirty = true;
+	r = engine_source_add(d, SOURCE, ENGINE_SOURCE_REPORTS, &p->source);
+	if (r < 0)
+		goto fail;
 
 	r = -ENOMEM;
 	p->base = strdup(cfg->url);
@@ -1083,7 +1093,7 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	}
 	p->poll_started = true;
 	log_notice(log, "https: polling %s as agent %s (wait %lds, after generation %llu)%s%s%s", p->base, agent_id,
-		   p->wait_s, (unsigned long long)daemon_last_generation(d, SOURCE), p->ca_file ? ", CA " : "",
+		   p->wait_s, (unsigned long long)engine_last_generation(d, p->source), p->ca_file ? ", CA " : "",
 		   p->ca_file ? p->ca_file : "", p->cert_file ? ", client certificate" : "");
 	*out = p;
 	return 0;
@@ -1093,14 +1103,14 @@ fail:
 	return r;
 }
 
-/* Joins T, waking the sender out of daemon_outbox_wait() until it is gone:
+/* Joins T, waking the sender out of engine_outbox_wait() until it is gone:
  * a single wake could land before it started waiting. */
 static void join_waking(struct https_provider *p, pthread_t t)
 {
 	for (;;) {
 		struct timespec ts;
 
-		daemon_wake_providers(p->d);
+		engine_outbox_wake(p->d);
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 100 * 1000000L;
 		if (ts.tv_nsec >= 1000000000L) {

@@ -7,7 +7,7 @@
  * - https_provider_start() copies what it needs from CFG (the caller may free
  *   or swap its configuration afterwards) and starts two threads of its own:
  *   the poller (long poll GET .../grants, each grant handed to
- *   daemon_submit() with source "https") and the sender (inventory PUT, then
+ *   engine_submit() from source "https", parsed once) and the sender (inventory PUT, then
  *   the outbox of status reports for "https", POSTed strictly in order, each
  *   acknowledged in the outbox only after a 2xx).  Neither ever blocks the
  *   daemon: they only call the daemon's thread-safe entry points.
@@ -17,17 +17,17 @@
  *   with the server's message and retried at the cap only.
  * - The bearer token is re-read when token_file changes and never logged.
  * - https_provider_stop() returns promptly: it aborts a long poll or a
- *   backoff in progress.  Call it before daemon_stop().
+ *   backoff in progress.  Call it before engine_stop().
  * - Returns 0 or a negative errno; logs through LOG, never prints.
  */
 #pragma once
 
-struct daemon;
+struct engine;
 struct mg_https_config;
 struct mg_log;
 struct https_provider;
 
-int https_provider_start(const struct mg_https_config *cfg, const char *agent_id, struct daemon *d,
+int https_provider_start(const struct mg_https_config *cfg, const char *agent_id, struct engine *d,
 			 const struct mg_log *log, struct https_provider **out);
 /* NULL is fine. */
 void https_provider_stop(struct https_provider *p);

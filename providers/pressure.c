@@ -18,15 +18,15 @@
 #include "../lib/fileio.h"
 #include "../lib/size.h"
 #include "../lib/util.h"
-#include "../agent/daemon.h"
-#include "hooks.h"
+#include "../agent/engine.h"
 
 #define PSI_FILE_MAX 4096
 
 /* memgrantd's wiring (pressure_start_daemon) */
 struct glue {
-	struct daemon *d;
-	struct hooks *h;
+	struct engine *d;
+	pressure_fire_fn *fire;
+	void *fire_ctx;
 	bool https, channel;
 	struct mg_log log;
 };
@@ -445,21 +445,21 @@ static void glue_emit(void *ud, const char *event, json_t *msg, json_t *detail)
 
 	/* the providers deliver outbox entries of any type */
 	if (g->https) {
-		int r = daemon_outbox_push(g->d, "https", msg);
+		int r = engine_outbox_push(g->d, "https", msg);
 		if (r < 0)
 			log_err(&g->log, "pressure: cannot queue the %s for https: %s",
 				json_string_value(json_object_get(msg, "type")), strerror(-r));
 	}
 	if (g->channel) {
-		int r = daemon_outbox_push(g->d, "channel", msg);
+		int r = engine_outbox_push(g->d, "channel", msg);
 		if (r < 0)
 			log_err(&g->log, "pressure: cannot queue the %s for the channel: %s",
 				json_string_value(json_object_get(msg, "type")), strerror(-r));
 	}
-	if (g->h) {
+	if (g->fire) {
 		fields = json_pack("{s:O,s:O?}", "message", msg, "pressure", detail);
 		if (fields)
-			hooks_fire(g->h, event, fields);
+			g->fire(g->fire_ctx, event, fields);
 		json_decref(fields);
 	}
 }
@@ -467,18 +467,15 @@ static void glue_emit(void *ud, const char *event, json_t *msg, json_t *detail)
 static uint64_t glue_revocable(void *ud)
 {
 	struct glue *g = ud;
-	json_t *st = daemon_status_json(g->d);
-	json_int_t v = json_integer_value(json_object_get(json_object_get(st, "memory"), "granted_bytes"));
+	struct engine_memory m;
 
-	json_decref(st);
-	return v > 0 ? (uint64_t)v : 0;
+	return engine_memory(g->d, &m) == 0 ? m.granted_bytes : 0;
 }
 
-int pressure_start_daemon(const struct mg_config *cfg, struct daemon *d, struct hooks *h,
+int pressure_start_daemon(const struct mg_config *cfg, struct engine *d, pressure_fire_fn *fire, void *fire_ctx,
 			  const struct mg_log *log, struct pressure **out)
 {
 	struct glue *g = calloc(1, sizeof(*g));
-	json_t *st;
 	struct pressure_params pp = {
 		.cfg = &cfg->pressure,
 		.agent_id = cfg->agent.id,
@@ -492,18 +489,15 @@ int pressure_start_daemon(const struct mg_config *cfg, struct daemon *d, struct 
 	if (!g)
 		return -ENOMEM;
 	g->d = d;
-	g->h = h;
+	g->fire = fire;
+	g->fire_ctx = fire_ctx;
 	g->https = cfg->providers.https.enabled;
 	g->channel = cfg->providers.channel.enabled;
 	g->log = *log;
 	if (!g->https && !g->channel)
 		log_notice(log, "pressure: no control-plane provider is configured; requests and offers only fire hooks");
-	st = daemon_status_json(d);
-	pp.root = json_string_value(json_object_get(st, "root"));
-	if (!pp.root)
-		pp.root = cfg->backend.root ? cfg->backend.root : "/";
+	pp.root = engine_backend_root(d);
 	r = pressure_start(&pp, log, out);
-	json_decref(st);
 	if (r < 0) {
 		free(g);
 		return r;

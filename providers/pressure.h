@@ -23,7 +23,7 @@
  *   with {"type":"offer","agent":ID,"bytes":min(revocable, step),"reason":...},
  *   once per idle period (a new request starts a new period).
  * - Everything happens on the monitor's own thread; callbacks are called
- *   there.  Returns 0 or -errno; logs through the daemon's log.
+ *   there.  Returns 0 or -errno; logs through the agent's log.
  */
 #pragma once
 
@@ -37,8 +37,7 @@
 #define PRESSURE_INTERVAL_DEFAULT_MS 10000
 #define PRESSURE_TRIGGER_WINDOW_MAX_US 10000000u /* the kernel refuses longer trigger windows */
 
-struct daemon;
-struct hooks;
+struct engine;
 struct pressure;
 
 enum pressure_source {
@@ -67,10 +66,14 @@ void pressure_stop(struct pressure *p);
 enum pressure_source pressure_source(const struct pressure *p);
 const char *pressure_source_name(enum pressure_source s);
 
-/* memgrantd's wiring: requests and offers go to the outboxes of the enabled
- * providers ("https", "channel"), events to H (may be NULL), revocable bytes
- * are what the agent granted; the root is the backend's. */
-int pressure_start_daemon(const struct mg_config *cfg, struct daemon *d, struct hooks *h,
+/* Where pressure.high / pressure.low go (memgrantd passes hooks_fire()). */
+typedef int pressure_fire_fn(void *ctx, const char *event, json_t *fields);
+
+/* memgrantd's wiring: requests and offers go to the engine's outboxes of the
+ * enabled control-plane sources ("https", "channel"), events to FIRE (may be
+ * NULL), revocable bytes are what the engine granted; the root is the
+ * backend's (engine_backend_root()). */
+int pressure_start_daemon(const struct mg_config *cfg, struct engine *d, pressure_fire_fn *fire, void *fire_ctx,
 			  const struct mg_log *log, struct pressure **out);
 
 /* ---- pieces, exposed for tests ---------------------------------------------- */

@@ -34,8 +34,9 @@ static void sim_usage(FILE *f)
 
 static bool auto_online_word(const char *s)
 {
-	return streq(s, "offline") || streq(s, "online") || streq(s, "online_kernel") ||
-	       streq(s, "online_movable");
+	enum mem_auto_online a;
+
+	return mem_auto_online_parse(s, &a) == 0;
 }
 
 static int sim_init_cmd(int argc, char **argv)

@@ -6,7 +6,7 @@
 #
 # Rows tagged "api-*" are refused before the journal is touched: the journal
 # file stays byte-identical.  Rows tagged "plan-*" reach the planner, which
-# refuses them with a "rejected" status; by design (daemon_submit) that status
+# refuses them with a "rejected" status; by design (engine_submit) that status
 # is journaled as a rejected record so that a replay of its generation gets
 # the same answer.  For those the test checks that the journal only gained
 # rejected records that own no blocks.  Rows "ctl-*" are memgrantctl

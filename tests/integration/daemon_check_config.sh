@@ -5,6 +5,8 @@
 write_config
 out=$("$MEMGRANTD" -c "$T/memgrant.yaml" --check-config 2>&1) || fail "good config refused: $out"
 echo "$out" | grep -q "OK" || fail "no OK: $out"
+echo "$out" | grep -q "take effect at the next start: .*agent.state_dir.*backend.sim" ||
+	fail "--check-config does not name the keys that need a restart: $out"
 printf 'agent:\n  state_dirr: /x\npolicy:\n  reserve: 2X\n' > "$T/bad.yaml"
 out=$("$MEMGRANTD" -c "$T/bad.yaml" --check-config 2>&1) && fail "bad config accepted"
 echo "$out" | grep -q "bad.yaml:2:3: agent: unknown key 'state_dirr'" || fail "unknown key: $out"
@@ -23,5 +25,16 @@ printf '  zone: normal\n' >> "$T/memgrant.yaml"
 kill -HUP "$DAEMON_PID"
 sleep 0.5
 expect_eq "zone after reload" "$(jget "$($CTL status --json)" policy.zone)" normal
+# live keys are applied; the keys that need a restart are named in one line
+sed -i "s|state_dir: .*|state_dir: $T/state2|; s|id: test-guest|id: other-guest|" "$T/memgrant.yaml"
+printf '  movable_ratio: 150\n' >> "$T/memgrant.yaml"
+kill -HUP "$DAEMON_PID"
+sleep 0.5
+grep -q "take effect at the next start: agent.id, agent.state_dir$" "$T/daemon.log" ||
+	fail "the keys that need a restart are not named in one line: $(grep 'next start' "$T/daemon.log")"
+grep -q "configuration reloaded; applied: policy.movable_ratio$" "$T/daemon.log" ||
+	fail "the applied keys are not named: $(grep 'reloaded' "$T/daemon.log")"
+expect_eq "movable_ratio after reload" "$(jget "$($CTL status --json)" policy.movable_ratio)" 150
+expect_eq "agent id kept until a restart" "$(jget "$($CTL status --json)" agent)" test-guest
 stop_daemon
 echo ok

@@ -50,5 +50,10 @@ grep -q 'memgrant_requests_total{kind="grant",outcome="applied"} 1' "$T/metrics"
 grep -q 'memgrant_requests_total{kind="grant",outcome="rejected"} 1' "$T/metrics" || fail "metrics: rejected count"
 grep -q 'memgrant_requests_total{kind="revoke",outcome="applied"} 2' "$T/metrics" || fail "metrics: revoke count"
 grep -q '^memgrant_block_operation_seconds_count 16' "$T/metrics" || fail "metrics: 16 block operations expected"
+# every kernel write counted by step: 8 blocks up, 8 down
+for step in configure online offline deconfigure; do
+	grep -q "^memgrant_executor_steps_total{step=\"$step\",result=\"ok\"} 8\$" "$T/metrics" ||
+		fail "metrics: 8 $step steps expected: $(grep executor_steps "$T/metrics")"
+done
 stop_daemon
 echo ok

@@ -64,9 +64,9 @@ static int old_way(const char *dir, const struct msg *m, size_t n)
 	json_decref(s);
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		struct journal_step st = { .op = "g-1", .kind = JOURNAL_STEP_BRING_UP, .block = 1000 + i, .memmap = 0,
-					   .zone = MSG_ZONE_MOVABLE };
+					   .zone = MEM_ZONE_MOVABLE };
 		r = journal_begin_step(j, &st);
-		r = r ?: journal_add_owned_block(j, "g-1", 1000 + i, MSG_ZONE_MOVABLE, false, NULL);
+		r = r ?: journal_add_owned_block(j, "g-1", 1000 + i, MEM_ZONE_MOVABLE, false, NULL);
 		r = r ?: journal_end_step(j);
 		s = status(1, MSG_STATE_IN_PROGRESS, (i + 1) * BLOCK_SIZE);
 		r = r ?: journal_set_state(j, "g-1", MSG_STATE_IN_PROGRESS, s, "https");
@@ -93,8 +93,8 @@ static int new_way(const char *dir, const struct msg *m, size_t n)
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		t[i] = (struct intentlog_target){ .block = 1000 + i, .memmap = 0, .zone = MSG_ZONE_MOVABLE };
-		d[i] = (struct intentlog_done){ .block = 1000 + i, .zone = MSG_ZONE_MOVABLE };
+		t[i] = (struct intentlog_target){ .block = 1000 + i, .memmap = 0, .zone = MEM_ZONE_MOVABLE };
+		d[i] = (struct intentlog_done){ .block = 1000 + i, .zone = MEM_ZONE_MOVABLE };
 	}
 	s = status(1, MSG_STATE_ACCEPTED, 0);
 	r = intentlog_accept(il, "https", m, MSG_STATE_ACCEPTED, s, "https");

@@ -94,7 +94,7 @@ static void assert_defaults(const struct mg_config *c)
 
 	assert_int_equal(c->policy.memmap_on_memory, MG_MEMMAP_AUTO);
 	assert_int_equal(c->policy.reserve, 256 * MIB);
-	assert_int_equal(c->policy.zone, MG_ZONE_AUTO);
+	assert_int_equal(c->policy.zone, MEM_ZONE_AUTO);
 	assert_int_equal(c->policy.movable_ratio, 301);
 	assert_int_equal(c->policy.revoke_budget_ms, 120000);
 	assert_int_equal(c->policy.block_op_timeout_ms, 0);
@@ -191,8 +191,8 @@ static void test_full_config(void **state)
 	assert_int_equal(s->block_size, 256 * MIB);
 	assert_false(s->memmap_on_memory_supported);
 	assert_false(s->has_firmware);
-	assert_int_equal(s->auto_online_blocks, MG_AUTO_ONLINE_MOVABLE);
-	assert_string_equal(mg_auto_online_name(s->auto_online_blocks), "online_movable");
+	assert_int_equal(s->auto_online_blocks, MEM_AUTO_ONLINE_MOVABLE);
+	assert_string_equal(mem_auto_online_name(s->auto_online_blocks), "online_movable");
 	assert_int_equal(s->used, 3 * GIB);
 	assert_string_equal(s->tree, "/srv/memgrant/sim-root");
 	assert_int_equal(s->faults.configure_eio.n, 2);
@@ -204,7 +204,7 @@ static void test_full_config(void **state)
 
 	assert_int_equal(c->policy.memmap_on_memory, MG_MEMMAP_ALWAYS);
 	assert_int_equal(c->policy.reserve, 512 * MIB);
-	assert_int_equal(c->policy.zone, MG_ZONE_MOVABLE);
+	assert_int_equal(c->policy.zone, MEM_ZONE_MOVABLE);
 	assert_int_equal(c->policy.movable_ratio, 150);
 	assert_int_equal(c->policy.revoke_budget_ms, 300000);
 	assert_int_equal(c->policy.block_op_timeout_ms, 90000);
@@ -266,7 +266,7 @@ static void test_sim_and_empty_sections(void **state)
 	assert_int_equal(c->backend.sim.block_size, 128 * MIB);
 	assert_true(c->backend.sim.memmap_on_memory_supported);
 	assert_true(c->backend.sim.has_firmware);
-	assert_int_equal(c->backend.sim.auto_online_blocks, MG_AUTO_ONLINE_OFFLINE);
+	assert_int_equal(c->backend.sim.auto_online_blocks, MEM_AUTO_ONLINE_OFFLINE);
 	assert_int_equal(c->backend.sim.used, 0);
 	assert_null(c->backend.sim.tree);
 	assert_int_equal(c->backend.sim.faults.configure_eio.n, 0);
@@ -496,7 +496,7 @@ static void test_overrides(void **state)
 				    "agent.nokey=1", NULL };
 
 	assert_int_equal(config_load_buffer("o.yaml", file, strlen(file), ok, &c, &d), 0);
-	assert_int_equal(c->policy.zone, MG_ZONE_NORMAL);
+	assert_int_equal(c->policy.zone, MEM_ZONE_NORMAL);
 	assert_int_equal(c->agent.log_level, MG_LOG_DEBUG);
 	assert_int_equal(c->backend.type, MG_BACKEND_SIM);
 	assert_true(c->backend.sim.present);
@@ -529,13 +529,13 @@ static void test_overrides_edge(void **state)
 				   NULL };
 
 	assert_int_equal(config_load_buffer("e", "", 0, ov, &c, &d), 0);
-	assert_int_equal(c->policy.zone, MG_ZONE_NORMAL);
+	assert_int_equal(c->policy.zone, MEM_ZONE_NORMAL);
 	assert_true(c->pressure.enabled);
 	assert_int_equal(c->pressure.request_above.threshold_centi, 500);
 	config_free(TAKE_PTR(c));
 
 	assert_int_equal(config_load_buffer("e", "---\n", 4, ov, &c, &d), 0);
-	assert_int_equal(c->policy.zone, MG_ZONE_NORMAL);
+	assert_int_equal(c->policy.zone, MEM_ZONE_NORMAL);
 	config_free(TAKE_PTR(c));
 
 	assert_int_equal(config_load_buffer("l", "- a\n", 4, ov, &c, &d), -EINVAL);
@@ -549,10 +549,10 @@ static void test_names(void **state)
 {
 	assert_string_equal(mg_backend_type_name(MG_BACKEND_SIM), "sim");
 	assert_string_equal(mg_memmap_policy_name(MG_MEMMAP_NEVER), "never");
-	assert_string_equal(mg_zone_policy_name(MG_ZONE_NORMAL), "normal");
+	assert_string_equal(mem_zone_name(MEM_ZONE_NORMAL), "normal");
 	assert_string_equal(mg_log_level_name(MG_LOG_WARNING), "warning");
-	assert_string_equal(mg_auto_online_name(MG_AUTO_ONLINE_KERNEL), "online_kernel");
-	assert_string_equal(mg_zone_policy_name((enum mg_zone_policy)42), "?");
+	assert_string_equal(mem_auto_online_name(MEM_AUTO_ONLINE_KERNEL), "online_kernel");
+	assert_string_equal(mem_zone_name((enum mem_zone)42), "?");
 	config_free(NULL);
 	config_diag_clear(NULL);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Hooks (providers/hooks.h) and webhook signing (providers/webhook.h): event
+/* Hooks (providers/hooks/hooks.h) and webhook signing (providers/hooks/webhook.h): event
  * matching, the run-parts list, the environment, exec hooks getting the
  * event on stdin, a hung hook killed at its timeout without holding up
  * others, the queue bound, and HMAC-SHA256 against RFC 4231. */
@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "providers/hooks.h"
-#include "providers/webhook.h"
+#include "providers/hooks/hooks.h"
+#include "providers/hooks/webhook.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

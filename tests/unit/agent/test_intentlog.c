@@ -121,8 +121,8 @@ static void grant_blocks(struct intentlog *il, const char *op, uint64_t first, s
 	json_auto_t *s = status_json(op, 1, MSG_STATE_APPLIED, n * 134217728ull);
 
 	for (size_t i = 0; i < n; i++) {
-		t[i] = (struct intentlog_target){ .block = first + i, .memmap = 1, .zone = MSG_ZONE_MOVABLE };
-		d[i] = (struct intentlog_done){ .block = first + i, .zone = MSG_ZONE_MOVABLE, .memmap = true };
+		t[i] = (struct intentlog_target){ .block = first + i, .memmap = 1, .zone = MEM_ZONE_MOVABLE };
+		d[i] = (struct intentlog_done){ .block = first + i, .zone = MEM_ZONE_MOVABLE, .memmap = true };
 	}
 	assert_int_equal(intentlog_intent(il, op, ILOG_UP, t, n, NULL, NULL), 0);
 	assert_int_equal(intentlog_result(il, op, MSG_STATE_APPLIED, n * 134217728ull, d, n, s, "https"), 0);
@@ -210,9 +210,9 @@ static void test_fresh_open_lock_and_layout(void **state)
 static void script(struct intentlog *il)
 {
 	json_auto_t *rep = json_pack("{s:s}", "note", "hook");
-	struct intentlog_done adopt = { .block = 40, .zone = MSG_ZONE_NORMAL, .memmap = false };
-	struct intentlog_target down[] = { { .block = 19, .memmap = -1, .zone = MSG_ZONE_AUTO },
-					   { .block = 18, .memmap = -1, .zone = MSG_ZONE_AUTO } };
+	struct intentlog_done adopt = { .block = 40, .zone = MEM_ZONE_NORMAL, .memmap = false };
+	struct intentlog_target down[] = { { .block = 19, .memmap = -1, .zone = MEM_ZONE_AUTO },
+					   { .block = 18, .memmap = -1, .zone = MEM_ZONE_AUTO } };
 	struct intentlog_done down_done[] = { { .block = 19 } };
 	uint64_t seq = 0;
 
@@ -231,8 +231,8 @@ static void script(struct intentlog *il)
 	assert_int_equal(seq, 1);
 	assert_int_equal(intentlog_outbox_ack(il, "https", 1), 0);
 	accept_grant(il, "https", "g-3", 3, "https");
-	struct intentlog_target up[] = { { .block = 50, .memmap = 0, .zone = MSG_ZONE_NORMAL },
-					 { .block = 51, .memmap = 0, .zone = MSG_ZONE_NORMAL } };
+	struct intentlog_target up[] = { { .block = 50, .memmap = 0, .zone = MEM_ZONE_NORMAL },
+					 { .block = 51, .memmap = 0, .zone = MEM_ZONE_NORMAL } };
 	assert_int_equal(intentlog_intent(il, "g-3", ILOG_UP, up, 2, NULL, NULL), 0); /* and a crash */
 }
 
@@ -264,7 +264,7 @@ static void test_scripted_replay(void **state)
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(ob[i].block, want[i]);
 	assert_string_equal(ob[4].grant_id, "local-1");
-	assert_int_equal(ob[4].zone, MSG_ZONE_NORMAL);
+	assert_int_equal(ob[4].zone, MEM_ZONE_NORMAL);
 	free(ob);
 	assert_int_equal(intentlog_find_owned_block(il, 19, NULL), -ENOENT);
 	assert_int_equal(intentlog_find_owned_block(il, 31, NULL), -ENOENT);
@@ -283,7 +283,7 @@ static void test_scripted_replay(void **state)
 	assert_int_equal(iv[0].dir, ILOG_UP);
 	assert_int_equal(iv[0].n_blocks, 2);
 	assert_int_equal(iv[0].blocks[1].block, 51);
-	assert_int_equal(iv[0].blocks[1].zone, MSG_ZONE_NORMAL);
+	assert_int_equal(iv[0].blocks[1].zone, MEM_ZONE_NORMAL);
 	assert_int_equal(iv[0].blocks[1].memmap, 0);
 	intentlog_intents_free(iv, n);
 	assert_int_equal(intentlog_get_grant(il, "g-3", &g), 0);
@@ -304,12 +304,12 @@ static void test_intent_rules(void **state)
 {
 	struct fixture *f = *state;
 	struct intentlog *il = iopen(f, NULL, NULL);
-	struct intentlog_target t[] = { { .block = 5, .memmap = 1, .zone = MSG_ZONE_MOVABLE },
-					{ .block = 6, .memmap = 1, .zone = MSG_ZONE_MOVABLE } };
-	struct intentlog_target twice[] = { { .block = 5, .memmap = 1, .zone = MSG_ZONE_MOVABLE },
-					    { .block = 5, .memmap = 1, .zone = MSG_ZONE_MOVABLE } };
-	struct intentlog_done outside = { .block = 7, .zone = MSG_ZONE_MOVABLE };
-	struct intentlog_done five = { .block = 5, .zone = MSG_ZONE_MOVABLE };
+	struct intentlog_target t[] = { { .block = 5, .memmap = 1, .zone = MEM_ZONE_MOVABLE },
+					{ .block = 6, .memmap = 1, .zone = MEM_ZONE_MOVABLE } };
+	struct intentlog_target twice[] = { { .block = 5, .memmap = 1, .zone = MEM_ZONE_MOVABLE },
+					    { .block = 5, .memmap = 1, .zone = MEM_ZONE_MOVABLE } };
+	struct intentlog_done outside = { .block = 7, .zone = MEM_ZONE_MOVABLE };
+	struct intentlog_done five = { .block = 5, .zone = MEM_ZONE_MOVABLE };
 
 	accept_grant(il, "https", "g-1", 1, NULL);
 	accept_grant(il, "https", "g-2", 2, NULL);
@@ -332,11 +332,11 @@ static void test_intent_rules(void **state)
 	assert_int_equal(intentlog_outbox_ack(il, "https", 1), -ENOENT);
 	/* one block at a time, as the block-by-block engine does */
 	uint64_t seq = 0;
-	assert_int_equal(intentlog_add_owned_block(il, "g-2", 9, MSG_ZONE_NORMAL, false, &seq), 0);
+	assert_int_equal(intentlog_add_owned_block(il, "g-2", 9, MEM_ZONE_NORMAL, false, &seq), 0);
 	assert_int_equal(seq, 3);
-	assert_int_equal(intentlog_add_owned_block(il, "g-1", 9, MSG_ZONE_NORMAL, false, NULL), -EEXIST);
-	assert_int_equal(intentlog_add_owned_block(il, "g-1", 10, MSG_ZONE_AUTO, false, NULL), -EINVAL);
-	assert_int_equal(intentlog_add_owned_block(il, "g-9", 10, MSG_ZONE_NORMAL, false, NULL), -ENOENT);
+	assert_int_equal(intentlog_add_owned_block(il, "g-1", 9, MEM_ZONE_NORMAL, false, NULL), -EEXIST);
+	assert_int_equal(intentlog_add_owned_block(il, "g-1", 10, MEM_ZONE_AUTO, false, NULL), -EINVAL);
+	assert_int_equal(intentlog_add_owned_block(il, "g-9", 10, MEM_ZONE_NORMAL, false, NULL), -ENOENT);
 	assert_int_equal(intentlog_remove_owned_block(il, 9), 0);
 	assert_int_equal(intentlog_remove_owned_block(il, 9), -ENOENT);
 	json_auto_t *live = intentlog_state_json(il);
@@ -656,7 +656,7 @@ static void test_failed_write_changes_nothing(void **state)
 	char text[] = "{\"type\":\"grant\",\"id\":\"g-2\",\"generation\":2,\"size\":\"1G\"}";
 	_cleanup_msg_ struct msg *m = mkmsg(text);
 	assert_int_equal(intentlog_accept(il, "https", m, MSG_STATE_ACCEPTED, NULL, NULL), -EFBIG);
-	struct intentlog_target t = { .block = 3, .memmap = -1, .zone = MSG_ZONE_AUTO };
+	struct intentlog_target t = { .block = 3, .memmap = -1, .zone = MEM_ZONE_AUTO };
 	assert_int_equal(intentlog_intent(il, "g-1", ILOG_UP, &t, 1, NULL, NULL), -EFBIG);
 	assert_int_equal(intentlog_batch_begin(il), 0);
 	assert_int_equal(intentlog_accept(il, "https", m, MSG_STATE_ACCEPTED, NULL, NULL), 0);
@@ -693,9 +693,9 @@ static void test_migration_from_journal_json(void **state)
 		_cleanup_msg_ struct msg *m = mkmsg("{\"type\":\"grant\",\"id\":\"g-1\",\"generation\":5,\"size\":\"256M\"}");
 		json_auto_t *s = status_json("g-1", 5, MSG_STATE_IN_PROGRESS, 134217728);
 		assert_int_equal(journal_record_grant(j, "https", m, MSG_STATE_IN_PROGRESS, s, "https"), 0);
-		assert_int_equal(journal_add_owned_block(j, "g-1", 16, MSG_ZONE_MOVABLE, true, NULL), 0);
+		assert_int_equal(journal_add_owned_block(j, "g-1", 16, MEM_ZONE_MOVABLE, true, NULL), 0);
 		struct journal_step js = { .op = "g-1", .kind = JOURNAL_STEP_BRING_UP, .block = 17, .phase = "online",
-					   .memmap = 1, .zone = MSG_ZONE_MOVABLE };
+					   .memmap = 1, .zone = MEM_ZONE_MOVABLE };
 		assert_int_equal(journal_begin_step(j, &js), 0);
 	}
 	journal_close(j);

@@ -330,16 +330,16 @@ static void test_owned_blocks(void **state)
 	_cleanup_msg_ struct msg *rv = mkmsg("{\"type\":\"revoke\",\"id\":\"r-3\",\"generation\":3,\"size\":\"128M\"}");
 	assert_int_equal(journal_record_grant(j, "https", rv, MSG_STATE_ACCEPTED, NULL, NULL), 0);
 
-	assert_int_equal(journal_add_owned_block(j, "g-1", 16, MSG_ZONE_MOVABLE, true, &seq), 0);
+	assert_int_equal(journal_add_owned_block(j, "g-1", 16, MEM_ZONE_MOVABLE, true, &seq), 0);
 	assert_int_equal(seq, 1);
-	assert_int_equal(journal_add_owned_block(j, "g-2", 20, MSG_ZONE_NORMAL, false, &seq), 0);
+	assert_int_equal(journal_add_owned_block(j, "g-2", 20, MEM_ZONE_NORMAL, false, &seq), 0);
 	assert_int_equal(seq, 2);
-	assert_int_equal(journal_add_owned_block(j, "g-1", 17, MSG_ZONE_MOVABLE, false, &seq), 0);
+	assert_int_equal(journal_add_owned_block(j, "g-1", 17, MEM_ZONE_MOVABLE, false, &seq), 0);
 	assert_int_equal(seq, 3);
-	assert_int_equal(journal_add_owned_block(j, "g-2", 16, MSG_ZONE_MOVABLE, true, NULL), -EEXIST);
-	assert_int_equal(journal_add_owned_block(j, "g-9", 30, MSG_ZONE_MOVABLE, true, NULL), -ENOENT);
-	assert_int_equal(journal_add_owned_block(j, "g-1", 30, MSG_ZONE_AUTO, true, NULL), -EINVAL);
-	assert_int_equal(journal_add_owned_block(j, "r-3", 30, MSG_ZONE_MOVABLE, true, NULL), -EINVAL);
+	assert_int_equal(journal_add_owned_block(j, "g-2", 16, MEM_ZONE_MOVABLE, true, NULL), -EEXIST);
+	assert_int_equal(journal_add_owned_block(j, "g-9", 30, MEM_ZONE_MOVABLE, true, NULL), -ENOENT);
+	assert_int_equal(journal_add_owned_block(j, "g-1", 30, MEM_ZONE_AUTO, true, NULL), -EINVAL);
+	assert_int_equal(journal_add_owned_block(j, "r-3", 30, MEM_ZONE_MOVABLE, true, NULL), -EINVAL);
 	journal_close(j);
 
 	j = jopen(f, 0);
@@ -347,11 +347,11 @@ static void test_owned_blocks(void **state)
 	assert_int_equal(n, 3);
 	assert_int_equal(b[0].block, 16);
 	assert_int_equal(b[0].seq, 1);
-	assert_int_equal(b[0].zone, MSG_ZONE_MOVABLE);
+	assert_int_equal(b[0].zone, MEM_ZONE_MOVABLE);
 	assert_true(b[0].memmap);
 	assert_string_equal(b[0].grant_id, "g-1");
 	assert_int_equal(b[1].block, 20);
-	assert_int_equal(b[1].zone, MSG_ZONE_NORMAL);
+	assert_int_equal(b[1].zone, MEM_ZONE_NORMAL);
 	assert_false(b[1].memmap);
 	assert_string_equal(b[1].grant_id, "g-2");
 	assert_int_equal(b[2].block, 17);
@@ -371,7 +371,7 @@ static void test_owned_blocks(void **state)
 	j = jopen(f, 0);
 	assert_int_equal(journal_find_owned_block(j, 17, &one), 0);
 	assert_string_equal(one.grant_id, "g-1");
-	assert_int_equal(journal_add_owned_block(j, "g-1", 16, MSG_ZONE_MOVABLE, true, &seq), 0);
+	assert_int_equal(journal_add_owned_block(j, "g-1", 16, MEM_ZONE_MOVABLE, true, &seq), 0);
 	assert_int_equal(seq, 4);
 	journal_close(j);
 }
@@ -381,7 +381,7 @@ static void test_step_marker_survives_reopen(void **state)
 	struct fixture *f = *state;
 	struct journal *j = jopen(f, 0);
 	struct journal_step s = { .op = "g-1", .kind = JOURNAL_STEP_BRING_UP, .block = 18,
-				  .phase = "online", .memmap = 1, .zone = MSG_ZONE_MOVABLE };
+				  .phase = "online", .memmap = 1, .zone = MEM_ZONE_MOVABLE };
 	struct journal_step got;
 
 	assert_int_equal(journal_begin_step(j, &s), -ENOENT); /* unknown op */
@@ -397,7 +397,7 @@ static void test_step_marker_survives_reopen(void **state)
 	assert_int_equal(got.block, 18);
 	assert_string_equal(got.phase, "online");
 	assert_int_equal(got.memmap, 1);
-	assert_int_equal(got.zone, MSG_ZONE_MOVABLE);
+	assert_int_equal(got.zone, MEM_ZONE_MOVABLE);
 	assert_true(got.started > 0);
 	assert_int_equal(journal_end_step(j), 0);
 	assert_int_equal(journal_end_step(j), -ENOENT);
@@ -412,7 +412,7 @@ static void test_step_marker_survives_reopen(void **state)
 	assert_int_equal(journal_pending_step(j, &got), 0);
 	assert_int_equal(got.kind, JOURNAL_STEP_TAKE_DOWN);
 	assert_int_equal(got.memmap, -1);
-	assert_int_equal(got.zone, MSG_ZONE_AUTO);
+	assert_int_equal(got.zone, MEM_ZONE_AUTO);
 	assert_string_equal(got.phase, "");
 	struct journal_step bad = { .op = "g-1", .phase = "Bad Phase" };
 	assert_int_equal(journal_end_step(j), 0);
@@ -460,7 +460,7 @@ static void test_inconsistent_journal_is_an_error(void **state)
 
 	record(j, "https", "g-1", 1, MSG_STATE_APPLIED);
 	record(j, "https", "g-2", 2, MSG_STATE_APPLIED);
-	assert_int_equal(journal_add_owned_block(j, "g-1", 5, MSG_ZONE_MOVABLE, true, NULL), 0);
+	assert_int_equal(journal_add_owned_block(j, "g-1", 5, MEM_ZONE_MOVABLE, true, NULL), 0);
 	journal_close(j);
 	assert_int_equal(file_read_all(f->file, 1 << 20, &text, NULL), 0);
 
@@ -496,7 +496,7 @@ static void test_truncated_journal(void **state)
 	size_t len;
 
 	record(j, "https", "g-1", 1, MSG_STATE_APPLIED);
-	assert_int_equal(journal_add_owned_block(j, "g-1", 5, MSG_ZONE_MOVABLE, true, NULL), 0);
+	assert_int_equal(journal_add_owned_block(j, "g-1", 5, MEM_ZONE_MOVABLE, true, NULL), 0);
 	assert_int_equal(journal_outbox_push(j, "https", s, NULL), 0);
 	journal_close(j);
 	assert_int_equal(file_read_all(f->file, 1 << 20, &text, &len), 0);
@@ -571,7 +571,7 @@ static void test_failed_write_changes_nothing(void **state)
 	_cleanup_msg_ struct msg *m = grant_msg("g-2", 2);
 	assert_true(journal_record_grant(j, "https", m, MSG_STATE_ACCEPTED, s, "https") < 0);
 	assert_true(journal_set_state(j, "g-1", MSG_STATE_APPLIED, NULL, NULL) < 0);
-	assert_true(journal_add_owned_block(j, "g-1", 3, MSG_ZONE_MOVABLE, false, NULL) < 0);
+	assert_true(journal_add_owned_block(j, "g-1", 3, MEM_ZONE_MOVABLE, false, NULL) < 0);
 	assert_true(journal_outbox_push(j, "https", s, NULL) < 0);
 
 	assert_int_equal(journal_last_generation(j, "https"), 1);
@@ -606,7 +606,7 @@ static void test_history_is_bounded(void **state)
 	size_t n;
 
 	record(j, "https", "keep", 1, MSG_STATE_APPLIED);
-	assert_int_equal(journal_add_owned_block(j, "keep", 1, MSG_ZONE_MOVABLE, false, NULL), 0);
+	assert_int_equal(journal_add_owned_block(j, "keep", 1, MEM_ZONE_MOVABLE, false, NULL), 0);
 	record(j, "https", "running", 2, MSG_STATE_IN_PROGRESS);
 	for (uint64_t i = 3; i <= 1000; i++) {
 		char id[32];

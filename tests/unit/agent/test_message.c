@@ -53,7 +53,7 @@ static void test_grant_by_size_string(void **state)
 	assert_int_equal(m->target, MSG_BY_SIZE);
 	assert_int_equal(m->size, 2ULL << 30);
 	assert_int_equal(m->memmap, MSG_MEMMAP_AUTO);
-	assert_int_equal(m->zone, MSG_ZONE_AUTO);
+	assert_int_equal(m->zone, MEM_ZONE_AUTO);
 	assert_true(m->has_not_after);
 	assert_int_equal(m->not_after, 1796292000); /* 2026-12-03T10:00:00Z */
 	assert_false(m->contiguous);
@@ -67,7 +67,7 @@ static void test_grant_defaults_and_bytes(void **state)
 	assert_int_equal(m->generation, MSG_GENERATION_MAX);
 	assert_int_equal(m->size, 134217728);
 	assert_int_equal(m->memmap, MSG_MEMMAP_AUTO);
-	assert_int_equal(m->zone, MSG_ZONE_AUTO);
+	assert_int_equal(m->zone, MEM_ZONE_AUTO);
 	assert_false(m->has_not_after);
 	assert_false(m->contiguous);
 }
@@ -83,10 +83,10 @@ static void test_grant_options(void **state)
 		"\"not_after\":\"2026-01-01T00:00:00.250Z\"}");
 
 	assert_int_equal(a->memmap, MSG_MEMMAP_ON);
-	assert_int_equal(a->zone, MSG_ZONE_MOVABLE);
+	assert_int_equal(a->zone, MEM_ZONE_MOVABLE);
 	assert_true(a->contiguous);
 	assert_int_equal(b->memmap, MSG_MEMMAP_OFF);
-	assert_int_equal(b->zone, MSG_ZONE_NORMAL);
+	assert_int_equal(b->zone, MEM_ZONE_NORMAL);
 	assert_int_equal(b->size, 1ULL << 40);
 	assert_int_equal(b->not_after, 1767225600); /* fraction dropped */
 }

@@ -403,10 +403,10 @@ static void grant_c0_offline_unowned_blocks_C0(void **state)
 /* --- revocations ------------------------------------------------------------ */
 
 static const struct owned_block owned4[] = {
-	{ .id = 16, .grant_id = "g-1", .seq = 1, .zone = ZONE_KIND_NORMAL },
-	{ .id = 17, .grant_id = "g-1", .seq = 2, .zone = ZONE_KIND_MOVABLE },
-	{ .id = 18, .grant_id = "g-2", .seq = 3, .zone = ZONE_KIND_MOVABLE },
-	{ .id = 19, .grant_id = "g-2", .seq = 4, .zone = ZONE_KIND_NORMAL },
+	{ .id = 16, .grant_id = "g-1", .seq = 1, .zone = MEM_ZONE_NORMAL },
+	{ .id = 17, .grant_id = "g-1", .seq = 2, .zone = MEM_ZONE_MOVABLE },
+	{ .id = 18, .grant_id = "g-2", .seq = 3, .zone = MEM_ZONE_MOVABLE },
+	{ .id = 19, .grant_id = "g-2", .seq = 4, .zone = MEM_ZONE_NORMAL },
 };
 
 static struct mem_table *granted_table(void)
@@ -441,9 +441,9 @@ static void revoke_order_ties_by_id(void **state)
 	_cleanup_mem_table_ struct mem_table *t = granted_table();
 	_cleanup_plan_ struct plan *p = NULL;
 	const struct owned_block o[] = {
-		{ .id = 16, .grant_id = "g", .seq = 7, .zone = ZONE_KIND_MOVABLE },
-		{ .id = 17, .grant_id = "g", .seq = 7, .zone = ZONE_KIND_MOVABLE },
-		{ .id = 18, .grant_id = "g", .seq = 9, .zone = ZONE_KIND_NORMAL },
+		{ .id = 16, .grant_id = "g", .seq = 7, .zone = MEM_ZONE_MOVABLE },
+		{ .id = 17, .grant_id = "g", .seq = 7, .zone = MEM_ZONE_MOVABLE },
+		{ .id = 18, .grant_id = "g", .seq = 9, .zone = MEM_ZONE_NORMAL },
 	};
 	struct revoke_request req = { .by = REVOKE_BY_SIZE, .size = BS };
 	const uint64_t want[] = { 17, 16, 18 };

@@ -55,11 +55,11 @@ static struct mem_table *table(unsigned n_online, const char *param)
 static const struct policy_settings defaults = {
 	.memmap = POLICY_MEMMAP_AUTO,
 	.reserve = 256 * MiB,
-	.zone = POLICY_ZONE_AUTO,
+	.zone = MEM_ZONE_AUTO,
 	.movable_ratio = POLICY_DEFAULT_MOVABLE_RATIO,
 };
 
-static const struct policy_request auto_req = { .memmap = -1, .zone = POLICY_ZONE_AUTO };
+static const struct policy_request auto_req = { .memmap = -1, .zone = MEM_ZONE_AUTO };
 
 /* --- memmap_on_memory ------------------------------------------------------ */
 
@@ -340,8 +340,8 @@ static void zone_explicit_requests(void **state)
 	_cleanup_policy_decision_ struct policy_decision *nor = NULL;
 	_cleanup_policy_decision_ struct policy_decision *set = NULL;
 	_cleanup_policy_decision_ struct policy_decision *over = NULL;
-	struct policy_request want_mov = { .memmap = -1, .zone = POLICY_ZONE_MOVABLE };
-	struct policy_request want_nor = { .memmap = -1, .zone = POLICY_ZONE_NORMAL };
+	struct policy_request want_mov = { .memmap = -1, .zone = MEM_ZONE_MOVABLE };
+	struct policy_request want_nor = { .memmap = -1, .zone = MEM_ZONE_NORMAL };
 	struct policy_settings normal = defaults;
 
 	/* 1 kernel block: 4 movable would be 400%, above 301%, but asked for. */
@@ -356,7 +356,7 @@ static void zone_explicit_requests(void **state)
 	assert_int_equal(nor->online, ONLINE_KERNEL);
 	assert_string_equal(nor->zone_reason, "zone=normal: requested by the grant");
 
-	normal.zone = POLICY_ZONE_NORMAL;
+	normal.zone = MEM_ZONE_NORMAL;
 	assert_int_equal(policy_decide(&normal, &auto_req, t, 3 * GiB, standby16, 2, &set), 0);
 	assert_int_equal(set->online, ONLINE_KERNEL);
 	assert_string_equal(set->zone_reason, "zone=normal: policy zone is normal");
@@ -370,7 +370,7 @@ static void zone_movable_impossible_A9(void **state)
 {
 	_cleanup_mem_table_ struct mem_table *t = table(16, "Y");
 	_cleanup_policy_decision_ struct policy_decision *d = NULL;
-	struct policy_request want_mov = { .memmap = -1, .zone = POLICY_ZONE_MOVABLE };
+	struct policy_request want_mov = { .memmap = -1, .zone = MEM_ZONE_MOVABLE };
 	const uint64_t ids[] = { 16 };
 	struct mem_block *b = mem_table_find(t, 16);
 
@@ -396,17 +396,17 @@ static void decide_rejects_bad_arguments(void **state)
 static void words_parse(void **state)
 {
 	enum policy_memmap m;
-	enum policy_zone z;
+	enum mem_zone z;
 
 	assert_int_equal(policy_memmap_parse("never", &m), 0);
 	assert_int_equal(m, POLICY_MEMMAP_NEVER);
 	assert_string_equal(policy_memmap_name(m), "never");
 	assert_int_equal(policy_memmap_parse("on", &m), -EINVAL);
-	assert_int_equal(policy_zone_parse("movable", &z), 0);
-	assert_int_equal(z, POLICY_ZONE_MOVABLE);
-	assert_string_equal(policy_zone_name(z), "movable");
-	assert_int_equal(policy_zone_parse("Movable", &z), -EINVAL);
-	assert_int_equal(policy_zone_parse(NULL, &z), -EINVAL);
+	assert_int_equal(mem_zone_parse("movable", &z), 0);
+	assert_int_equal(z, MEM_ZONE_MOVABLE);
+	assert_string_equal(mem_zone_name(z), "movable");
+	assert_int_equal(mem_zone_parse("Movable", &z), -EINVAL);
+	assert_int_equal(mem_zone_parse(NULL, &z), -EINVAL);
 }
 
 /* --- meminfo ------------------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Webhook delivery: events queued in the daemon's durable outbox under
+ * Webhook delivery: events queued in the engine's durable outbox under
  * DEST ("webhook:" + 16 hex digits of SHA-256 over the URL, so the queue
  * follows the URL, not its position in the configuration) are POSTed one at
  * a time, oldest first, by the webhook's own thread.
@@ -26,14 +26,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../agent/log.h"
+#include "../../agent/log.h"
 
 #define WEBHOOK_BACKOFF_MIN_MS 1000
 #define WEBHOOK_BACKOFF_MAX_MS (5 * 60 * 1000)
 #define WEBHOOK_DEST_MAX 32
 #define WEBHOOK_SECRET_MAX 4096
 
-struct daemon;
+struct engine;
 struct webhook;
 
 struct webhook_params {
@@ -44,7 +44,7 @@ struct webhook_params {
 };
 
 /* Reads the secret (-ENOENT, -EACCES, -EFBIG over WEBHOOK_SECRET_MAX, -EINVAL empty). */
-int webhook_new(const struct webhook_params *p, struct daemon *d, const struct mg_log *log,
+int webhook_new(const struct webhook_params *p, struct engine *d, const struct mg_log *log,
 		struct webhook **out);
 int webhook_start(struct webhook *w);
 /* Interrupts an attempt in flight and joins the thread. */

@@ -5,14 +5,15 @@
  * Contract:
  * - Events are named "kind.what": grant.accepted ... grant.rejected (and the
  *   same for revoke), block.failed, pressure.high, pressure.low,
- *   agent.started, agent.stopping.  hooks_start() follows the daemon's event
- *   bus and turns its status messages into events: each (operation, state)
- *   fires once, and each block that reports an error fires block.failed
- *   once per operation.  Other modules call hooks_fire() directly.
+ *   agent.started, agent.stopping.  hooks_start() subscribes to the
+ *   engine's typed transitions (agent/engine.h) and turns them into events:
+ *   each (operation, state) fires once, and each block that reports an error
+ *   fires block.failed once per operation.  Start the hooks before the
+ *   engine to see what recovery does.  Other modules call hooks_fire().
  * - An event is one JSON object ({"type":"event","event":...,"event_id":...,
  *   "agent":...,"time":...} plus the event's fields).  Exec hooks get it on
  *   stdin and as MEMGRANT_* variables; webhooks get it in the durable outbox
- *   of their destination (providers/webhook.h delivers it).
+ *   of their destination (providers/hooks/webhook.h delivers it).
  * - Exec hooks run with posix_spawn (never a shell) in their own process
  *   group, with a clean environment, cwd "/", default signal dispositions and
  *   an empty signal mask.  A hook that outlives its timeout is killed with
@@ -23,7 +24,7 @@
  * - The hooks directory is read at each event, run-parts style: regular,
  *   executable files whose names are only [A-Za-z0-9_-], in byte order.
  *   A missing directory is no hooks.
- * - Logs through the daemon's log (what ran, how it ended, its output,
+ * - Logs through the agent's log (what ran, how it ended, its output,
  *   bounded); returns 0 or -errno.
  */
 #pragma once
@@ -33,8 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../config/config.h"
-#include "../agent/log.h"
+#include "../../config/config.h"
+#include "../../agent/log.h"
 
 #define HOOKS_DIR_DEFAULT SYSCONFDIR "/memgrant/hooks.d"
 #define HOOKS_MAX_RUNNING_DEFAULT 4
@@ -43,7 +44,7 @@
 #define HOOKS_DIR_TIMEOUT_DEFAULT 10000 /* ms, programs of the hooks directory */
 #define HOOKS_STOP_GRACE_MS 10000       /* hooks_stop() kills what still runs after this */
 
-struct daemon;
+struct engine;
 struct hooks;
 
 struct hooks_params {
@@ -55,20 +56,20 @@ struct hooks_params {
 	unsigned max_queued;          /* 0: HOOKS_MAX_QUEUED_DEFAULT */
 	size_t output_max;            /* 0: HOOKS_OUTPUT_MAX_DEFAULT */
 	const char *agent_id;         /* "agent" of every event */
-	struct daemon *daemon;        /* bus to follow, outboxes for webhooks; NULL: hooks_fire() only */
+	struct engine *daemon;        /* transitions to follow, outboxes for webhooks; NULL: hooks_fire() only */
 };
 
 /* Checks and copies P; reads webhook secrets (-errno naming nothing: the
  * log says which file). */
 int hooks_new(const struct hooks_params *p, const struct mg_log *log, struct hooks **out);
-/* Starts the runner thread, the bus follower (with a daemon) and one
+/* Starts the runner thread, the follower of the engine's transitions (with an engine) and one
  * delivery thread per webhook. */
 int hooks_start(struct hooks *h);
 /* Fires EVENT with FIELDS (an object merged into the event; may be NULL;
  * no reference taken).  0, or -errno when the event could not be built. */
 int hooks_fire(struct hooks *h, const char *event, json_t *fields);
-/* Closes the daemon's event bus (call it at shutdown, after the API
- * stopped and before daemon_stop()), stops following it, lets queued and running hooks finish (killing
+/* Stops following the engine (call it before engine_stop()), fires what is
+ * pending, lets queued and running hooks finish (killing
  * what remains after HOOKS_STOP_GRACE_MS), stops webhook delivery (what is
  * undelivered stays in the outbox for the next start). */
 void hooks_stop(struct hooks *h);
@@ -91,4 +92,4 @@ void hooks_env_free(char **env);
  * (/etc/memgrant/memgrant.yaml -> /etc/memgrant/hooks.d).  malloc'd, NULL on ENOMEM. */
 char *hooks_dir_for_config(const char *config_path);
 /* Fires agent.started / agent.stopping with the agent's memory figures. */
-void hooks_fire_agent(struct hooks *h, struct daemon *d, const char *event);
+void hooks_fire_agent(struct hooks *h, struct engine *d, const char *event);

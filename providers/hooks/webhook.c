@@ -14,9 +14,9 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "../lib/fileio.h"
-#include "../lib/util.h"
-#include "../agent/daemon.h"
+#include "../../lib/fileio.h"
+#include "../../lib/util.h"
+#include "../../agent/engine.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -24,7 +24,7 @@
 
 struct webhook {
 	struct mg_log log;
-	struct daemon *daemon;
+	struct engine *daemon;
 	char *url;
 	bool insecure_http;
 	uint64_t timeout_ms;
@@ -84,7 +84,7 @@ const char *webhook_dest(const struct webhook *w)
 	return w->dest;
 }
 
-int webhook_new(const struct webhook_params *p, struct daemon *d, const struct mg_log *log,
+int webhook_new(const struct webhook_params *p, struct engine *d, const struct mg_log *log,
 		struct webhook **out)
 {
 	struct webhook *w;
@@ -111,6 +111,8 @@ int webhook_new(const struct webhook_params *p, struct daemon *d, const struct m
 		goto fail;
 	}
 	r = webhook_dest_for(p->url, w->dest, sizeof(w->dest));
+	if (r == 0 && d)
+		r = engine_outbox_register(d, w->dest); /* counted with the other outboxes */
 	if (r < 0)
 		goto fail;
 	if (p->secret_file) {
@@ -281,13 +283,13 @@ static void *webhook_main(void *arg)
 		char why[256] = "";
 		int r;
 
-		if (daemon_outbox_wait(w->daemon, w->dest, -1) <= 0)
+		if (engine_outbox_wait(w->daemon, w->dest, -1) <= 0)
 			continue; /* woken: look at the stop flag */
-		if (daemon_outbox_peek(w->daemon, w->dest, &seq, &ev) < 0)
+		if (engine_outbox_peek(w->daemon, w->dest, &seq, &ev) < 0)
 			continue;
 		r = post(w, ev, why, sizeof(why));
 		if (r == 0) {
-			r = daemon_outbox_ack(w->daemon, w->dest, seq);
+			r = engine_outbox_ack(w->daemon, w->dest, seq);
 			if (r < 0)
 				log_err(&w->log, "webhook %s: delivered event %s but cannot remove it from the outbox: %s",
 					w->url, json_string_value(json_object_get(ev, "event_id")) ?: "?", strerror(-r));
@@ -343,13 +345,13 @@ void webhook_stop(struct webhook *w)
 	pthread_mutex_lock(&w->lock);
 	w->stopping = true;
 	pthread_cond_broadcast(&w->cond);
-	/* daemon_outbox_wait() may be entered just after a wake-up: wake until
+	/* engine_outbox_wait() may be entered just after a wake-up: wake until
 	 * the thread says it is out */
 	while (!w->exited) {
 		struct timespec dl;
 
 		pthread_mutex_unlock(&w->lock);
-		daemon_wake_providers(w->daemon);
+		engine_outbox_wake(w->daemon);
 		pthread_mutex_lock(&w->lock);
 		clock_gettime(CLOCK_MONOTONIC, &dl);
 		dl.tv_nsec += 50 * 1000000L;

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The executor: the one thread that writes to the kernel.  It runs recovery
+ * (agent/recovery.h) once, then takes queued grants and revocations one at a
+ * time: plans against a fresh table, decides memmap and zone (policy), and
+ * brings blocks up or takes them down through exec_block_step(), the one
+ * block-step function grants, revocations and recovery share.
+ *
+ * Contract: exec_* functions run on the executor thread only; they take the
+ * engine lock for bookkeeping and never hold it across a kernel write.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../hotplug/executor.h"
+#include "journal.h"
+
+struct engine;
+struct op;
+
+/* One block step: the journal's marker first (unless RESUME: the marker of
+ * a step a crash interrupted is already there), the kernel write bounded by
+ * DEADLINE (monotonic seconds, 0: none), the metrics, the ownership in the
+ * journal (the block joins OWNER on a bring-up, leaves on a take-down), the
+ * the caller's RECORD_LOCKED (may be NULL: the block's outcome in the
+ * request's report, under the engine lock), the marker cleared.  In that
+ * order: a crash between any two leaves the marker, and recovery finishes
+ * the bookkeeping from the kernel.  Returns -errno when the journal failed
+ * before the kernel write (nothing written), else 1 when the ownership
+ * changed, 0 when not; RES->err is 0 or the -errno of the failed step
+ * (-EINTR: the deadline ran out). */
+struct exec_step {
+	enum journal_step_kind kind;
+	uint64_t block;
+	int memmap;                 /* bring-up: 0/1, -1 as it is */
+	enum online_type online;    /* bring-up */
+	double deadline;
+	const char *owner;          /* the grant or revocation */
+	bool resume;
+	void (*record_locked)(struct engine *e, void *ctx, const struct block_result *res);
+	void *ctx;
+};
+int exec_block_step(struct engine *e, const struct exec_step *s, struct block_result *res);
+
+/* CLOCK_MONOTONIC in seconds. */
+double exec_now(void);
+
+/* Starts the executor thread (recovery first); engine_start() waits for
+ * the recovery's result. */
+int exec_start(struct engine *e);

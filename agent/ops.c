@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Grants and revocations in flight: the record, its status report and its
+ * publication (journal, event bus, subscribers).  See ops.h.
+ */
+#include "ops.h"
+
+#include <stdarg.h>
+
+#include "../lib/util.h"
+#include "engine_impl.h"
+
+#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
+
+struct op *op_new(struct msg *m, const struct engine_source *src)
+{
+	struct op *o = calloc(1, sizeof(*o));
+
+	if (!o) {
+		msg_free(m);
+		return NULL;
+	}
+	o->msg = m;
+	o->src = src;
+	o->told_state = -1;
+	return o;
+}
+
+void op_free(struct op *o)
+{
+	if (!o)
+		return;
+	msg_free(o->msg);
+	free(o->outcomes);
+	for (size_t i = 0; i < o->n_decisions; i++)
+		free(o->decisions[i]);
+	free(o->decisions);
+	free(o);
+}
+
+void op_add_decision(struct op *o, const char *fmt, ...)
+{
+	char **nd = reallocarray(o->decisions, o->n_decisions + 1, sizeof(*nd));
+	va_list ap;
+	char *s;
+
+	if (!nd)
+		return;
+	o->decisions = nd;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) >= 0)
+		o->decisions[o->n_decisions++] = s;
+	va_end(ap);
+}
+
+struct outcome *op_outcome(struct op *o, uint64_t block, bool retry)
+{
+	struct outcome *no;
+
+	/* one outcome per block: a retried block updates its entry */
+	for (size_t i = 0; retry && i < o->n_outcomes; i++)
+		if (o->outcomes[i].block == block)
+			return &o->outcomes[i];
+	no = reallocarray(o->outcomes, o->n_outcomes + 1, sizeof(*no));
+	if (!no)
+		return NULL;
+	o->outcomes = no;
+	no = &o->outcomes[o->n_outcomes++];
+	memset(no, 0, sizeof(*no));
+	no->block = block;
+	no->memmap = -1;
+	return no;
+}
+
+void outcome_from_block(struct outcome *oc, const struct mem_block *b)
+{
+	oc->configured = b->configured;
+	oc->memmap = b->memmap_on_memory;
+	snprintf(oc->state, sizeof(oc->state), "%s", mem_state_name(b->state));
+	/* an online block's valid_zones is its zone (A9) */
+	if (b->state == MEM_STATE_ONLINE)
+		snprintf(oc->zone, sizeof(oc->zone), "%s", b->zones);
+	else
+		oc->zone[0] = '\0';
+}
+
+void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *standby)
+{
+	*online = *standby = 0;
+	for (size_t i = 0; t && i < t->n; i++) {
+		if (t->blocks[i].configured && t->blocks[i].state == MEM_STATE_ONLINE)
+			*online += t->block_size;
+		else if (mem_block_is_standby(&t->blocks[i]))
+			*standby += t->block_size;
+	}
+}
+
+json_t *op_report(struct engine *e, const struct op *o, const struct mem_table *t)
+{
+	_cleanup_free_ struct msg_status_block *blocks = calloc(o->n_outcomes + 1, sizeof(*blocks));
+	struct msg_status s = {
+		.agent = e->agent_id,
+		.id = o->msg->id,
+		.generation = o->msg->generation,
+		.state = o->state,
+		.requested_bytes = o->requested_bytes,
+		.applied_bytes = o->applied_bytes,
+		.n_blocks = o->n_outcomes,
+		.error_code = o->err_code[0] ? o->err_code : NULL,
+		.error_message = o->err_code[0] ? o->err_msg : NULL,
+		.block_size = t ? t->block_size : 0,
+		.decisions = (const char *const *)o->decisions,
+		.n_decisions = o->n_decisions,
+		.source = o->src->name,
+	};
+	json_t *j;
+
+	if (!blocks)
+		return NULL;
+	for (size_t i = 0; i < o->n_outcomes; i++) {
+		const struct outcome *oc = &o->outcomes[i];
+		blocks[i] = (struct msg_status_block){
+			.block = oc->block,
+			.configured = oc->configured,
+			.memmap_on_memory = oc->memmap,
+			.state = oc->state[0] ? oc->state : NULL,
+			.zone = oc->zone[0] ? oc->zone : NULL,
+			.error_code = oc->err_code[0] ? oc->err_code : NULL,
+			.error_message = oc->err_code[0] ? oc->err_msg : NULL,
+		};
+	}
+	s.blocks = blocks;
+	memory_figures(t, &s.online_bytes, &s.standby_bytes);
+	j = msg_status_to_json(&s);
+	if (j) {
+		json_object_set_new(j, "kind", json_string(msg_type_name(o->msg->type)));
+		json_object_set_new(j, "blocks_total", json_integer((json_int_t)o->blocks_total));
+		json_object_set_new(j, "blocks_done", json_integer((json_int_t)o->blocks_done));
+	}
+	return j;
+}
+
+const char *op_report_dest(const struct op *o)
+{
+	return o->src->flags & ENGINE_SOURCE_REPORTS ? o->src->name : NULL;
+}
+
+/* The entry of block ID in REPORT's "blocks". */
+static const json_t *report_block(const json_t *report, uint64_t id)
+{
+	const json_t *b;
+	size_t i;
+
+	json_array_foreach(json_object_get(report, "blocks"), i, b)
+		if ((uint64_t)json_integer_value(json_object_get(b, "block")) == id)
+			return b;
+	return NULL;
+}
+
+static void tell(struct engine *e, const struct engine_transition *t)
+{
+	for (size_t i = 0; i < e->n_subs; i++)
+		e->subs[i].fn(e->subs[i].ctx, t);
+}
+
+void op_tell_locked(struct engine *e, struct op *o, const json_t *report)
+{
+	struct engine_transition t = {
+		.type = o->msg->type,
+		.id = o->msg->id,
+		.generation = o->msg->generation,
+		.state = o->state,
+		.source = o->src->name,
+		.requested_bytes = o->requested_bytes,
+		.applied_bytes = o->applied_bytes,
+		.report = report,
+	};
+
+	if (!e->n_subs)
+		return;
+	t.kind = ENGINE_T_BLOCK_FAILED;
+	for (size_t i = 0; i < o->n_outcomes; i++) {
+		struct outcome *oc = &o->outcomes[i];
+		if (!oc->err_code[0] || oc->failure_told)
+			continue;
+		oc->failure_told = true;
+		t.block = oc->block;
+		t.block_report = report_block(report, oc->block);
+		tell(e, &t);
+	}
+	if (o->told_state != (int)o->state) {
+		o->told_state = (int)o->state;
+		t.kind = ENGINE_T_STATE;
+		t.block = 0;
+		t.block_report = NULL;
+		tell(e, &t);
+	}
+}
+
+void op_announce_locked(struct engine *e, struct op *o, json_t *report)
+{
+	json_t *copy;
+
+	op_tell_locked(e, o, report);
+	/* the bus adds its "seq" to what it publishes: it gets a copy */
+	copy = json_deep_copy(report);
+	if (copy) {
+		events_publish(e->events, copy);
+		json_decref(copy);
+	}
+	pthread_cond_broadcast(&e->outbox_cond);
+	engine_notify(e);
+}
+
+int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
+{
+	_cleanup_json_ json_t *report = op_report(e, o, t);
+	int r;
+
+	if (!report)
+		return -ENOMEM;
+	r = journal_set_state(e->journal, o->msg->id, o->state, report,
+			      msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
+												   : NULL);
+	if (r < 0)
+		log_err(&e->log, "%s: cannot journal state %s: %s", o->msg->id, msg_state_name(o->state),
+			strerror(-r));
+	op_announce_locked(e, o, report);
+	return r;
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Crash recovery on the executor thread.  See recovery.h.
+ */
+#include "recovery.h"
+
+#include "../hotplug/planner.h"
+#include "../lib/util.h"
+#include "backend_setup.h"
+#include "engine_impl.h"
+#include "executor.h"
+
+/*
+ * A revocation's take-down of BLOCK finished although the agent died before
+ * it could record it: the revocation's stored report gets the block, so
+ * that it resumes with the right count.  Idempotent: a block the report
+ * already shows given back is not counted twice.
+ */
+static void credit_revocation(struct engine *e, const char *op, uint64_t block, uint64_t block_size)
+{
+	struct journal_grant g = { 0 };
+	json_t *status, *blocks, *entry = NULL, *je;
+	size_t i;
+
+	if (journal_get_grant(e->journal, op, &g) < 0 || g.type != MSG_REVOKE || !g.status) {
+		journal_grant_done(&g);
+		return;
+	}
+	status = json_deep_copy(g.status);
+	blocks = json_object_get(status, "blocks");
+	json_array_foreach(blocks, i, je)
+		if ((uint64_t)json_integer_value(json_object_get(je, "block")) == block)
+			entry = je;
+	if (entry && json_is_null(json_object_get(entry, "error")) &&
+	    streq(json_string_value(json_object_get(entry, "state")) ?: "", "offline")) {
+		/* its report counts it already: the crash came after it was recorded */
+		json_decref(status);
+		journal_grant_done(&g);
+		return;
+	}
+	if (!entry) {
+		char range[64];
+		plan_format_range(block_size, block, range, sizeof(range));
+		entry = json_pack("{s:I,s:s}", "block", (json_int_t)block, "range", range);
+		json_array_append_new(blocks, entry);
+	}
+	json_object_set_new(entry, "state", json_string("offline"));
+	json_object_set_new(entry, "error", json_null());
+	json_object_set_new(status, "applied_bytes",
+			    json_integer(json_integer_value(json_object_get(status, "applied_bytes")) +
+					 (json_int_t)block_size));
+	json_object_set_new(status, "blocks_done",
+			    json_integer(json_integer_value(json_object_get(status, "blocks_done")) + 1));
+	journal_set_state(e->journal, op, g.state, status, NULL);
+	json_decref(status);
+	journal_grant_done(&g);
+}
+
+/* Finishes or undoes the block step a crash interrupted (journal marker). */
+static void reconcile_step(struct engine *e)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct journal_step st;
+	struct mem_block b;
+	struct block_result res;
+	bool done = false;
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = journal_pending_step(e->journal, &st);
+	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return;
+	hp_discover(e->backend, &t);
+	r = hp_read_block(e->backend, st.block, &b);
+	log_notice(&e->log, "%s of block %llu for %s was interrupted (%s); the block is %s",
+		   st.kind == JOURNAL_STEP_BRING_UP ? "bringing up" : "taking down", (unsigned long long)st.block,
+		   st.op, st.phase[0] ? st.phase : "no phase recorded",
+		   r < 0 ? "unreadable" : !b.configured ? "deconfigured" : mem_state_name(b.state));
+	if (st.kind == JOURNAL_STEP_BRING_UP && r == 0 && b.configured) {
+		/* ours: the marker says we were bringing exactly this block up; finish it */
+		struct exec_step s = { .kind = JOURNAL_STEP_BRING_UP, .block = st.block, .memmap = -1,
+					.online = mem_zone_online_type(st.zone),
+					.owner = st.op, .resume = true };
+		exec_block_step(e, &s, &res);
+		if (res.err == 0) {
+			log_notice(&e->log, "block %llu: finished bringing it up for %s", (unsigned long long)st.block,
+				   st.op);
+			return;
+		}
+		log_warn(&e->log, "block %llu: cannot finish bringing it up (%s), undoing", (unsigned long long)st.block,
+			 strerror(-res.err));
+		s.kind = JOURNAL_STEP_TAKE_DOWN;
+		s.resume = false;
+		exec_block_step(e, &s, &res);
+		return;
+	}
+	if (st.kind == JOURNAL_STEP_TAKE_DOWN && r == 0) {
+		if (b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
+			/* finish: config=0 */
+			struct exec_step s = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = st.block, .owner = st.op,
+						.resume = true };
+			done = exec_block_step(e, &s, &res) == 1;
+			if (done && t) {
+				pthread_mutex_lock(&e->lock);
+				credit_revocation(e, st.op, st.block, t->block_size);
+				pthread_mutex_unlock(&e->lock);
+			}
+		} else if (mem_block_is_standby(&b) || (!b.in_firmware && b.state == MEM_STATE_OFFLINE)) {
+			/* the kernel finished it before the agent died; the journal may
+			 * have recorded that too (then the block is no longer owned) */
+			pthread_mutex_lock(&e->lock);
+			journal_remove_owned_block(e->journal, st.block);
+			done = true;
+			if (t)
+				credit_revocation(e, st.op, st.block, t->block_size);
+			journal_end_step(e->journal);
+			pthread_mutex_unlock(&e->lock);
+		}
+		if (done) {
+			log_notice(&e->log, "block %llu: given back for %s", (unsigned long long)st.block, st.op);
+			return;
+		}
+	}
+	pthread_mutex_lock(&e->lock);
+	journal_end_step(e->journal);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/*
+ * Blocks the journal says are ours but the kernel no longer has online stop
+ * counting as granted.  One that is configured but offline (an undo that
+ * failed, or an operator's offline) is deconfigured first, so the storage
+ * goes back to the hypervisor instead of being stranded (C13).
+ */
+static void reconcile_owned(struct engine *e)
+{
+	_cleanup_free_ struct journal_block *jb = NULL;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = journal_owned_blocks(e->journal, &jb, &n);
+	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct mem_block b;
+		struct block_result res;
+
+		r = hp_read_block(e->backend, jb[i].block, &b);
+		if (r == 0 && b.configured && b.state != MEM_STATE_OFFLINE)
+			continue;
+		if (r == 0 && b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
+			struct exec_step s = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = jb[i].block,
+						.owner = jb[i].grant_id };
+			int k = exec_block_step(e, &s, &res);
+			r = k < 0 ? k : res.err;
+			log_warn(&e->log, "block %llu of %s was configured but offline: %s", (unsigned long long)jb[i].block,
+				 jb[i].grant_id, r == 0 ? "deconfigured it" : "cannot deconfigure it");
+		}
+		log_warn(&e->log, "block %llu of %s is %s outside the agent's control: no longer counted as granted",
+			 (unsigned long long)jb[i].block, jb[i].grant_id,
+			 r < 0 ? "gone" : !b.configured ? "deconfigured" : "offline");
+		pthread_mutex_lock(&e->lock);
+		journal_remove_owned_block(e->journal, jb[i].block);
+		pthread_mutex_unlock(&e->lock);
+	}
+}
+
+/* What a revocation had done before the agent stopped, from its last report. */
+static void restore_revocation(struct op *o, json_t *status)
+{
+	json_t *je;
+	size_t i;
+
+	o->applied_bytes = (uint64_t)json_integer_value(json_object_get(status, "applied_bytes"));
+	o->blocks_done = (size_t)json_integer_value(json_object_get(status, "blocks_done"));
+	json_array_foreach(json_object_get(status, "blocks"), i, je) {
+		struct outcome *oc = op_outcome(o, (uint64_t)json_integer_value(json_object_get(je, "block")), false);
+		json_t *err = json_object_get(je, "error");
+		if (!oc)
+			return;
+		oc->configured = json_is_true(json_object_get(je, "configured"));
+		snprintf(oc->state, sizeof(oc->state), "%s", json_string_value(json_object_get(je, "state")) ?: "");
+		snprintf(oc->zone, sizeof(oc->zone), "%s", json_string_value(json_object_get(je, "zone")) ?: "");
+		if (json_is_object(err)) {
+			snprintf(oc->err_code, sizeof(oc->err_code), "%s",
+				 json_string_value(json_object_get(err, "code")) ?: "E?");
+			snprintf(oc->err_msg, sizeof(oc->err_msg), "%s",
+				 json_string_value(json_object_get(err, "message")) ?: "");
+		}
+	}
+}
+
+/* Grants a crash or stop left accepted or in progress go back into the queue. */
+static int requeue_unfinished(struct engine *e)
+{
+	struct journal_grant *gs = NULL;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = journal_list_grants(e->journal, &gs, &n);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		const struct engine_source *src;
+		struct msg_error err;
+		struct op *o;
+		struct msg *m = NULL;
+
+		if (msg_state_is_final(gs[i].state))
+			continue;
+		if (msg_from_json(gs[i].request, &m, &err) < 0) {
+			log_err(&e->log, "%s: journaled request unreadable (%s): marking it failed", gs[i].id, err.message);
+			journal_set_state(e->journal, gs[i].id, MSG_STATE_FAILED, NULL, NULL);
+			continue;
+		}
+		src = engine_source_intern_locked(e, gs[i].source);
+		o = src ? op_new(m, src) : NULL;
+		if (!o) {
+			if (!src)
+				msg_free(m);
+			r = -ENOMEM;
+			break;
+		}
+		o->state = gs[i].state;
+		o->requested_bytes = (uint64_t)json_integer_value(json_object_get(gs[i].status, "requested_bytes"));
+		if (o->msg->type == MSG_REVOKE)
+			restore_revocation(o, gs[i].status);
+		log_notice(&e->log, "%s %s was %s when the agent stopped: resuming", msg_type_name(o->msg->type),
+			   o->msg->id, msg_state_name(gs[i].state));
+		engine_enqueue_locked(e, o);
+	}
+	pthread_mutex_unlock(&e->lock);
+	journal_grants_free(gs, n);
+	return r;
+}
+
+int recovery_run(struct engine *e)
+{
+	if (e->own_onlining)
+		backend_take_over_onlining(e);
+	reconcile_step(e);
+	reconcile_owned(e);
+	return requeue_unfinished(e);
+}
