@@ -21,6 +21,7 @@
 
 #include "../config/config.h"
 #include "../hotplug/backend.h"
+#include "../hotplug/privsep.h"
 #include "../hotplug/blockjson.h"
 #include "../hotplug/executor.h"
 #include "../hotplug/planner.h"
@@ -780,14 +781,17 @@ static void interrupt_handler(int sig)
 }
 
 /*
- * A timer that interrupts the executor's blocking write at a deadline (W6:
- * offlining has no time limit of its own; a signal ends it with EINTR).  It
- * keeps firing every 50 ms after the deadline until disarmed, so a signal
- * that lands just before the write starts is not lost.
+ * The deadline of a blocking write (W6: offlining has no time limit of its
+ * own; a signal ends it with EINTR).  Writes go through the privileged
+ * helper, which enforces the deadline with its own timer signal; on another
+ * backend a timer interrupts the executor's own write, firing every 50 ms
+ * after the deadline until disarmed, so a signal that lands just before the
+ * write starts is not lost.
  */
 struct budget_timer {
 	timer_t id;
 	bool armed;
+	bool helper;
 };
 
 static void budget_arm(struct daemon *d, struct budget_timer *bt, double deadline)
@@ -796,9 +800,23 @@ static void budget_arm(struct daemon *d, struct budget_timer *bt, double deadlin
 	struct itimerspec its = { .it_interval = { .tv_sec = 0, .tv_nsec = 50000000L } };
 	double left = deadline - now_seconds();
 
-	sev._sigev_un._tid = d->executor_tid;
 	if (left < 0.001)
 		left = 0.001;
+	{
+		struct timespec end;
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += (time_t)left;
+		end.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+		if (end.tv_nsec >= 1000000000L) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000L;
+		}
+		if (hp_privsep_set_deadline(d->backend, &end) == 0) {
+			bt->helper = true;
+			return;
+		}
+	}
+	sev._sigev_un._tid = d->executor_tid;
 	if (timer_create(CLOCK_MONOTONIC, &sev, &bt->id) < 0)
 		return;
 	its.it_value.tv_sec = (time_t)left;
@@ -807,8 +825,11 @@ static void budget_arm(struct daemon *d, struct budget_timer *bt, double deadlin
 	bt->armed = true;
 }
 
-static void budget_disarm(struct budget_timer *bt)
+static void budget_disarm(struct daemon *d, struct budget_timer *bt)
 {
+	if (bt->helper)
+		hp_privsep_set_deadline(d->backend, NULL);
+	bt->helper = false;
 	if (bt->armed)
 		timer_delete(bt->id);
 	bt->armed = false;
@@ -1028,7 +1049,7 @@ static int run_grant(struct daemon *d, struct op *o)
 		if (op_timeout_ms)
 			budget_arm(d, &bt, t0 + (double)op_timeout_ms / 1000.0);
 		block_bring_up(d->backend, pb->id, pb->memmap, pb->online, &res);
-		budget_disarm(&bt);
+		budget_disarm(d, &bt);
 		count_result(d, &res, now_seconds() - t0, true);
 
 		pthread_mutex_lock(&d->lock);
@@ -1190,7 +1211,7 @@ static int run_revoke(struct daemon *d, struct op *o)
 			t0 = now_seconds();
 			budget_arm(d, &bt, deadline);
 			block_take_down(d->backend, cand[i], &res);
-			budget_disarm(&bt);
+			budget_disarm(d, &bt);
 			count_result(d, &res, now_seconds() - t0, false);
 
 			pthread_mutex_lock(&d->lock);
@@ -1269,51 +1290,28 @@ static void *executor_main(void *arg)
 
 /* --- start, reconcile, stop ---------------------------------------------------- */
 
-static int open_backend(struct daemon *d, const struct mg_config *cfg)
+/*
+ * The backend: reads in this process, writes through the privileged helper
+ * at the end of HELPER_FD (agent/helper.h), which opened (and for the sim
+ * created) the machine already.
+ */
+static int open_backend(struct daemon *d, const struct mg_config *cfg, int helper_fd)
 {
-	if (cfg->backend.type == MG_BACKEND_SIM) {
-		const struct mg_sim_config *s = &cfg->backend.sim;
-		int r;
+	struct hp_backend *reader = NULL;
+	int r;
 
-		if (access(s->state, F_OK) < 0) {
-			struct sim_params p = {
-				.online_bytes = s->online,
-				.standby_bytes = s->standby,
-				.block_size = s->block_size,
-				.memmap_supported = s->memmap_on_memory_supported,
-				.has_firmware = s->has_firmware,
-				.used_bytes = s->used,
-				.auto_online = mg_auto_online_name(s->auto_online_blocks),
-				.tree = s->tree,
-			};
-			r = sim_init(s->state, &p);
-			if (r < 0) {
-				log_err(&d->log, "cannot create the sim %s: %s", s->state, strerror(-r));
-				return r;
-			}
-			log_notice(&d->log, "created sim machine %s", s->state);
-		}
-		if (s->faults.configure_eio.n || s->faults.offline_ebusy.n || s->faults.latency_ms) {
-			struct sim_faults f = {
-				.configure_eio = s->faults.configure_eio.ids,
-				.n_configure_eio = s->faults.configure_eio.n,
-				.offline_ebusy = s->faults.offline_ebusy.ids,
-				.n_offline_ebusy = s->faults.offline_ebusy.n,
-				.latency_ms = s->faults.latency_ms,
-			};
-			r = sim_set_faults(s->state, &f);
-			if (r < 0)
-				return r;
-		}
-		r = hp_sim_open(s->state, &d->backend);
-		if (r < 0) {
-			char why[256] = "";
-			sim_check_file(s->state, why, sizeof(why));
-			log_err(&d->log, "cannot open the sim %s: %s", s->state, why[0] ? why : strerror(-r));
-		}
+	if (cfg->backend.type == MG_BACKEND_SIM) {
+		r = hp_sim_open(cfg->backend.sim.state, &reader);
+		if (r < 0)
+			log_err(&d->log, "cannot open the sim %s for reading: %s", cfg->backend.sim.state, strerror(-r));
+	} else {
+		r = hp_sysfs_open(cfg->backend.root, &reader);
+	}
+	if (r < 0) {
+		close(helper_fd);
 		return r;
 	}
-	return hp_sysfs_open(cfg->backend.root, &d->backend);
+	return hp_privsep_open(helper_fd, reader, &d->backend);
 }
 
 static void apply_settings(struct daemon *d, const struct mg_config *cfg)
@@ -1331,14 +1329,16 @@ static void apply_settings(struct daemon *d, const struct mg_config *cfg)
 	d->log.level = (int)cfg->agent.log_level;
 }
 
-int daemon_new(const struct mg_config *cfg, const struct mg_log *log, struct daemon **out)
+int daemon_new(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct daemon **out)
 {
 	struct daemon *d = calloc(1, sizeof(*d));
 	char err[256] = "";
 	int r;
 
-	if (!d)
+	if (!d) {
+		close(helper_fd);
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	{
@@ -1374,7 +1374,8 @@ int daemon_new(const struct mg_config *cfg, const struct mg_log *log, struct dae
 		log_err(&d->log, "journal %s: %s", d->state_dir, err[0] ? err : strerror(-r));
 		goto fail;
 	}
-	r = open_backend(d, cfg);
+	r = open_backend(d, cfg, helper_fd);
+	helper_fd = -1;
 	if (r < 0) {
 		log_err(&d->log, "%s backend: %s", mg_backend_type_name(cfg->backend.type), strerror(-r));
 		goto fail;
@@ -1382,6 +1383,8 @@ int daemon_new(const struct mg_config *cfg, const struct mg_log *log, struct dae
 	*out = d;
 	return 0;
 fail:
+	if (helper_fd >= 0)
+		close(helper_fd);
 	daemon_free(d);
 	return r;
 }

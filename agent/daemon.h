@@ -21,7 +21,9 @@
 struct daemon;
 struct mg_config;
 
-int daemon_new(const struct mg_config *cfg, const struct mg_log *log, struct daemon **out);
+/* HELPER_FD: the socket of the privileged helper (agent/helper.h), which
+ * does every write; owned by the daemon from here on, also on error. */
+int daemon_new(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct daemon **out);
 /* Reconciles the journal with the kernel and starts the executor thread. */
 int daemon_start(struct daemon *d);
 /* Asks the executor to stop after the block operation in progress; joins it;

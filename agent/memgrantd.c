@@ -18,6 +18,8 @@
 #include "../providers/channel.h"
 #include "../providers/api.h"
 #include "daemon.h"
+#include "helper.h"
+#include "sandbox.h"
 #include "../providers/hooks.h"
 #include "../providers/pressure.h"
 #include "log.h"
@@ -58,6 +60,7 @@ static int load_config(const char *path, const char *const *overrides, struct mg
 
 struct mainloop {
 	int sigfd;
+	int helper_fd; /* owned by the daemon's backend; polled for the helper's end */
 	int watchdog_fd;
 	struct daemon *d;
 	struct api *api;
@@ -107,16 +110,21 @@ static void reload(struct mainloop *m)
 static int run(struct mainloop *m)
 {
 	for (;;) {
-		struct pollfd p[3] = {
+		struct pollfd p[4] = {
 			{ .fd = m->sigfd, .events = POLLIN },
 			{ .fd = m->watchdog_fd, .events = POLLIN },
 			{ .fd = daemon_notify_fd(m->d), .events = POLLIN },
+			{ .fd = m->helper_fd, .events = POLLRDHUP }, /* never readable: only its end shows */
 		};
 
 		if (poll(p, ARRAY_SIZE(p), -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
+		}
+		if (p[3].revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) {
+			log_err(m->log, "the privileged helper is gone: no memory can be changed any more, stopping");
+			return -EPIPE;
 		}
 		if (p[1].revents & POLLIN) {
 			uint64_t n;
@@ -161,6 +169,44 @@ static int watchdog_timer(void)
 	return fd;
 }
 
+/*
+ * The unprivileged process: started as root, it gives the state directory
+ * and the API socket's directory to agent.user, becomes that user without
+ * capabilities, and loads its seccomp filter.
+ */
+static int drop_privileges(const struct mg_config *cfg, const struct mg_log *log, pid_t helper_pid)
+{
+	char err[512] = "";
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	int r = 0;
+
+	if (geteuid() == 0) {
+		r = sandbox_lookup_user(cfg->agent.user, &uid, &gid, err, sizeof(err));
+		if (r == 0 && uid != 0)
+			r = sandbox_own_dir(cfg->agent.state_dir, uid, gid, err, sizeof(err));
+		if (r == 0 && uid != 0)
+			r = sandbox_socket_dir(cfg->agent.api_socket, uid, gid, err, sizeof(err));
+	} else if (cfg->agent.user && !streq(cfg->agent.user, "")) {
+		log_debug(log, "started as uid %u, not root: agent.user is not used", (unsigned)uid);
+	}
+	if (r == 0)
+		r = sandbox_drop(cfg->agent.user, err, sizeof(err));
+	if (r == 0)
+		r = sandbox_filter_main(cfg->agent.seccomp, err, sizeof(err));
+	if (r < 0) {
+		log_err(log, "cannot give up privileges: %s", err);
+		return r;
+	}
+	if (uid == 0)
+		log_warn(log, "agent.user is root: the agent keeps uid 0 (without capabilities); "
+			 "only for tests and development");
+	log_info(log, "privileged helper is pid %d; this process runs as uid %u gid %u without capabilities%s",
+		 (int)helper_pid, (unsigned)getuid(), (unsigned)getgid(),
+		 sandbox_sanitized() ? " (sanitizer build: seccomp only logs)" : "");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -177,7 +223,8 @@ int main(int argc, char **argv)
 	size_t n_overrides = 0;
 	bool foreground = false, check_only = false;
 	struct mg_log log;
-	struct mainloop m = { .sigfd = -1, .watchdog_fd = -1, .log = &log };
+	struct mainloop m = { .sigfd = -1, .watchdog_fd = -1, .helper_fd = -1, .log = &log };
+	struct helper helper = { .pid = 0, .fd = -1 };
 	sigset_t mask;
 	int c, r, rc = 0;
 
@@ -223,6 +270,23 @@ int main(int argc, char **argv)
 		}
 	}
 
+	/* The privilege split (docs/security.md): the helper first, while this
+	 * is the only thread, then the rest of the agent gives up root. */
+	r = helper_start(m.cfg, &log, &helper);
+	if (r < 0) {
+		log_err(&log, "cannot start the privileged helper: %s", strerror(-r));
+		config_free(m.cfg);
+		return 1;
+	}
+	r = drop_privileges(m.cfg, &log, helper.pid);
+	if (r < 0) {
+		close(helper.fd);
+		helper_reap(&helper, &log);
+		config_free(m.cfg);
+		return 1;
+	}
+	m.helper_fd = helper.fd;
+
 	/* Signals are read from a signalfd; every thread inherits this mask. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -239,7 +303,7 @@ int main(int argc, char **argv)
 	m.config_path = config_path;
 	m.overrides = overrides;
 
-	r = daemon_new(m.cfg, &log, &m.d);
+	r = daemon_new(m.cfg, &log, helper.fd, &m.d);
 	if (r < 0) {
 		log_err(&log, "cannot start: %s", strerror(-r));
 		rc = 1;
@@ -320,7 +384,9 @@ out:
 	hooks_free(m.hooks); /* runs what is queued (agent.stopping), at most HOOKS_STOP_GRACE_MS */
 	if (m.d)
 		daemon_stop(m.d);
-	daemon_free(m.d);
+	daemon_free(m.d); /* closes the helper's socket: it ends */
+	if (helper_reap(&helper, &log) < 0)
+		rc = 1;
 	if (m.watchdog_fd >= 0)
 		close(m.watchdog_fd);
 	close(m.sigfd);

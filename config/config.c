@@ -33,6 +33,7 @@
 static const char *const backend_types[] = { "sysfs", "sim", NULL };
 static const char *const memmap_policies[] = { "auto", "always", "never", NULL };
 static const char *const zone_policies[] = { "auto", "movable", "normal", NULL };
+static const char *const seccomp_actions[] = { "kill", "log", NULL };
 static const char *const log_levels[] = { "error", "warning", "notice", "info", "debug", NULL };
 static const char *const auto_online_words[] = { "offline", "online", "online_kernel",
 						 "online_movable", NULL };
@@ -83,6 +84,16 @@ static bool check_agent_id(const char *s, char *why, size_t len)
 			snprintf(why, len, "'%s' may only contain letters, digits, '.', '_' and '-'", s);
 			return false;
 		}
+	return true;
+}
+
+static bool check_user(const char *s, char *why, size_t len)
+{
+	if (*s == '\0' || *s == '-' || strlen(s) > 32 || strspn(s, "abcdefghijklmnopqrstuvwxyz"
+				 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(s)) {
+		snprintf(why, len, "'%s' is not a user name", s);
+		return false;
+	}
 	return true;
 }
 
@@ -250,6 +261,16 @@ static const struct key_def agent_keys[] = {
 	  .dflt = "64K",
 	  .min = 4 * KIB,
 	  .max = 64 * MIB },
+	{ .name = "user",
+	  .kind = K_STR,
+	  .off = CFG(agent.user),
+	  .dflt = "memgrant",
+	  .check = check_user },
+	{ .name = "seccomp",
+	  .kind = K_ENUM,
+	  .off = CFG(agent.seccomp),
+	  .dflt = "kill",
+	  .choices = seccomp_actions },
 	{ .name = "log_level",
 	  .kind = K_ENUM,
 	  .off = CFG(agent.log_level),
