@@ -70,6 +70,7 @@ int sandbox_own_dir(const char *dir, uid_t uid, gid_t gid, char *err, size_t err
 	_cleanup_close_ int fd = -1;
 	DIR *d;
 	struct dirent *de;
+	struct stat st;
 	int r = mkdir_p(dir, 0700);
 
 	if (r < 0)
@@ -77,7 +78,11 @@ int sandbox_own_dir(const char *dir, uid_t uid, gid_t gid, char *err, size_t err
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return fail(err, errlen, -errno, "%s: cannot open: %m", dir);
-	if (fchown(fd, uid, gid) < 0)
+	/* only what is not the user's yet: a chown to the owner it has would
+	 * still need CAP_CHOWN, which the service does not have */
+	if (fstat(fd, &st) < 0)
+		return fail(err, errlen, -errno, "%s: %m", dir);
+	if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
 		return fail(err, errlen, -errno, "%s: cannot give it to uid %u: %m", dir, (unsigned)uid);
 	d = fdopendir(dup(fd));
 	if (!d)
@@ -86,6 +91,8 @@ int sandbox_own_dir(const char *dir, uid_t uid, gid_t gid, char *err, size_t err
 		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
 			continue;
 		/* never follow a link: the directory is the agent's, what it points to need not be */
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == uid && st.st_gid == gid)
+			continue;
 		if (fchownat(fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
 			r = fail(err, errlen, -errno, "%s/%s: cannot give it to uid %u: %m", dir, de->d_name,
 				 (unsigned)uid);
@@ -271,14 +278,14 @@ static uint32_t default_action(enum mg_seccomp_action act)
  * rewrites its tree, under a lock, sleeping to model latency.
  */
 static const char *const helper_calls[] = {
-	"recvmsg", "sendto", "sendmsg", "openat", "write", "close", "newfstatat", "fstatat64", "fstat",
+	"recvmsg", "sendto", "sendmsg", "poll", "ppoll", "openat", "write", "close", "newfstatat", "fstatat64", "fstat",
 	"setitimer", "rt_sigreturn", "sigreturn", "brk", "mmap", "munmap", "exit_group", "exit",
 	"clock_gettime", "clock_nanosleep", "restart_syscall",
 };
 static const char *const helper_sim_calls[] = {
 	"read", "lseek", "flock", "fsync", "fdatasync", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
 	"unlink", "unlinkat", "symlink", "symlinkat", "readlink", "readlinkat", "getdents64", "statfs",
-	"fstatfs", "fcntl", "ppoll", "rt_sigprocmask", "getrandom", "getpid", "gettid", "access",
+	"fstatfs", "fcntl", "rt_sigprocmask", "getrandom", "getpid", "gettid", "access",
 	"faccessat", "faccessat2", "umask", "ftruncate", "fchmod", "mremap",
 };
 

@@ -10,6 +10,7 @@
 #include "../lib/util.h"
 
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -177,8 +178,13 @@ int privhelper_serve(int fd, struct hp_backend *writer, struct hp_path *root, ch
 			return r;
 		}
 		if (n == 0) {
-			snprintf(why, whylen, "the unprivileged process closed the socket");
-			return 0;
+			/* end of file, or a zero-length message on a socket still open */
+			struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+			if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP))) {
+				snprintf(why, whylen, "the unprivileged process closed the socket");
+				return 0;
+			}
+			return bad(why, whylen, "request of 0 bytes, expected %zu", sizeof(buf.rq));
 		}
 		if (mh.msg_controllen > 0 || (mh.msg_flags & MSG_CTRUNC)) {
 			/* close what came along: none of it is used */

@@ -49,8 +49,9 @@ done
 
 cp "$HERE/init" "$R/init"
 chmod 0755 "$R/init"
-echo "root:x:0:0:root:/:/bin/sh" > "$R/etc/passwd"
-printf 'root:x:0:\nmemgrant:x:0:\n' > "$R/etc/group"
+# memgrant: the user the agent drops to (the packages' sysusers.d creates it)
+printf 'root:x:0:0:root:/:/bin/sh\nmemgrant:x:990:990:memgrant:/:/bin/false\n' > "$R/etc/passwd"
+printf 'root:x:0:\nmemgrant:x:990:\n' > "$R/etc/group"
 echo memgrant-vm > "$R/etc/hostname"
 cat > "$R/etc/memgrant/memgrant.yaml" <<'YAML'
 # The VM test guest: the sysfs backend on this guest's own /sys (inside
