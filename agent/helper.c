@@ -13,11 +13,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-static void on_alarm(int sig)
-{
-	(void)sig; /* only there to end an offline with EINTR (W6) */
-}
-
 /* Creates the sim when it is missing and applies the configured faults, as
  * the configuration describes the machine (tests and demos). */
 static int prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
@@ -59,95 +54,61 @@ static int prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 	return 0;
 }
 
-static int open_writer(const struct mg_config *cfg, const struct mg_log *log, struct hp_backend **out)
-{
-	int r;
-
-	if (cfg->backend.type == MG_BACKEND_SIM) {
-		r = prepare_sim(&cfg->backend.sim, log);
-		if (r < 0)
-			return r;
-		r = hp_sim_open(cfg->backend.sim.state, out);
-		if (r < 0) {
-			char why[256] = "";
-			sim_check_file(cfg->backend.sim.state, why, sizeof(why));
-			log_err(log, "cannot open the sim %s: %s", cfg->backend.sim.state, why[0] ? why : strerror(-r));
-		}
-		return r;
-	}
-	r = hp_sysfs_open(cfg->backend.root, out);
-	if (r < 0)
-		log_err(log, "privileged helper: cannot open %s: %s", cfg->backend.root ? cfg->backend.root : "/",
-			strerror(-r));
-	return r;
-}
-
-/* The child: never returns. */
+/* The child: only stderr (for the log) and the socket, as fd 3, stay. */
 __attribute__((noreturn))
-static void helper_main(int fd, const struct mg_config *cfg, const struct mg_log *log)
+static void exec_helper(int fd, const char *path, const struct mg_config *cfg, const struct mg_log *log)
 {
-	struct sigaction sa = { .sa_handler = on_alarm };
-	struct hp_backend *w = NULL;
-	struct hp_path *root = NULL;
-	sigset_t none;
-	char why[256] = "";
-	int r;
+	char level[16];
+	const char *argv[10];
+	int n = 0, null;
 
-	/* only stderr (for the log) and the socket stay open */
 	if (fd != 3) {
 		if (dup2(fd, 3) < 0)
 			_exit(1);
 		fd = 3;
+	} else if (fcntl(fd, F_SETFD, 0) < 0) {
+		_exit(1);
 	}
 	if (close_range(4, ~0U, 0) < 0)
 		_exit(1);
-	r = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (r >= 0) {
-		dup2(r, STDIN_FILENO);
-		dup2(r, STDOUT_FILENO);
-		close(r);
+	null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		if (null > STDERR_FILENO && null != 3)
+			close(null);
 	}
-	sigemptyset(&sa.sa_mask); /* no SA_RESTART: the alarm must end the write */
-	sigaction(SIGALRM, &sa, NULL);
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-
-	r = open_writer(cfg, log, &w);
-	if (r == 0) {
-		r = hp_path_open(w->root, &root);
-		if (r < 0)
-			log_err(log, "privileged helper: cannot open %s: %s", w->root, strerror(-r));
+	snprintf(level, sizeof(level), "%d", log->level);
+	argv[n++] = "memgrant-helper";
+	if (cfg->backend.type == MG_BACKEND_SIM) {
+		argv[n++] = "--sim";
+		argv[n++] = cfg->backend.sim.state;
+	} else {
+		argv[n++] = "--sysfs";
+		argv[n++] = cfg->backend.root ? cfg->backend.root : "/";
 	}
-	if (r == 0) {
-		r = sandbox_drop_helper(why, sizeof(why));
-		if (r == 0)
-			r = sandbox_filter_helper(cfg->backend.type == MG_BACKEND_SIM, cfg->agent.seccomp, why, sizeof(why));
-		if (r < 0)
-			log_err(log, "privileged helper: %s", why);
-	}
-	if (privhelper_hello(fd, r) < 0 || r < 0)
-		_exit(1);
-	r = privhelper_serve(fd, w, root, why, sizeof(why));
-	if (r == 0)
-		_exit(0);
-	if (r == -EPROTO)
-		log_err(log, "privileged helper: refusing a malformed request and stopping: %s", why);
-	else
-		log_err(log, "privileged helper: stopping: %s", why);
-	_exit(2);
+	argv[n++] = "--seccomp";
+	argv[n++] = cfg->agent.seccomp == MG_SECCOMP_LOG ? "log" : "kill";
+	argv[n++] = "--log-level";
+	argv[n++] = level;
+	argv[n] = NULL;
+	execv(path, (char *const *)argv);
+	log_err(log, "privileged helper: cannot execute %s: %s", path, strerror(errno));
+	_exit(127);
 }
 
-int helper_start(const struct mg_config *cfg, const struct mg_log *log, struct helper *out)
+int helper_start(const struct mg_config *cfg, const struct mg_log *log, const char *path, struct helper *out)
 {
 	int sv[2];
 	struct ph_reply hello;
 	ssize_t n;
 	pid_t pid;
 
+	if (cfg->backend.type == MG_BACKEND_SIM) {
+		int r = prepare_sim(&cfg->backend.sim, log);
+		if (r < 0)
+			return r;
+	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_err(log, "privileged helper: socketpair: %s", strerror(errno));
 		return -errno;
@@ -163,7 +124,7 @@ int helper_start(const struct mg_config *cfg, const struct mg_log *log, struct h
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		helper_main(sv[1], cfg, log);
+		exec_helper(sv[1], path, cfg, log);
 	}
 	close(sv[1]);
 	out->pid = pid;

@@ -169,6 +169,24 @@ static int watchdog_timer(void)
 	return fd;
 }
 
+/* memgrant-helper is installed (and built) next to memgrantd. */
+static int helper_path(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	char *slash;
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	slash = strrchr(buf, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	if ((size_t)snprintf(slash, len - (size_t)(slash - buf), "/memgrant-helper") >= len - (size_t)(slash - buf))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 /*
  * The unprivileged process: started as root, it gives the state directory
  * and the API socket's directory to agent.user, becomes that user without
@@ -272,7 +290,14 @@ int main(int argc, char **argv)
 
 	/* The privilege split (docs/security.md): the helper first, while this
 	 * is the only thread, then the rest of the agent gives up root. */
-	r = helper_start(m.cfg, &log, &helper);
+	{
+		char path[4096];
+		r = helper_path(path, sizeof(path));
+		if (r < 0)
+			log_err(&log, "cannot find memgrant-helper next to memgrantd: %s", strerror(-r));
+		else
+			r = helper_start(m.cfg, &log, path, &helper);
+	}
 	if (r < 0) {
 		log_err(&log, "cannot start the privileged helper: %s", strerror(-r));
 		config_free(m.cfg);

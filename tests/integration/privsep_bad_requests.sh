@@ -8,8 +8,8 @@
 # filter loaded (a call outside it would show as "helper: signal 31").
 . "$(dirname "$0")/lib.sh"
 
-PROBE=$BUILD/tests/tools/privhelper_probe
-[ -x "$PROBE" ] || fail "no $PROBE"
+[ -x "$BUILD/tests/tools/privhelper_probe" ] || fail "no $BUILD/tests/tools/privhelper_probe"
+PROBE="$BUILD/tests/tools/privhelper_probe $BUILD/memgrant-helper"
 
 # A sysfs-shaped tree: blocks 0-3 configured and online, 4-7 standby (only a
 # firmware entry), as kernel.md's seed machine.
@@ -50,7 +50,7 @@ bad() {
 	dir=$TREE
 	[ "$1" = sim ] && dir=$T/sim.json.tree
 	before=$(snapshot "$dir"; cat "$SIM" 2>/dev/null)
-	out=$("$PROBE" "$T/$1.yaml" "$2" 2>&1) || fail "probe $1 $2: $out"
+	out=$($PROBE "$T/$1.yaml" "$2" 2>&1) || fail "probe $1 $2: $out"
 	after=$(snapshot "$dir"; cat "$SIM" 2>/dev/null)
 	echo "$out" | grep -q "^closed$" || fail "$1 $2: the helper answered: $out"
 	echo "$out" | grep -q "^helper: exit 2$" || fail "$1 $2: the helper did not stop with status 2: $out"
@@ -63,7 +63,7 @@ bad() {
 
 # good CONFIG REQUEST ANSWER
 good() {
-	out=$("$PROBE" "$T/$1.yaml" "$2" 2>&1) || fail "probe $1 $2: $out"
+	out=$($PROBE "$T/$1.yaml" "$2" 2>&1) || fail "probe $1 $2: $out"
 	echo "$out" | grep -q "^answer: $3$" || fail "$1 $2: want answer $3: $out"
 	echo "$out" | grep -q "^helper: exit 0$" || fail "$1 $2: the helper did not end cleanly: $out"
 	n=$((n + 1))

@@ -6,7 +6,7 @@
  * and sends it one request, well-formed or not.  For
  * tests/integration/privsep_bad_requests.sh.
  *
- *   privhelper_probe CONFIG REQUEST
+ *   privhelper_probe HELPER CONFIG REQUEST     (HELPER: the memgrant-helper binary)
  *
  * Well-formed: configure:N deconfigure:N memmap:N:V online:N:ZONE
  * offline:N:DEADLINE_MS auto_online:WORD_INDEX.  Malformed: short long huge
@@ -151,22 +151,22 @@ int main(int argc, char **argv)
 	ssize_t n;
 	int status, r;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: privhelper_probe CONFIG REQUEST\n");
+	if (argc != 4) {
+		fprintf(stderr, "usage: privhelper_probe HELPER CONFIG REQUEST\n");
 		return 2;
 	}
-	if (build(argv[2], &rq, bytes, &len, &with_fd) < 0) {
-		fprintf(stderr, "privhelper_probe: unknown request '%s'\n", argv[2]);
+	if (build(argv[3], &rq, bytes, &len, &with_fd) < 0) {
+		fprintf(stderr, "privhelper_probe: unknown request '%s'\n", argv[3]);
 		return 2;
 	}
-	r = config_load(argv[1], NULL, &cfg, &diag);
+	r = config_load(argv[2], NULL, &cfg, &diag);
 	if (r < 0) {
 		for (size_t i = 0; i < diag.n; i++)
 			fprintf(stderr, "%s\n", diag.msgs[i]);
 		return 2;
 	}
 	log_init(&log, "memgrantd", LOG_DEBUG);
-	r = helper_start(cfg, &log, &h);
+	r = helper_start(cfg, &log, argv[1], &h);
 	if (r < 0) {
 		fprintf(stderr, "privhelper_probe: the helper did not start: %s\n", strerror(-r));
 		config_free(cfg);
