@@ -29,6 +29,7 @@ copy_with_libs() { # PROGRAM DEST
 	done
 }
 copy_with_libs "$BUILD/memgrantd" /usr/sbin/memgrantd
+copy_with_libs "$BUILD/memgrant-helper" /usr/sbin/memgrant-helper
 copy_with_libs "$BUILD/memgrantctl" /usr/bin/memgrantctl
 [ -x "$BUILD/tests/vm/pin" ] && cp "$BUILD/tests/vm/pin" "$R/usr/bin/pin"
 
