@@ -14,6 +14,7 @@
  * input (libcurl, OpenSSL, libmicrohttpd, libyaml).
  */
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 
 #include "../hotplug/privhelper.h"
@@ -90,6 +91,7 @@ int main(int argc, char **argv)
 	}
 	if (privhelper_hello(HELPER_FD, r) < 0 || r < 0)
 		return 1;
+	malloc_trim(0); /* building the filter left freed heap behind */
 	r = privhelper_serve(HELPER_FD, w, tree, why, sizeof(why));
 	if (r == 0)
 		return 0;

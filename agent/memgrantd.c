@@ -6,6 +6,7 @@
  * in api.c.
  */
 #include <getopt.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -209,13 +210,15 @@ static int drop_privileges(const struct mg_config *cfg, const struct mg_log *log
 		log_debug(log, "started as uid %u, not root: agent.user is not used", (unsigned)uid);
 	}
 	if (r == 0)
-		r = sandbox_drop(cfg->agent.user, err, sizeof(err));
+		r = sandbox_drop(cfg->agent.user, cfg->agent.api_group, err, sizeof(err));
 	if (r == 0)
 		r = sandbox_filter_main(cfg->agent.seccomp, err, sizeof(err));
 	if (r < 0) {
 		log_err(log, "cannot give up privileges: %s", err);
 		return r;
 	}
+	/* building the filter and the group lookup leave freed heap behind */
+	malloc_trim(0);
 	if (uid == 0)
 		log_warn(log, "agent.user is root: the agent keeps uid 0 (without capabilities); "
 			 "only for tests and development");

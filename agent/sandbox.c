@@ -180,7 +180,27 @@ static int drop_caps(char *err, size_t errlen)
 	return 0;
 }
 
-int sandbox_drop(const char *user, char *err, size_t errlen)
+/* The user's primary group, plus GROUP when the user is a member of it:
+ * the one supplementary group the agent needs (to give the API socket its
+ * group).  No enumeration of every group database either. */
+static size_t agent_groups(const char *user, gid_t gid, const char *group, gid_t out[2])
+{
+	struct group gr, *res = NULL;
+	char buf[16384];
+	size_t n = 0;
+
+	out[n++] = gid;
+	if (!group || !*group || getgrnam_r(group, &gr, buf, sizeof(buf), &res) != 0 || !res || gr.gr_gid == gid)
+		return n;
+	for (char **m = gr.gr_mem; m && *m; m++)
+		if (streq(*m, user)) {
+			out[n++] = gr.gr_gid;
+			break;
+		}
+	return n;
+}
+
+int sandbox_drop(const char *user, const char *group, char *err, size_t errlen)
 {
 	int r;
 
@@ -193,8 +213,11 @@ int sandbox_drop(const char *user, char *err, size_t errlen)
 			return r;
 		if (uid == 0)
 			goto caps; /* agent.user: root, see sandbox.h */
-		if (initgroups(user, gid) < 0)
-			return fail(err, errlen, -errno, "cannot take the groups of %s: %m", user);
+		gid_t groups[2];
+		size_t n = agent_groups(user, gid, group, groups);
+
+		if (setgroups(n, groups) < 0)
+			return fail(err, errlen, -errno, "cannot set the groups of %s: %m", user);
 		if (setresgid(gid, gid, gid) < 0)
 			return fail(err, errlen, -errno, "cannot become gid %u: %m", (unsigned)gid);
 		r = drop_inheritable_caps(err, errlen);
@@ -280,7 +303,7 @@ static uint32_t default_action(enum mg_seccomp_action act)
 static const char *const helper_calls[] = {
 	"recvmsg", "sendto", "sendmsg", "poll", "ppoll", "openat", "write", "close", "newfstatat", "fstatat64", "fstat",
 	"setitimer", "rt_sigreturn", "sigreturn", "brk", "mmap", "munmap", "exit_group", "exit",
-	"clock_gettime", "clock_nanosleep", "restart_syscall",
+	"clock_gettime", "clock_nanosleep", "restart_syscall", "madvise",
 };
 static const char *const helper_sim_calls[] = {
 	"read", "lseek", "flock", "fsync", "fdatasync", "rename", "renameat", "renameat2", "mkdir", "mkdirat",

@@ -4,7 +4,8 @@
  * identities, capabilities and seccomp filters (docs/security.md).
  *
  * - sandbox_drop(): the unprivileged process.  Started as root it becomes
- *   the configured user (supplementary groups, gid, uid); whatever it started
+ *   the configured user (gid, uid; as supplementary groups its primary group
+ *   and GROUP, the API group, when it is a member of it); whatever it started
  *   as, it ends without any capability (effective, permitted, inheritable,
  *   ambient, bounding set) and with no_new_privs.  A configured user "root"
  *   keeps uid 0 without capabilities: for tests and development only, as
@@ -44,7 +45,7 @@ int sandbox_own_dir(const char *dir, uid_t uid, gid_t gid, char *err, size_t err
 int sandbox_socket_dir(const char *path, uid_t uid, gid_t gid, char *err, size_t errlen);
 
 /* See above.  USER is only used when running as root. */
-int sandbox_drop(const char *user, char *err, size_t errlen);
+int sandbox_drop(const char *user, const char *group, char *err, size_t errlen);
 int sandbox_drop_helper(char *err, size_t errlen);
 
 int sandbox_filter_helper(bool sim, enum mg_seccomp_action act, char *err, size_t errlen);
