@@ -370,7 +370,7 @@ static const char *const main_calls[] = {
 	"getsockopt", "setsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
 	"shutdown",
 	/* hooks */
-	"execve", "execveat", "wait4", "waitid", "waitpid",
+	"execve", "execveat", "wait4", "waitid", "waitpid", "pidfd_open", "pidfd_send_signal",
 };
 
 int sandbox_filter_main(enum mg_seccomp_action act, char *err, size_t errlen)
