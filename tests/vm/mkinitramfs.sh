@@ -11,6 +11,8 @@ set -eu
 BUILD=$1 KTREE=$2 BUSYBOX=$3 OUT=$4
 HERE=$(cd "$(dirname "$0")" && pwd)
 R=$(mktemp -d "${TMPDIR:-/tmp}/memgrant-vm-root.XXXXXX")
+# mktemp makes it 0700; it becomes the guest's /, which the agent must traverse after giving up root
+chmod 0755 "$R"
 trap 'rm -rf "$R"' EXIT
 
 mkdir -p "$R/bin" "$R/sbin" "$R/usr/bin" "$R/usr/sbin" "$R/etc/memgrant" "$R/proc" "$R/sys" \
