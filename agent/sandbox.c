@@ -182,22 +182,26 @@ static int drop_caps(char *err, size_t errlen)
 
 /* The user's primary group, plus GROUP when the user is a member of it:
  * the one supplementary group the agent needs (to give the API socket its
- * group).  No enumeration of every group database either. */
-static size_t agent_groups(const char *user, gid_t gid, const char *group, gid_t out[2])
+ * group).  No enumeration of every group database either.  A GROUP that
+ * exists without the user in it is an error: the agent could not give the
+ * socket that group. */
+static int agent_groups(const char *user, gid_t gid, const char *group, gid_t out[2], size_t *n, char *err,
+			size_t errlen)
 {
 	struct group gr, *res = NULL;
 	char buf[16384];
-	size_t n = 0;
 
-	out[n++] = gid;
+	*n = 0;
+	out[(*n)++] = gid;
 	if (!group || !*group || getgrnam_r(group, &gr, buf, sizeof(buf), &res) != 0 || !res || gr.gr_gid == gid)
-		return n;
+		return 0;
 	for (char **m = gr.gr_mem; m && *m; m++)
 		if (streq(*m, user)) {
-			out[n++] = gr.gr_gid;
-			break;
+			out[(*n)++] = gr.gr_gid;
+			return 0;
 		}
-	return n;
+	return fail(err, errlen, -EPERM, "agent.api_group: %s is not a member of the group %s, so it could not give "
+		    "the API socket that group (usermod -aG %s %s, or another api_group)", user, group, group, user);
 }
 
 int sandbox_drop(const char *user, const char *group, char *err, size_t errlen)
@@ -214,8 +218,11 @@ int sandbox_drop(const char *user, const char *group, char *err, size_t errlen)
 		if (uid == 0)
 			goto caps; /* agent.user: root, see sandbox.h */
 		gid_t groups[2];
-		size_t n = agent_groups(user, gid, group, groups);
+		size_t n;
 
+		r = agent_groups(user, gid, group, groups, &n, err, errlen);
+		if (r < 0)
+			return r;
 		if (setgroups(n, groups) < 0)
 			return fail(err, errlen, -errno, "cannot set the groups of %s: %m", user);
 		if (setresgid(gid, gid, gid) < 0)

@@ -63,7 +63,7 @@ agent:
   id: memgrant-vm
   state_dir: /run/memgrant/state
   api_socket: /run/memgrant/api.sock
-  api_group: root
+  api_group: memgrant
   log_level: debug
 backend:
   type: sysfs
