@@ -75,8 +75,13 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	r = sim ? hp_sim_open(sim, &w) : hp_sysfs_open(root, &w);
-	if (r < 0)
-		log_err(&log, "privileged helper: cannot open %s: %s", sim ? sim : root, strerror(-r));
+	if (r < 0 && sim) {
+		char what[256] = "";
+		sim_check_file(sim, what, sizeof(what)); /* says what is wrong with the file */
+		log_err(&log, "cannot open the sim %s: %s", sim, what[0] ? what : strerror(-r));
+	} else if (r < 0) {
+		log_err(&log, "privileged helper: cannot open %s: %s", root, strerror(-r));
+	}
 	if (r == 0) {
 		r = hp_path_open(w->root, &tree);
 		if (r < 0)
