@@ -23,7 +23,7 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 # --- sources -----------------------------------------------------------------
 HOTPLUG_SRC := $(wildcard lib/*.c) $(wildcard hotplug/*.c)
 CONFIG_SRC := $(wildcard config/*.c)
-AGENT_SRC := $(filter-out agent/memgrantd.c,$(wildcard agent/*.c))
+AGENT_SRC := $(filter-out agent/memgrantd.c agent/memgrant-helper.c,$(wildcard agent/*.c))
 PROVIDERS_SRC := $(wildcard providers/*.c) $(wildcard providers/*/*.c)
 CTL_SRC := $(wildcard agent/ctl/*.c)
 HOST_SRC := $(wildcard providers/host/*.c)
@@ -33,8 +33,8 @@ HOTPLUG_LIB := $(B)/libhotplug.a
 AGENT_LIB := $(B)/libagent.a
 
 AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
-	$(CURL_CFLAGS) $(CRYPTO_CFLAGS) $(SYSTEMD_CFLAGS)
-AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) \
+	$(CURL_CFLAGS) $(CRYPTO_CFLAGS) $(SYSTEMD_CFLAGS) $(SECCOMP_CFLAGS)
+AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) $(SECCOMP_LIBS) \
 	$(SYSTEMD_LIBS) -lpthread
 
 UNIT_HOTPLUG := $(patsubst tests/unit/hotplug/%.c,$(B)/tests/%,$(wildcard tests/unit/hotplug/test_*.c))
@@ -45,7 +45,7 @@ ifeq ($(ONLY),hotplug)
 PROGRAMS :=
 UNIT := $(UNIT_HOTPLUG)
 else
-PROGRAMS := $(B)/memgrantd $(B)/memgrantctl $(if $(and $(filter 1,$(HAVE_LIBVIRT)),$(HOST_SRC)),$(B)/memgrant-host)
+PROGRAMS := $(B)/memgrantd $(B)/memgrant-helper $(B)/memgrantctl $(if $(and $(filter 1,$(HAVE_LIBVIRT)),$(HOST_SRC)),$(B)/memgrant-host)
 UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
@@ -76,6 +76,12 @@ $(AGENT_LIB): $(patsubst %.c,$(B)/%.o,$(CONFIG_SRC) $(AGENT_SRC) $(PROVIDERS_SRC
 $(B)/memgrantd: $(B)/agent/memgrantd.o $(AGENT_LIB) $(HOTPLUG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
+
+# the privileged helper memgrantd starts (agent/helper.h): hotplug writes
+# only, without the libraries that parse outside input
+$(B)/memgrant-helper: $(B)/agent/memgrant-helper.o $(B)/agent/sandbox.o $(B)/agent/log.o $(HOTPLUG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SECCOMP_LIBS) $(JANSSON_LIBS)
 
 $(B)/memgrantctl: $(patsubst %.c,$(B)/%.o,$(CTL_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB)
 	@$(if $(Q),echo "  LD      $@")
@@ -150,6 +156,7 @@ include packaging/install.mk
 install: $(PROGRAMS) install-man install-service
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/memgrant
 	install -m 0755 $(B)/memgrantd $(DESTDIR)$(SBINDIR)/memgrantd
+	install -m 0755 $(B)/memgrant-helper $(DESTDIR)$(SBINDIR)/memgrant-helper
 	install -m 0755 $(B)/memgrantctl $(DESTDIR)$(BINDIR)/memgrantctl
 	$(if $(filter 1,$(HAVE_LIBVIRT)),install -m 0755 $(B)/memgrant-host $(DESTDIR)$(BINDIR)/memgrant-host)
 	install -m 0644 config/memgrant.yaml $(DESTDIR)$(SYSCONFDIR)/memgrant/memgrant.yaml

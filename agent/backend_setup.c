@@ -6,6 +6,7 @@
 #include "backend_setup.h"
 
 #include "../config/config.h"
+#include "../hotplug/privsep.h"
 #include "../hotplug/sim.h"
 #include "../lib/fileio.h"
 #include "../lib/util.h"
@@ -13,8 +14,30 @@
 
 #define AUTO_ONLINE_SAVE "auto_online_blocks.orig"
 
-int backend_open(const struct mg_config *cfg, const struct mg_log *log, struct hp_backend **out)
+static int open_through_helper(const struct mg_config *cfg, const struct mg_log *log, int helper_fd,
+			       struct hp_backend **out)
 {
+	struct hp_backend *reader = NULL;
+	int r;
+
+	if (cfg->backend.type == MG_BACKEND_SIM) {
+		r = hp_sim_open(cfg->backend.sim.state, &reader);
+		if (r < 0)
+			log_err(log, "cannot open the sim %s for reading: %s", cfg->backend.sim.state, strerror(-r));
+	} else {
+		r = hp_sysfs_open(cfg->backend.root, &reader);
+	}
+	if (r < 0) {
+		close(helper_fd);
+		return r;
+	}
+	return hp_privsep_open(helper_fd, reader, out);
+}
+
+int backend_open(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct hp_backend **out)
+{
+	if (helper_fd >= 0)
+		return open_through_helper(cfg, log, helper_fd, out);
 	if (cfg->backend.type == MG_BACKEND_SIM) {
 		const struct mg_sim_config *s = &cfg->backend.sim;
 		int r;

@@ -20,6 +20,9 @@ struct hp_backend;
 struct mg_config;
 struct mg_log;
 
-int backend_open(const struct mg_config *cfg, const struct mg_log *log, struct hp_backend **out);
+/* With HELPER_FD >= 0 (always closed): reads here, writes through the
+ * privileged helper at its end, which opened (and for the sim created) the
+ * machine already.  With -1: the backend itself, the sim created when missing. */
+int backend_open(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct hp_backend **out);
 void backend_take_over_onlining(struct engine *e);
 void backend_give_back_onlining(struct engine *e);

@@ -152,15 +152,18 @@ static void settings_from(struct engine_settings *s, const struct mg_config *cfg
 	s->block_op_timeout_ms = cfg->policy.block_op_timeout_ms;
 }
 
-int engine_new(const struct mg_config *cfg, const struct mg_log *log, struct engine **out)
+int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct engine **out)
 {
 	struct engine *e = calloc(1, sizeof(*e));
 	pthread_condattr_t ca;
 	char err[256] = "";
 	int r;
 
-	if (!e)
+	if (!e) {
+		if (helper_fd >= 0)
+			close(helper_fd);
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->cond, NULL);
 	pthread_condattr_init(&ca);
@@ -194,7 +197,8 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, struct eng
 		log_err(&e->log, "journal %s: %s", e->state_dir, err[0] ? err : strerror(-r));
 		goto fail;
 	}
-	r = backend_open(cfg, &e->log, &e->backend);
+	r = backend_open(cfg, &e->log, helper_fd, &e->backend);
+	helper_fd = -1;
 	if (r < 0) {
 		log_err(&e->log, "%s backend: %s", mg_backend_type_name(cfg->backend.type), strerror(-r));
 		goto fail;
@@ -202,6 +206,8 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, struct eng
 	*out = e;
 	return 0;
 fail:
+	if (helper_fd >= 0)
+		close(helper_fd);
 	engine_free(e);
 	return r;
 }

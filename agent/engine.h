@@ -42,8 +42,11 @@ struct mg_config;
 
 /* ---- life cycle ----------------------------------------------------------- */
 
-/* Opens the journal and builds the backend (agent/backend_setup.h). */
-int engine_new(const struct mg_config *cfg, const struct mg_log *log, struct engine **out);
+/* Opens the journal and builds the backend (agent/backend_setup.h).  HELPER_FD:
+ * the socket of the privileged helper (agent/helper.h) that does every write,
+ * owned by the engine from here on, also on error; -1 writes directly (unit
+ * tests). */
+int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct engine **out);
 /* Starts the executor thread; returns once it has reconciled the journal
  * with the kernel and queued what a stop or crash left unfinished. */
 int engine_start(struct engine *e);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "../hotplug/planner.h"
+#include "../hotplug/privsep.h"
 #include "../hotplug/policy.h"
 #include "../lib/size.h"
 #include "../lib/util.h"
@@ -42,14 +43,17 @@ static void interrupt_handler(int sig)
 }
 
 /*
- * A timer that interrupts the executor's blocking write at a deadline (W6:
- * offlining has no time limit of its own; a signal ends it with EINTR).  It
- * keeps firing every 50 ms after the deadline until disarmed, so a signal
+ * The deadline of a blocking write (W6: offlining has no time limit of its
+ * own; a signal ends it with EINTR).  Writes through the privileged helper
+ * get the deadline with the request, and the helper enforces it with its own
+ * timer signal; on another backend a timer interrupts the executor's own
+ * write, firing every 50 ms after the deadline until disarmed, so a signal
  * that lands just before the write starts is not lost.
  */
 struct budget_timer {
 	timer_t id;
 	bool armed;
+	bool helper;
 };
 
 static void budget_arm(struct engine *e, struct budget_timer *bt, double deadline)
@@ -58,9 +62,22 @@ static void budget_arm(struct engine *e, struct budget_timer *bt, double deadlin
 	struct itimerspec its = { .it_interval = { .tv_sec = 0, .tv_nsec = 50000000L } };
 	double left = deadline - exec_now();
 
-	sev._sigev_un._tid = e->executor_tid;
+	struct timespec end;
+
 	if (left < 0.001)
 		left = 0.001;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t)left;
+	end.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	if (hp_privsep_set_deadline(e->backend, &end) == 0) {
+		bt->helper = true;
+		return;
+	}
+	sev._sigev_un._tid = e->executor_tid;
 	if (timer_create(CLOCK_MONOTONIC, &sev, &bt->id) < 0)
 		return;
 	its.it_value.tv_sec = (time_t)left;
@@ -69,8 +86,11 @@ static void budget_arm(struct engine *e, struct budget_timer *bt, double deadlin
 	bt->armed = true;
 }
 
-static void budget_disarm(struct budget_timer *bt)
+static void budget_disarm(struct engine *e, struct budget_timer *bt)
 {
+	if (bt->helper)
+		hp_privsep_set_deadline(e->backend, NULL);
+	bt->helper = false;
 	if (bt->armed)
 		timer_delete(bt->id);
 	bt->armed = false;
@@ -202,7 +222,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 		block_bring_up(e->backend, s->block, s->memmap, s->online, res);
 	else
 		block_take_down(e->backend, s->block, res);
-	budget_disarm(&bt);
+	budget_disarm(e, &bt);
 	count_result(e, res, exec_now() - t0, up);
 
 	pthread_mutex_lock(&e->lock);

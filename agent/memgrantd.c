@@ -9,6 +9,7 @@
  */
 #include <curl/curl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -22,6 +23,8 @@
 #include "../providers/channel.h"
 #include "../providers/hooks/hooks.h"
 #include "../providers/https.h"
+#include "helper.h"
+#include "sandbox.h"
 #include "../providers/pressure.h"
 #include "engine.h"
 #include "log.h"
@@ -63,6 +66,7 @@ static int load_config(const char *path, const char *const *overrides, struct mg
 
 struct mainloop {
 	int sigfd;
+	int helper_fd; /* owned by the daemon's backend; polled for the helper's end */
 	int watchdog_fd;
 	struct engine *d;
 	struct api *api;
@@ -167,16 +171,21 @@ out:
 static int run(struct mainloop *m)
 {
 	for (;;) {
-		struct pollfd p[3] = {
+		struct pollfd p[4] = {
 			{ .fd = m->sigfd, .events = POLLIN },
 			{ .fd = m->watchdog_fd, .events = POLLIN },
 			{ .fd = engine_notify_fd(m->d), .events = POLLIN },
+			{ .fd = m->helper_fd, .events = POLLRDHUP }, /* never readable: only its end shows */
 		};
 
 		if (poll(p, ARRAY_SIZE(p), -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
+		}
+		if (p[3].revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) {
+			log_err(m->log, "the privileged helper is gone: no memory can be changed any more, stopping");
+			return -EPIPE;
 		}
 		if (p[1].revents & POLLIN) {
 			uint64_t n;
@@ -221,6 +230,64 @@ static int watchdog_timer(void)
 	return fd;
 }
 
+/* memgrant-helper is installed (and built) next to memgrantd. */
+static int helper_path(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	char *slash;
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	slash = strrchr(buf, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	if ((size_t)snprintf(slash, len - (size_t)(slash - buf), "/memgrant-helper") >= len - (size_t)(slash - buf))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/*
+ * The unprivileged process: started as root, it gives the state directory
+ * and the API socket's directory to agent.user, becomes that user without
+ * capabilities, and loads its seccomp filter.
+ */
+static int drop_privileges(const struct mg_config *cfg, const struct mg_log *log, pid_t helper_pid)
+{
+	char err[512] = "";
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	int r = 0;
+
+	if (geteuid() == 0) {
+		r = sandbox_lookup_user(cfg->agent.user, &uid, &gid, err, sizeof(err));
+		if (r == 0 && uid != 0)
+			r = sandbox_own_dir(cfg->agent.state_dir, uid, gid, err, sizeof(err));
+		if (r == 0 && uid != 0)
+			r = sandbox_socket_dir(cfg->agent.api_socket, uid, gid, err, sizeof(err));
+	} else if (cfg->agent.user && !streq(cfg->agent.user, "")) {
+		log_debug(log, "started as uid %u, not root: agent.user is not used", (unsigned)uid);
+	}
+	if (r == 0)
+		r = sandbox_drop(cfg->agent.user, cfg->agent.api_group, err, sizeof(err));
+	if (r == 0)
+		r = sandbox_filter_main(cfg->agent.seccomp, err, sizeof(err));
+	if (r < 0) {
+		log_err(log, "cannot give up privileges: %s", err);
+		return r;
+	}
+	/* building the filter and the group lookup leave freed heap behind */
+	malloc_trim(0);
+	if (uid == 0)
+		log_warn(log, "agent.user is root: the agent keeps uid 0 (without capabilities); "
+			 "only for tests and development");
+	log_info(log, "privileged helper is pid %d; this process runs as uid %u gid %u without capabilities%s",
+		 (int)helper_pid, (unsigned)getuid(), (unsigned)getgid(),
+		 sandbox_sanitized() ? " (sanitizer build: seccomp only logs)" : "");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -237,7 +304,8 @@ int main(int argc, char **argv)
 	size_t n_overrides = 0;
 	bool foreground = false, check_only = false;
 	struct mg_log log;
-	struct mainloop m = { .sigfd = -1, .watchdog_fd = -1, .log = &log };
+	struct mainloop m = { .sigfd = -1, .watchdog_fd = -1, .helper_fd = -1, .log = &log };
+	struct helper helper = { .pid = 0, .fd = -1 };
 	sigset_t mask;
 	int c, r, rc = 0;
 
@@ -292,6 +360,31 @@ int main(int argc, char **argv)
 	/* Process-wide set-up, before any thread starts.  Files are created
 	 * with explicit modes; the umask only keeps them from being wider. */
 	umask(022);
+
+	/* The privilege split (docs/security.md): the helper first, while this
+	 * is the only thread, then the rest of the agent gives up root. */
+	{
+		char path[4096];
+		r = helper_path(path, sizeof(path));
+		if (r < 0)
+			log_err(&log, "cannot find memgrant-helper next to memgrantd: %s", strerror(-r));
+		else
+			r = helper_start(m.cfg, &log, path, &helper);
+	}
+	if (r < 0) {
+		log_err(&log, "cannot start the privileged helper: %s", strerror(-r));
+		config_free(m.cfg);
+		return 1;
+	}
+	r = drop_privileges(m.cfg, &log, helper.pid);
+	if (r < 0) {
+		close(helper.fd);
+		helper_reap(&helper, &log);
+		config_free(m.cfg);
+		return 1;
+	}
+	m.helper_fd = helper.fd;
+
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		log_err(&log, "cannot initialise libcurl");
 		return 1;
@@ -313,7 +406,7 @@ int main(int argc, char **argv)
 	m.config_path = config_path;
 	m.overrides = overrides;
 
-	r = engine_new(m.cfg, &log, &m.d);
+	r = engine_new(m.cfg, &log, helper.fd, &m.d);
 	if (r < 0) {
 		log_err(&log, "cannot start: %s", strerror(-r));
 		rc = 1;
@@ -397,7 +490,9 @@ out:
 	hooks_free(m.hooks); /* runs what is queued (agent.stopping), at most HOOKS_STOP_GRACE_MS */
 	if (m.d)
 		engine_stop(m.d);
-	engine_free(m.d);
+	engine_free(m.d); /* closes the helper's socket: it ends */
+	if (helper_reap(&helper, &log) < 0)
+		rc = 1;
 	if (m.watchdog_fd >= 0)
 		close(m.watchdog_fd);
 	close(m.sigfd);

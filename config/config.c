@@ -32,6 +32,7 @@
 
 static const char *const backend_types[] = { "sysfs", "sim", NULL };
 static const char *const memmap_policies[] = { "auto", "always", "never", NULL };
+static const char *const seccomp_actions[] = { "kill", "log", NULL };
 static const char *const log_levels[] = { "error", "warning", "notice", "info", "debug", NULL };
 
 static const char *name_of(const char *const *names, size_t n, int i)
@@ -70,6 +71,16 @@ static bool check_agent_id(const char *s, char *why, size_t len)
 			snprintf(why, len, "'%s' may only contain letters, digits, '.', '_' and '-'", s);
 			return false;
 		}
+	return true;
+}
+
+static bool check_user(const char *s, char *why, size_t len)
+{
+	if (*s == '\0' || *s == '-' || strlen(s) > 32 || strspn(s, "abcdefghijklmnopqrstuvwxyz"
+				 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(s)) {
+		snprintf(why, len, "'%s' is not a user name", s);
+		return false;
+	}
 	return true;
 }
 
@@ -243,6 +254,16 @@ static const struct key_def agent_keys[] = {
 	  .dflt = "info",
 	  .choices = log_levels,
 	  .choice_base = MG_LOG_ERROR },
+	{ .name = "user",
+	  .kind = K_STR,
+	  .off = CFG(agent.user),
+	  .dflt = "memgrant",
+	  .check = check_user },
+	{ .name = "seccomp",
+	  .kind = K_ENUM,
+	  .off = CFG(agent.seccomp),
+	  .dflt = "kill",
+	  .choices = seccomp_actions },
 	{ NULL },
 };
 

@@ -89,6 +89,11 @@ struct mg_sim_config {
 	} faults;
 };
 
+enum mg_seccomp_action {
+	MG_SECCOMP_KILL, /* the process is killed (SIGSYS, logged by the audit subsystem) */
+	MG_SECCOMP_LOG,  /* allowed and logged: for finding what a filter misses */
+};
+
 struct mg_agent_config {
 	char *id;                 /* never NULL: configured, /etc/machine-id, or "unknown" */
 	char *state_dir;
@@ -97,6 +102,8 @@ struct mg_agent_config {
 	char *api_socket_mode;    /* octal string, checked: "0660" */
 	uint64_t api_body_limit;  /* bytes */
 	enum mg_log_level log_level;
+	char *user;               /* the unprivileged process runs as this user (when started as root) */
+	enum mg_seccomp_action seccomp; /* what a system call outside the filters does */
 };
 
 struct mg_backend_config {

@@ -241,6 +241,10 @@ static int create_state(struct txn *t, struct sim_settings *s, const struct sim_
 		return r;
 	if (!mkdtemp(dir))
 		return -errno;
+	/* mkdtemp makes it 0700: the records are read by whoever reads the sim
+	 * (an unprivileged agent, memgrantctl), written only by the lock holder */
+	if (chmod(dir, 0755) < 0)
+		return -errno;
 	free(s->dir);
 	s->dir = strdup(dir);
 	if (!s->dir)

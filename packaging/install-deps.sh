@@ -6,14 +6,14 @@
 set -eu
 
 BUILD_DEPS="build-essential pkg-config libjansson-dev libmicrohttpd-dev libyaml-dev libfuse3-dev fuse3
-libsmartcols-dev libcurl4-openssl-dev libsystemd-dev libcmocka-dev libvirt-dev libxml2-dev libssl-dev scdoc"
+libsmartcols-dev libcurl4-openssl-dev libsystemd-dev libseccomp-dev libcmocka-dev libvirt-dev libxml2-dev libssl-dev scdoc"
 TEST_DEPS="util-linux curl openssl python3 procps"
 CROSS_DEPS="gcc-s390x-linux-gnu qemu-user-static mmdebstrap"
 
 have_all() {
 	command -v cc >/dev/null 2>&1 || return 1
 	command -v pkg-config >/dev/null 2>&1 || return 1
-	for m in jansson libmicrohttpd yaml-0.1 smartcols libcurl libsystemd cmocka fuse3 libvirt libxml-2.0 libcrypto; do
+	for m in jansson libmicrohttpd yaml-0.1 smartcols libcurl libsystemd libseccomp cmocka fuse3 libvirt libxml-2.0 libcrypto; do
 		pkg-config --exists "$m" || return 1
 	done
 	command -v scdoc >/dev/null 2>&1 || return 1

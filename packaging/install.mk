@@ -13,6 +13,7 @@ pc_var = $(shell $(PKG_CONFIG) --variable=$(1) $(2) 2>/dev/null)
 SYSTEMDUNITDIR ?= $(or $(call pc_var,systemdsystemunitdir,systemd),/usr/lib/systemd/system)
 SYSUSERSDIR ?= $(or $(call pc_var,sysusersdir,systemd),/usr/lib/sysusers.d)
 TMPFILESDIR ?= $(or $(call pc_var,tmpfilesdir,systemd),/usr/lib/tmpfiles.d)
+UDEVRULESDIR ?= $(or $(call pc_var,udevdir,udev),/usr/lib/udev)/rules.d
 BASHCOMPDIR ?= $(or $(call pc_var,completionsdir,bash-completion),$(DATADIR)/bash-completion/completions)
 
 .PHONY: install-service
@@ -20,8 +21,10 @@ BASHCOMPDIR ?= $(or $(call pc_var,completionsdir,bash-completion),$(DATADIR)/bas
 install-service:
 	$(if $(filter-out /var,$(LOCALSTATEDIR))$(filter-out /run,$(RUNSTATEDIR)),@echo "install-service: warning: memgrantd.service assumes --localstatedir=/var --runstatedir=/run (configured: $(LOCALSTATEDIR), $(RUNSTATEDIR))" >&2)
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(BASHCOMPDIR)
+	install -d $(DESTDIR)$(UDEVRULESDIR)
 	sed 's|/usr/sbin/memgrantd|$(SBINDIR)/memgrantd|g' packaging/systemd/memgrantd.service > $(DESTDIR)$(SYSTEMDUNITDIR)/memgrantd.service
 	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/memgrantd.service
 	install -m 0644 packaging/systemd/memgrant.sysusers $(DESTDIR)$(SYSUSERSDIR)/memgrant.conf
 	install -m 0644 packaging/systemd/memgrant.tmpfiles $(DESTDIR)$(TMPFILESDIR)/memgrant.conf
+	install -m 0644 packaging/udev/60-memgrant.rules $(DESTDIR)$(UDEVRULESDIR)/60-memgrant.rules
 	install -m 0644 packaging/bash-completion/memgrantctl $(DESTDIR)$(BASHCOMPDIR)/memgrantctl

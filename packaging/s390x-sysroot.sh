@@ -47,7 +47,7 @@ arch=s390x
 triplet=s390x-linux-gnu
 # every library configure looks for, as -dev packages; libc6-dev for the C library
 packages="libc6-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libyaml-dev libsmartcols-dev
-libcurl4-openssl-dev libssl-dev libsystemd-dev libfuse3-dev"
+libcurl4-openssl-dev libssl-dev libsystemd-dev libseccomp-dev libfuse3-dev"
 [ "$libvirt" = yes ] && packages="$packages libvirt-dev libxml2-dev"
 packages=$(echo "$packages" | tr -s ' \n' '  ' | sed 's/ $//') # one line, single spaces
 stamp=$dir/.memgrant-sysroot

@@ -45,6 +45,8 @@ agent:
   state_dir: $T/state
   api_socket: $SOCK
   log_level: debug
+  # the test's own user: no uid change (tests/integration/privsep_*.sh drop to another)
+  user: ${AGENT_USER:-$(id -un)}
 backend:
   type: sim
   own_onlining: ${OWN_ONLINING:-true}

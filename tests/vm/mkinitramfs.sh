@@ -11,6 +11,8 @@ set -eu
 BUILD=$1 KTREE=$2 BUSYBOX=$3 OUT=$4
 HERE=$(cd "$(dirname "$0")" && pwd)
 R=$(mktemp -d "${TMPDIR:-/tmp}/memgrant-vm-root.XXXXXX")
+# mktemp makes it 0700; it becomes the guest's /, which the agent must traverse after giving up root
+chmod 0755 "$R"
 trap 'rm -rf "$R"' EXIT
 
 mkdir -p "$R/bin" "$R/sbin" "$R/usr/bin" "$R/usr/sbin" "$R/etc/memgrant" "$R/proc" "$R/sys" \
@@ -29,6 +31,7 @@ copy_with_libs() { # PROGRAM DEST
 	done
 }
 copy_with_libs "$BUILD/memgrantd" /usr/sbin/memgrantd
+copy_with_libs "$BUILD/memgrant-helper" /usr/sbin/memgrant-helper
 copy_with_libs "$BUILD/memgrantctl" /usr/bin/memgrantctl
 [ -x "$BUILD/tests/vm/pin" ] && cp "$BUILD/tests/vm/pin" "$R/usr/bin/pin"
 
@@ -49,8 +52,9 @@ done
 
 cp "$HERE/init" "$R/init"
 chmod 0755 "$R/init"
-echo "root:x:0:0:root:/:/bin/sh" > "$R/etc/passwd"
-printf 'root:x:0:\nmemgrant:x:0:\n' > "$R/etc/group"
+# memgrant: the user the agent drops to (the packages' sysusers.d creates it)
+printf 'root:x:0:0:root:/:/bin/sh\nmemgrant:x:990:990:memgrant:/:/bin/false\n' > "$R/etc/passwd"
+printf 'root:x:0:\nmemgrant:x:990:\n' > "$R/etc/group"
 echo memgrant-vm > "$R/etc/hostname"
 cat > "$R/etc/memgrant/memgrant.yaml" <<'YAML'
 # The VM test guest: the sysfs backend on this guest's own /sys (inside
@@ -59,7 +63,7 @@ agent:
   id: memgrant-vm
   state_dir: /run/memgrant/state
   api_socket: /run/memgrant/api.sock
-  api_group: root
+  api_group: memgrant
   log_level: debug
 backend:
   type: sysfs

@@ -24,7 +24,7 @@ step() { printf '\n== [%3ss] %s\n' $(( $(date +%s) - T0 )) "$*"; }
 QEMU=${QEMU:-$(command -v qemu-system-x86_64)}
 [ -n "$QEMU" ] && [ -x "$QEMU" ] || skip "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)"
 [ "$(uname -m)" = x86_64 ] || skip "the VM test boots an amd64 Debian kernel; this host is $(uname -m)"
-for p in memgrantd memgrantctl memgrant-host; do
+for p in memgrantd memgrant-helper memgrantctl memgrant-host; do
 	[ -x "$BUILD/$p" ] || skip "$BUILD/$p not built (memgrant-host needs libvirt-dev at configure time)"
 done
 command -v python3 >/dev/null || skip "python3 missing (QMP helper)"
@@ -148,6 +148,13 @@ for _ in $(seq 60); do
 	sleep 0.5
 done
 g "memgrantctl --socket /run/memgrant/api.sock status"
+# the privilege split on the real kernel: the helper is root, the agent memgrant (990); no
+# capabilities, seccomp filters on both
+split=$(g 'for p in $(pidof memgrant-helper) $(pidof memgrantd); do echo "$(cat /proc/$p/comm) $(awk '"'"'/^(Uid|CapEff|Seccomp):/ { printf "%s ", $2 }'"'"' /proc/$p/status)"; done')
+echo "$split"
+echo "$split" | grep -qx "memgrant-helper 0 0000000000000000 2 " || fail "the helper is not root without capabilities under seccomp: $split"
+echo "$split" | grep -qx "memgrantd 990 0000000000000000 2 " || fail "the agent is not memgrant without capabilities under seccomp: $split"
+[ "$(echo "$split" | wc -l)" -eq 2 ] || fail "not exactly two agent processes: $split"
 out=$($H status vm) || fail "memgrant-host status: $out"
 echo "$out"
 echo "$out" | grep -q "^agent: *memgrant-vm" || fail "the agent did not answer on the channel: $out"

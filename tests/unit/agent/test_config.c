@@ -517,7 +517,7 @@ static void test_overrides(void **state)
 				       "'lots' is not a size (bytes, or a number with K, M, G or T)");
 	assert_string_equal(d.msgs[3], "o.yaml: override 'agent.nokey=1': agent: unknown key "
 				       "'nokey' (valid keys: id, state_dir, api_socket, api_group, api_socket_mode, "
-				       "api_body_limit, log_level)");
+				       "api_body_limit, log_level, user, seccomp)");
 }
 
 /* Overrides into an empty file, and into a file that is not a mapping. */

@@ -62,7 +62,7 @@ static int setup(void **state)
 		return -1;
 	log_init(&f->log, "test_engine", 3);
 	pthread_mutex_init(&f->seen.lock, NULL);
-	if (engine_new(f->cfg, &f->log, &f->e) < 0 || engine_subscribe(f->e, on_transition, &f->seen) < 0 ||
+	if (engine_new(f->cfg, &f->log, -1, &f->e) < 0 || engine_subscribe(f->e, on_transition, &f->seen) < 0 ||
 	    engine_start(f->e) < 0)
 		return -1;
 	*state = f;

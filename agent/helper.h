@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The privileged helper process (docs/security.md).
+ *
+ * helper_start() forks it before anything else of the agent runs and
+ * executes PATH (memgrant-helper, agent/memgrant-helper.c) with only stderr
+ * and its end of a socketpair (fd 3): a fresh program that maps none of the
+ * libraries parsing outside input.  It opens the configured backend for
+ * writing, drops every capability, loads its seccomp filter, says hello and
+ * serves hotplug/privhelper.h's requests until the socket closes.  It
+ * ignores SIGTERM, SIGINT and SIGHUP: the agent stops it by closing the
+ * socket once the block operation in progress and the restore of
+ * auto_online_blocks are done.  A sim the configuration describes is
+ * created (and its faults set) here, before the fork.
+ *
+ * In the parent, helper_start() returns once the helper said hello, i.e.
+ * its backend is open; the socket then goes to hp_privsep_open().
+ * Must be called while the process has a single thread.
+ */
+#pragma once
+
+#include <sys/types.h>
+
+#include "../config/config.h"
+#include "log.h"
+
+struct helper {
+	pid_t pid;
+	int fd; /* the agent's end of the socketpair */
+};
+
+int helper_start(const struct mg_config *cfg, const struct mg_log *log, const char *path, struct helper *out);
+
+/* Waits for the helper to end (the socket must be closed by then) and logs
+ * how it ended when that was not a clean exit.  0 for a clean exit. */
+int helper_reap(struct helper *h, const struct mg_log *log);
