@@ -41,8 +41,8 @@ const char *words_zone_name(enum words_zone z)
 
 int words_memmap_parse(const char *s, bool allow_auto, int *out)
 {
-	static const char *const on[] = { "on", "1", "true", "yes", "always", "y" };
-	static const char *const off[] = { "off", "0", "false", "no", "never", "n" };
+	static const char *const on[] = { "on", "1", "true", "always" };
+	static const char *const off[] = { "off", "0", "false", "never" };
 
 	if (!s)
 		return -EINVAL;
@@ -112,7 +112,7 @@ int words_block_list(const char *s, size_t max_ids, uint64_t **ids, size_t *n, c
 	const char *p = s;
 
 	if (!s || !*s || *s == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,")) {
-		snprintf(why, len, "'" SHOWN "' is not a block list (expected N,N,N-M, e.g. 16,17,20-23)",
+		snprintf(why, len, "malformed block list '" SHOWN "' (expected N,N,N-M, e.g. 16,17,20-23)",
 			 SHOW(s ? s : ""));
 		return -EINVAL;
 	}
@@ -129,8 +129,11 @@ int words_block_list(const char *s, size_t max_ids, uint64_t **ids, size_t *n, c
 			return r;
 		}
 		if (r < 0) {
-			snprintf(why, len, "'%.*s' in '" SHOWN "' is not a block number or a range N-M",
-				 (int)(end - p), p, SHOW(s));
+			if (p == s && !*end)
+				snprintf(why, len, "'" SHOWN "' is not a block number or a range N-M", SHOW(s));
+			else
+				snprintf(why, len, "'%.*s' in '" SHOWN "' is not a block number or a range N-M",
+					 (int)(end - p), p, SHOW(s));
 			return r;
 		}
 		if (b < a) {
@@ -251,8 +254,12 @@ int words_size_in_blocks(uint64_t size, const char *shown, uint64_t block_size, 
 		return 0;
 	if (shown)
 		snprintf(given, sizeof(given), SHOWN, SHOW(shown));
-	else
+	else {
+		/* exactly when that is short ("1.375G"), else as lsmem rounds it ("1.3G") */
 		words_size_exact(size, given, sizeof(given));
+		if (size >= 1024 && given[strlen(given) - 1] == 'B')
+			size_format(size, given, sizeof(given));
+	}
 	words_size_exact(block_size, bs, sizeof(bs));
 	if (size && size % block_size == 0)
 		return 0;
@@ -260,11 +267,11 @@ int words_size_in_blocks(uint64_t size, const char *shown, uint64_t block_size, 
 	above = below + block_size;
 	words_size_exact(above, hi, sizeof(hi));
 	if (!below)
-		snprintf(why, len, "size %s is not a whole number of %s memory blocks: the smallest valid size is %s",
+		snprintf(why, len, "size %s is not a multiple of the block size %s: the smallest valid size is %s",
 			 given, bs, hi);
 	else {
 		words_size_exact(below, lo, sizeof(lo));
-		snprintf(why, len, "size %s is not a whole number of %s memory blocks: the nearest valid sizes are "
+		snprintf(why, len, "size %s is not a multiple of the block size %s: the nearest valid sizes are "
 			 "%s and %s", given, bs, lo, hi);
 	}
 	return -EINVAL;

@@ -7,7 +7,7 @@
  * Zones: "Movable", "Normal" in any case ("kernel" is Normal, as in sysfs
  * online_kernel); "auto" where the caller allows it.  Printed lowercase.
  *
- * memmap_on_memory: on/off, 1/0, true/false, yes/no, always/never in any
+ * memmap_on_memory: on/off, 1/0, true/false, always/never in any
  * case; "auto" where the caller allows it.  Printed as on/off/auto.
  *
  * Block lists as chmem's man page writes them: "16,17,20-23".
@@ -36,7 +36,7 @@ const char *words_zone_name(enum words_zone z); /* "auto", "movable", "normal" *
 #define WORDS_MEMMAP_OFF 0
 #define WORDS_MEMMAP_ON 1
 /* the accepted spellings, for messages */
-#define WORDS_MEMMAP_WORDS "on or off (also 1/0, true/false, yes/no, always/never)"
+#define WORDS_MEMMAP_WORDS "on or off (also 1/0, true/false, always/never)"
 
 /* *OUT: WORDS_MEMMAP_ON, _OFF, or _AUTO (only with ALLOW_AUTO). */
 int words_memmap_parse(const char *s, bool allow_auto, int *out);

@@ -48,8 +48,8 @@ static void test_zones_any_case(void **state)
 
 static void test_memmap_spellings(void **state)
 {
-	static const char *const on[] = { "on", "ON", "1", "true", "True", "yes", "always" };
-	static const char *const off[] = { "off", "Off", "0", "false", "FALSE", "no", "never" };
+	static const char *const on[] = { "on", "ON", "1", "true", "True", "always" };
+	static const char *const off[] = { "off", "Off", "0", "false", "FALSE", "never" };
 	int m = 99;
 
 	(void)state;
@@ -63,6 +63,7 @@ static void test_memmap_spellings(void **state)
 	assert_int_equal(words_memmap_parse("auto", true, &m), 0);
 	assert_int_equal(m, WORDS_MEMMAP_AUTO);
 	assert_int_equal(words_memmap_parse("maybe", true, &m), -EINVAL);
+	assert_int_equal(words_memmap_parse("yes", true, &m), -EINVAL);
 	assert_int_equal(words_memmap_parse("2", true, &m), -EINVAL);
 	assert_string_equal(words_memmap_name(WORDS_MEMMAP_ON), "on");
 	assert_string_equal(words_memmap_name(WORDS_MEMMAP_OFF), "off");
@@ -164,11 +165,14 @@ static void test_size_in_blocks(void **state)
 	(void)state;
 	assert_int_equal(words_size_in_blocks(1536 * MiB, "1.5G", 128 * MiB, why, sizeof(why)), 0);
 	assert_int_equal(words_size_in_blocks(UINT64_C(1395864371), "1.3G", 128 * MiB, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why, "size 1.3G is not a whole number of 128M memory blocks: the nearest valid "
+	assert_string_equal(why, "size 1.3G is not a multiple of the block size 128M: the nearest valid "
 				 "sizes are 1.25G and 1.375G");
 	assert_int_equal(words_size_in_blocks(100 * MiB, NULL, 128 * MiB, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why, "size 100M is not a whole number of 128M memory blocks: the smallest valid "
+	assert_string_equal(why, "size 100M is not a multiple of the block size 128M: the smallest valid "
 				 "size is 128M");
+	assert_int_equal(words_size_in_blocks(UINT64_C(1395864371), NULL, 128 * MiB, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "size 1.3G is not a multiple of the block size 128M: the nearest valid "
+				 "sizes are 1.25G and 1.375G");
 	assert_int_equal(words_size_in_blocks(0, "0", 256 * MiB, why, sizeof(why)), -EINVAL);
 
 	words_size_exact(1408 * MiB, buf, sizeof(buf));
