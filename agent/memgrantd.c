@@ -189,19 +189,19 @@ int main(int argc, char **argv)
 		case 'o':
 			if (n_overrides + 1 >= ARRAY_SIZE(overrides)) {
 				fprintf(stderr, "memgrantd: at most %zu -o options\n", ARRAY_SIZE(overrides) - 1);
-				return 2;
+				return 1;
 			}
 			overrides[n_overrides++] = optarg;
 			break;
 		case 'V': printf("memgrantd %s\n", MEMGRANT_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: usage(stderr); return 1; /* usage errors exit 1, as in memgrantctl */
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "memgrantd: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
-		return 2;
+		return 1;
 	}
 
 	r = load_config(config_path, overrides, &m.cfg, check_only);

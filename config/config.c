@@ -24,6 +24,7 @@
 #include "lib/fileio.h"
 #include "lib/size.h"
 #include "lib/util.h"
+#include "lib/words.h"
 
 #define MAX_DIAG 100 /* after this many messages, one more says so and the rest are dropped */
 #define MACHINE_ID_PATH "/etc/machine-id"
@@ -206,6 +207,7 @@ struct key_def {
 	bool required;
 	uint64_t min, max;           /* max 0: no upper limit */
 	const char *const *choices;  /* K_ENUM */
+	int (*alias)(const char *s); /* K_ENUM: other spellings (lib/words.h), index or -1 */
 	int choice_base;
 	char psi_op;                 /* K_PSI: the comparison the key's name implies */
 	const struct key_def *sub;   /* K_SECTION, K_HOOKS */
@@ -320,18 +322,39 @@ static const struct key_def backend_keys[] = {
 	{ NULL },
 };
 
+/* on/off, 1/0, true/false for always/never; zones in any case ("Movable") */
+static int memmap_alias(const char *s)
+{
+	int m;
+
+	if (words_memmap_parse(s, true, &m) < 0)
+		return -1;
+	return m == WORDS_MEMMAP_ON ? 1 : m == WORDS_MEMMAP_OFF ? 2 : 0;
+}
+
+static int zone_alias(const char *s)
+{
+	enum words_zone z;
+
+	if (words_zone_parse(s, true, &z) < 0)
+		return -1;
+	return z == WORDS_ZONE_MOVABLE ? 1 : z == WORDS_ZONE_NORMAL ? 2 : 0;
+}
+
 static const struct key_def policy_keys[] = {
 	{ .name = "memmap_on_memory",
 	  .kind = K_ENUM,
 	  .off = CFG(policy.memmap_on_memory),
 	  .dflt = "auto",
-	  .choices = memmap_policies },
+	  .choices = memmap_policies,
+	  .alias = memmap_alias },
 	{ .name = "reserve", .kind = K_SIZE, .off = CFG(policy.reserve), .dflt = "256M" },
 	{ .name = "zone",
 	  .kind = K_ENUM,
 	  .off = CFG(policy.zone),
 	  .dflt = "auto",
-	  .choices = zone_policies },
+	  .choices = zone_policies,
+	  .alias = zone_alias },
 	{ .name = "movable_ratio",
 	  .kind = K_UINT,
 	  .off = CFG(policy.movable_ratio),
@@ -731,6 +754,10 @@ static int convert(const struct key_def *d, const char *s, void *base, char *why
 				*AT(base, d->off, int) = i + d->choice_base;
 				return 0;
 			}
+		if (d->alias && d->alias(s) >= 0) {
+			*AT(base, d->off, int) = d->alias(s) + d->choice_base;
+			return 0;
+		}
 		{
 			char all[160];
 			list_choices(d->choices, all, sizeof(all));

@@ -9,6 +9,7 @@
 #include "../../agent/message.h"
 #include "../../lib/size.h"
 #include "../../lib/util.h"
+#include "../../lib/words.h"
 #include "host.h"
 
 struct conn {
@@ -255,7 +256,7 @@ static int req_opt(int c, void *ctx)
 static int size_arg(const char *s, uint64_t *out)
 {
 	if (size_parse(s, out) < 0 || *out == 0) {
-		fprintf(stderr, "memgrant-host: '%s' is not a size (bytes, or K/M/G/T such as 2G)\n", s);
+		fprintf(stderr, "memgrant-host: '%s' is not a size (bytes, or K/M/G/T such as 2G or 1.5G)\n", s);
 		return -EINVAL;
 	}
 	return 0;
@@ -292,20 +293,22 @@ int cmd_grant(const struct host_opts *o, int argc, char **argv)
 	}
 	if (size_arg(argv[optind + 1], &size) < 0 || id_arg("--id", a.id) < 0)
 		return HOST_EXIT_USAGE;
-	if (!a.memmap || streq(a.memmap, "auto"))
-		memmap = json_string("auto");
-	else if (streq(a.memmap, "on"))
-		memmap = json_true();
-	else if (streq(a.memmap, "off"))
-		memmap = json_false();
-	else {
-		fprintf(stderr, "memgrant-host: --memmap '%s': expected auto, on or off\n", a.memmap);
-		return HOST_EXIT_USAGE;
-	}
-	if (a.zone && !streq(a.zone, "auto") && !streq(a.zone, "movable") && !streq(a.zone, "normal")) {
-		json_decref(memmap);
-		fprintf(stderr, "memgrant-host: --zone '%s': expected auto, movable or normal\n", a.zone);
-		return HOST_EXIT_USAGE;
+	{
+		int m = WORDS_MEMMAP_AUTO;
+		enum words_zone z = WORDS_ZONE_AUTO;
+
+		if (a.memmap && words_memmap_parse(a.memmap, true, &m) < 0) {
+			fprintf(stderr, "memgrant-host: --memmap '%s': expected auto, on or off (also 1/0, "
+					"true/false, always/never)\n", a.memmap);
+			return HOST_EXIT_USAGE;
+		}
+		if (a.zone && words_zone_parse(a.zone, true, &z) < 0) {
+			fprintf(stderr, "memgrant-host: --zone '%s': expected auto, movable or normal (any case)\n",
+				a.zone);
+			return HOST_EXIT_USAGE;
+		}
+		memmap = m == WORDS_MEMMAP_AUTO ? json_string("auto") : json_boolean(m == WORDS_MEMMAP_ON);
+		a.zone = words_zone_name(z);
 	}
 	req = json_pack("{s:s,s:I,s:o,s:s}", "type", "grant", "size", (json_int_t)size, "memmap_on_memory", memmap,
 			"zone", a.zone ? a.zone : "auto");

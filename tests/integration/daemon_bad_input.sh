@@ -149,9 +149,12 @@ echo "ok start-override: exit $rc"
 ROWS=$((ROWS + 1))
 rc=0
 "$MEMGRANTD" --bogus > "$T/start.log" 2>&1 || rc=$?
-[ "$rc" -eq 2 ] || fail "start-args: exit $rc, want 2"
+[ "$rc" -eq 1 ] || fail "start-args: exit $rc, want 1"
 grep -q "unrecognized option '--bogus'" "$T/start.log" || fail "start-args: message: $(cat "$T/start.log")"
-echo "ok start-args: exit 2"
+echo "ok start-args: exit 1"
+rc=0
+"$MEMGRANTD" extra-argument > "$T/start.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "start-args: extra argument: exit $rc, want 1"
 
 # ---------------------------------------------------------------- a daemon with one grant
 start_daemon
