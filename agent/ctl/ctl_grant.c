@@ -5,8 +5,11 @@
  * progress on a terminal, and exit like chmem: 0 all done, 1 nothing done,
  * 64 partly done.
  */
+#include <curl/curl.h>
 #include <getopt.h>
+#include <signal.h>
 
+#include "agent/message.h"
 #include "client.h"
 #include "ctl.h"
 #include "lib/size.h"
@@ -77,6 +80,61 @@ static int exit_code_of(const char *state)
 	return CTL_EXIT_FAILURE;
 }
 
+/*
+ * Follows grant or revocation ID to its final state over the event stream
+ * (the first event is its current status) and prints the outcome.  SIGINT is
+ * held pending while following, so that Ctrl-C ends the wait, not the
+ * operation: memgrantd goes on, and the message says how to follow it again.
+ */
+static int follow(struct ctl_ctx *ctx, const char *id, bool json)
+{
+	struct waiter w = { .tty = isatty(STDERR_FILENO), .json = json };
+	_cleanup_free_ char *escaped = NULL;
+	sigset_t intr, old;
+	char path[256];
+	int r, rc;
+
+	escaped = curl_escape(id, 0);
+	if (!escaped)
+		return CTL_EXIT_FAILURE;
+	snprintf(path, sizeof(path), "/v1/events?grant=%s&until=done", escaped);
+	sigemptyset(&intr);
+	sigaddset(&intr, SIGINT);
+	sigprocmask(SIG_BLOCK, &intr, &old);
+	r = ctl_follow_events(ctx, path, on_status, &w);
+	if (r == -EINTR) {
+		int sig;
+
+		sigwait(&intr, &sig); /* take the pending Ctrl-C */
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (w.tty && !json && w.state[0])
+		fputc('\n', stderr);
+	if (r == -EINTR) {
+		ctl_err("stopped waiting; %s %s goes on in memgrantd (last state: %s). Follow it with: "
+			"memgrantctl%s%s wait %s",
+			w.last ? json_string_value(json_object_get(w.last, "kind")) : "operation", id,
+			w.state[0] ? w.state : "unknown", ctx->socket ? " --socket " : "",
+			ctx->socket ? ctx->socket : "", id);
+		json_decref(w.last);
+		return CTL_EXIT_INTERRUPTED;
+	}
+	if (r < 0 || !w.last || !is_final(w.state)) {
+		if (r >= 0)
+			ctl_err("memgrantd closed the event stream before %s finished (last state: %s); "
+				"follow it with: memgrantctl wait %s", id, w.state[0] ? w.state : "none", id);
+		json_decref(w.last);
+		return CTL_EXIT_FAILURE;
+	}
+	if (json)
+		ctl_print_json(w.last);
+	else
+		print_summary(w.last);
+	rc = exit_code_of(w.state);
+	json_decref(w.last);
+	return rc;
+}
+
 static int submit(struct ctl_ctx *ctx, json_t *msg, bool wait, bool json)
 {
 	_cleanup_free_ char *body = json_dumps(msg, JSON_COMPACT);
@@ -116,31 +174,10 @@ static int submit(struct ctl_ctx *ctx, json_t *msg, bool wait, bool json)
 		return rc;
 	}
 	{
-		struct waiter w = { .tty = isatty(STDERR_FILENO), .json = json };
-		char path[256];
-		int r;
+		_cleanup_free_ char *id_copy = strdup(id);
 
-		snprintf(path, sizeof(path), "/v1/events?grant=%s&until=done", id);
-		r = ctl_follow_events(ctx, path, on_status, &w);
-		if (w.tty && !json)
-			fputc('\n', stderr);
-		if (r < 0 || !w.last || !is_final(w.state)) {
-			if (r >= 0)
-				ctl_err("memgrantd closed the event stream before %s finished (last state: %s); "
-					"see memgrantctl grants", id, w.state[0] ? w.state : "none");
-			json_decref(w.last);
-			json_decref(reply);
-			return CTL_EXIT_FAILURE;
-		}
 		json_decref(reply);
-		if (json) {
-			ctl_print_json(w.last);
-		} else {
-			print_summary(w.last);
-		}
-		rc = exit_code_of(w.state);
-		json_decref(w.last);
-		return rc;
+		return id_copy ? follow(ctx, id_copy, json) : CTL_EXIT_FAILURE;
 	}
 }
 
@@ -332,4 +369,48 @@ int ctl_cmd_grant(struct ctl_ctx *ctx, int argc, char **argv)
 int ctl_cmd_revoke(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	return grant_or_revoke(ctx, argc, argv, true);
+}
+
+/* memgrantctl wait ID: follow a grant or revocation memgrantd already has. */
+int ctl_cmd_wait(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	_cleanup_free_ char *escaped = NULL;
+	json_t *cur = NULL;
+	bool json = false;
+	char path[256];
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, ":Jh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'J': json = true; break;
+		case 'h':
+			printf("Usage: memgrantctl wait ID [--json]\n\n"
+			       "Follows grant or revocation ID until it is final and prints the outcome;\n"
+			       "exits 0 applied, 1 failed or rejected, 64 partial.  Ctrl-C stops waiting only.\n");
+			return CTL_EXIT_OK;
+		default: return ctl_bad_option("wait", ch, argv);
+		}
+	}
+	if (optind >= argc) {
+		ctl_err("wait: which grant or revocation? (memgrantctl wait ID; memgrantctl grants lists them)");
+		return CTL_EXIT_FAILURE;
+	}
+	if (!msg_id_valid(argv[optind])) {
+		ctl_err("wait: '%s' is not an id (1 to %d characters of A-Z a-z 0-9 . _ : -)", argv[optind], MSG_ID_MAX);
+		return CTL_EXIT_FAILURE;
+	}
+	if (optind + 1 < argc) {
+		ctl_err("wait: unexpected argument '%s'", argv[optind + 1]);
+		return CTL_EXIT_FAILURE;
+	}
+	/* a clear "no such grant" before the stream */
+	escaped = curl_escape(argv[optind], 0);
+	if (!escaped)
+		return CTL_EXIT_FAILURE;
+	snprintf(path, sizeof(path), "/v1/grants/%s", escaped);
+	if (ctl_get_json(ctx, path, &cur) < 0)
+		return CTL_EXIT_FAILURE;
+	json_decref(cur);
+	return follow(ctx, argv[optind], json);
 }
