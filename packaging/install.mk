@@ -25,3 +25,5 @@ install-service:
 	install -m 0644 packaging/systemd/memgrant.sysusers $(DESTDIR)$(SYSUSERSDIR)/memgrant.conf
 	install -m 0644 packaging/systemd/memgrant.tmpfiles $(DESTDIR)$(TMPFILESDIR)/memgrant.conf
 	install -m 0644 packaging/bash-completion/memgrantctl $(DESTDIR)$(BASHCOMPDIR)/memgrantctl
+	install -m 0644 packaging/bash-completion/memgrantd $(DESTDIR)$(BASHCOMPDIR)/memgrantd
+	$(if $(filter 1,$(HAVE_LIBVIRT)),install -m 0644 packaging/bash-completion/memgrant-host $(DESTDIR)$(BASHCOMPDIR)/memgrant-host)

@@ -75,5 +75,13 @@ grep -q "wait: 'bad id!' is not an id" "$T/err" || fail "wait bad id: $(cat "$T/
 rc=0
 $CTL wait > "$T/out" 2> "$T/err" || rc=$?
 expect_eq "wait without id exit" "$rc" 1
+# the build's version, as the usual info metric
+if command -v curl >/dev/null 2>&1; then
+	version=$(cat "$(dirname "$0")/../../VERSION")
+	curl -s --unix-socket "$SOCK" http://agent/metrics > "$T/metrics" || fail "GET /metrics"
+	grep -qx "memgrant_build_info{version=\"$version\"} 1" "$T/metrics" ||
+		fail "no memgrant_build_info for $version: $(grep build_info "$T/metrics")"
+	grep -qx '# TYPE memgrant_build_info gauge' "$T/metrics" || fail "memgrant_build_info has no TYPE line"
+fi
 stop_daemon
 cat "$T/int.err" "$T/one"; echo ok
