@@ -43,16 +43,16 @@ static void usage(FILE *f)
 }
 
 static int load_config(const char *path, const char *const *overrides, struct mg_config **out,
-		       bool quiet_ok)
+		       bool check_only)
 {
 	_cleanup_config_diag_ struct config_diag diag = { 0 };
-	int r = config_load(path, overrides, out, &diag);
+	/* --check-config also looks for what would fail at run time */
+	int r = config_load_flags(path, overrides, check_only ? CONFIG_CHECK_RUNTIME : 0, out, &diag);
 
 	for (size_t i = 0; i < diag.n; i++)
 		fprintf(stderr, "%s\n", diag.msgs[i]);
 	if (r < 0 && diag.n == 0)
 		fprintf(stderr, "memgrantd: %s: %s\n", path, strerror(-r));
-	(void)quiet_ok;
 	return r;
 }
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/un.h>
 
 #include <curl/curl.h>
@@ -304,8 +305,16 @@ int cfg_convert(const struct key_def *d, const char *s, void *base, char *why, s
 		}
 		{
 			char all[160];
+			const char *lower = NULL;
+
 			cfg_list_choices(d->choices, all, sizeof(all));
-			snprintf(why, len, "'%s' is not one of %s", s, all);
+			for (int i = 0; d->choices[i]; i++)
+				if (strcasecmp(s, d->choices[i]) == 0)
+					lower = d->choices[i];
+			if (lower)
+				snprintf(why, len, "'%s' is not one of %s (write it in lowercase: '%s')", s, all, lower);
+			else
+				snprintf(why, len, "'%s' is not one of %s", s, all);
 		}
 		return -EINVAL;
 	case K_PSI: {

@@ -104,6 +104,7 @@ struct ctx {
 	int *bad;
 	size_t n_bad;
 	bool in_finish;
+	unsigned flags; /* CONFIG_CHECK_RUNTIME */
 };
 
 /* convert.c */

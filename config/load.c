@@ -791,11 +791,10 @@ static void ctx_done(struct ctx *c)
 	free(c->bad);
 }
 
-int config_load_buffer(const char *name, const char *buf, size_t len,
-		       const char *const *overrides, struct mg_config **out,
-		       struct config_diag *diag)
+static int load_buffer(const char *name, const char *buf, size_t len, const char *const *overrides,
+		       unsigned flags, struct mg_config **out, struct config_diag *diag)
 {
-	struct ctx c = { .name = name ? name : "<config>", .buf = buf, .len = len, .diag = diag };
+	struct ctx c = { .name = name ? name : "<config>", .buf = buf, .len = len, .diag = diag, .flags = flags };
 	_cleanup_config_ struct mg_config *cfg = NULL;
 	size_t n_syntax;
 	int r;
@@ -844,6 +843,9 @@ int config_load_buffer(const char *name, const char *buf, size_t len,
 		else {
 			c.in_finish = true;
 			cfg_finish(&c, cfg);
+			/* only a configuration that is valid in itself is looked up on disk */
+			if ((c.flags & CONFIG_CHECK_RUNTIME) && c.n_errors == 0 && !c.oom)
+				cfg_check_runtime(&c, cfg);
 		}
 	}
 	ctx_done(&c);
@@ -868,8 +870,21 @@ int config_load_buffer(const char *name, const char *buf, size_t len,
 	return 0;
 }
 
+int config_load_buffer(const char *name, const char *buf, size_t len,
+		       const char *const *overrides, struct mg_config **out,
+		       struct config_diag *diag)
+{
+	return load_buffer(name, buf, len, overrides, 0, out, diag);
+}
+
 int config_load(const char *path, const char *const *overrides, struct mg_config **out,
 		struct config_diag *diag)
+{
+	return config_load_flags(path, overrides, 0, out, diag);
+}
+
+int config_load_flags(const char *path, const char *const *overrides, unsigned flags,
+		      struct mg_config **out, struct config_diag *diag)
 {
 	struct ctx c = { .name = path, .diag = diag };
 	_cleanup_free_ char *buf = NULL;
@@ -889,5 +904,5 @@ int config_load(const char *path, const char *const *overrides, struct mg_config
 		ctx_done(&c);
 		return r;
 	}
-	return config_load_buffer(path, buf, len, overrides, out, diag);
+	return load_buffer(path, buf, len, overrides, flags, out, diag);
 }

@@ -107,7 +107,11 @@ void cfg_finish(struct ctx *c, struct mg_config *cfg)
 		       "agent.api_socket: longer than the %zu bytes a socket path may have",
 		       sizeof(sa.sun_path) - 1);
 
-	if (cfg->backend.type == MG_BACKEND_SIM) {
+	/* a backend.type with a message of its own ("Sim") is not judged against
+	 * the sim section as well: one problem, one message */
+	if (cfg_bad(c, "backend.type")) {
+		; /* reported */
+	} else if (cfg->backend.type == MG_BACKEND_SIM) {
 		if (!cfg->backend.sim.present)
 			cfg_err_at(c, cfg_where(c, "backend.type"),
 			       "backend.type is sim but there is no backend.sim section");
@@ -120,7 +124,7 @@ void cfg_finish(struct ctx *c, struct mg_config *cfg)
 		       "backend.sim is only used with backend.type: sim (type is %s)",
 		       mg_backend_type_name(cfg->backend.type));
 	}
-	if (cfg->backend.sim.present)
+	if (cfg->backend.sim.present && !cfg_bad(c, "backend.type"))
 		finish_sim(c, cfg);
 
 	if (cfg->providers.https.enabled) {
