@@ -181,7 +181,8 @@ static void usage(FILE *f)
 	      f);
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
-	fputs("\nExit status: 0 done, 1 failed, 64 some blocks done and some not.\n", f);
+	fputs("\nExit status: 0 done, 1 failed, 64 some blocks done and some not, 130 Ctrl-C\n"
+	      "ended a wait (the operation goes on: memgrantctl wait ID).\n", f);
 }
 
 int main(int argc, char **argv)

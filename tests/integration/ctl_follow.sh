@@ -42,18 +42,26 @@ expect_eq "revoked range" "$(jget "$($CTL grants range-back --json)" state)" app
 # --- Ctrl-C during --wait, then memgrantctl wait ID ------------------------
 # each block step takes 300 ms: 8 blocks take several seconds
 $MEMGRANTCTL sim fault "$SIM" --latency 300 > /dev/null || fail "sim fault --latency"
-# a shell's background job ignores SIGINT; give memgrantctl the default back,
-# as a terminal's Ctrl-C finds it
-python3 -c 'import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execvp(sys.argv[1], sys.argv[1:])' $CTL grant 1G --id slow-1 --wait > "$T/int.out" 2> "$T/int.err" &
-W=$!
-wait_state slow-1 in_progress
-sleep 0.5
-kill -INT $W
-rc=0
-wait $W || rc=$?
-expect_eq "exit after Ctrl-C" "$rc" 130
+# a shell's background job ignores SIGINT: python starts memgrantctl with the
+# default disposition, as a terminal's Ctrl-C finds it, and sends the SIGINT
+# once the grant is under way
+python3 - "$T/int.err" $CTL grant 1G --id slow-1 --wait <<'PY' > "$T/int.rc" || fail "Ctrl-C driver failed"
+import signal, subprocess, sys, time, json
+err, argv = sys.argv[1], sys.argv[2:]
+with open(err, "w") as e:
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=e,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    sock = argv[argv.index("--socket") + 1]
+    for _ in range(300):  # until slow-1 is in progress
+        out = subprocess.run(argv[:3] + ["grants", "slow-1", "--json"], capture_output=True, text=True).stdout
+        if out and json.loads(out).get("state") == "in_progress":
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    print(p.wait())
+PY
+expect_eq "exit after Ctrl-C" "$(cat "$T/int.rc")" 130
 grep -q "stopped waiting; grant slow-1 goes on in memgrantd" "$T/int.err" || fail "Ctrl-C message: $(cat "$T/int.err")"
 grep -q "Follow it with: memgrantctl --socket $SOCK wait slow-1" "$T/int.err" || fail "Ctrl-C follow hint: $(cat "$T/int.err")"
 state=$(jget "$($CTL grants slow-1 --json)" state)
