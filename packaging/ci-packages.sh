@@ -63,14 +63,16 @@ deb=$(ls "$out"/memgrant_*.deb)
 hostdeb=$(ls "$out"/memgrant-host_*.deb)
 say "built $(basename "$deb") and $(basename "$hostdeb")"
 # memgrant-host, its manual page and completion are in memgrant-host only
-dpkg-deb -c "$hostdeb" | grep -q ' \./usr/bin/memgrant-host$' || die "memgrant-host not in $(basename "$hostdeb")"
-dpkg-deb -c "$hostdeb" | grep -q '/man1/memgrant-host\.1\.gz$' || die "memgrant-host.1 not in $(basename "$hostdeb")"
-dpkg-deb -c "$hostdeb" | grep -q '/completions/memgrant-host$' || die "memgrant-host completion not in $(basename "$hostdeb")"
-if dpkg-deb -c "$deb" | grep -q 'memgrant-host'; then
+dpkg-deb -c "$hostdeb" > "$tmp/host.list"
+dpkg-deb -c "$deb" > "$tmp/memgrant.list"
+grep -q ' \./usr/bin/memgrant-host$' "$tmp/host.list" || die "memgrant-host not in $(basename "$hostdeb")"
+grep -q '/man1/memgrant-host\.1\.gz$' "$tmp/host.list" || die "memgrant-host.1 not in $(basename "$hostdeb")"
+grep -q '/completions/memgrant-host$' "$tmp/host.list" || die "memgrant-host completion not in $(basename "$hostdeb")"
+if grep -q 'memgrant-host' "$tmp/memgrant.list"; then
 	die "$(basename "$deb") still carries memgrant-host"
 fi
 for f in memgrantctl memgrantd; do
-	dpkg-deb -c "$deb" | grep -q "/completions/$f\$" || die "bash completion for $f not in $(basename "$deb")"
+	grep -q "/completions/$f\$" "$tmp/memgrant.list" || die "bash completion for $f not in $(basename "$deb")"
 done
 # the prerm stops the daemon on removal (not on upgrade): run it with a stand-in
 # for deb-systemd-invoke and for /run/systemd/system
