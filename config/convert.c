@@ -4,21 +4,14 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/un.h>
 
-#include <curl/curl.h>
-#include <yaml.h>
-
-#include "lib/fileio.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "lib/words.h"
 
 /* ---------------------------------------------------------------- freeing */
 

@@ -14,15 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 
-#include <curl/curl.h>
 #include <yaml.h>
 
 #include "lib/fileio.h"
-#include "lib/size.h"
 #include "lib/util.h"
-#include "lib/words.h"
 
 /* ---------------------------------------------------------------- diagnostics */
 

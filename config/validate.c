@@ -2,22 +2,17 @@
 /* The checks of memgrant.yaml that need several keys, after the walk. */
 #include "internal.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 
-#include <curl/curl.h>
 #include <yaml.h>
 
-#include "lib/fileio.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "lib/words.h"
 
 /* ---------------------------------------------------------------- whole-config checks */
 
