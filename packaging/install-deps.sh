@@ -52,6 +52,7 @@ apt_install() {
 			"$REQUIRED_MODULES $OPTIONAL_MODULES, and cc, pkg-config, scdoc" >&2
 		exit 1
 	fi
+	echo "install-deps: installing the build and test dependencies (apt-get)${missing:+, missing:$missing}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	# shellcheck disable=SC2086
@@ -63,13 +64,11 @@ case ${1:-} in
 	missing=$(missing_build | tr '\n' ',' | sed 's/,$//; s/,/, /g')
 	[ -z "$missing" ] && exit 0
 	missing=" $missing"
-	echo "install-deps: installing missing build dependencies (apt-get):$missing"
 	# shellcheck disable=SC2086
 	apt_install $BUILD_DEPS $TEST_DEPS
 	;;
 --if-missing)
 	have_all && exit 0
-	echo "install-deps: installing missing build dependencies (apt-get)"
 	# shellcheck disable=SC2086
 	apt_install $BUILD_DEPS $TEST_DEPS
 	;;
