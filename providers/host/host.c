@@ -19,7 +19,7 @@ static const struct {
 	int (*fn)(const struct host_opts *o, int argc, char **argv);
 	const char *help;
 } commands[] = {
-	{ "grant", cmd_grant, "grant DOMAIN SIZE [--memmap auto|on|off] [--zone auto|movable|normal] [--id ID] [--wait]" },
+	{ "grant", cmd_grant, "grant DOMAIN (SIZE | RANGE) [--memmap auto|on|off] [--zone auto|movable|normal] [--id ID] [--wait]" },
 	{ "revoke", cmd_revoke, "revoke DOMAIN (SIZE | --grant ID) [--id ID] [--wait]" },
 	{ "status", cmd_status, "status DOMAIN" },
 	{ "watch", cmd_watch, "watch DOMAIN [--json]" },

@@ -283,15 +283,30 @@ int cmd_grant(const struct host_opts *o, int argc, char **argv)
 	};
 	struct req_args a = { 0 };
 	json_t *req, *memmap;
-	uint64_t size;
+	const char *range;
+	uint64_t size = 0;
 	int rc;
 
 	if (parse_common(argc, argv, opts, req_opt, &a) < 0 || argc - optind != 2) {
-		fprintf(stderr, "Usage: memgrant-host grant DOMAIN SIZE [--memmap auto|on|off] "
+		fprintf(stderr, "Usage: memgrant-host grant DOMAIN (SIZE | RANGE) [--memmap auto|on|off] "
 				"[--zone auto|movable|normal] [--not-after TIME] [--id ID] [--wait]\n");
 		return HOST_EXIT_USAGE;
 	}
-	if (size_arg(argv[optind + 1], &size) < 0 || id_arg("--id", a.id) < 0)
+	/* SIZE, or an address range as chmem takes it (the guest checks its
+	 * alignment to its block size) */
+	range = words_is_addr_range(argv[optind + 1]) ? argv[optind + 1] : NULL;
+	if (range) {
+		uint64_t first, last;
+		char why[256];
+
+		if (words_addr_range(range, 1, &first, &last, why, sizeof(why)) < 0) {
+			fprintf(stderr, "memgrant-host: %s\n", why);
+			return HOST_EXIT_USAGE;
+		}
+	} else if (size_arg(argv[optind + 1], &size) < 0) {
+		return HOST_EXIT_USAGE;
+	}
+	if (id_arg("--id", a.id) < 0)
 		return HOST_EXIT_USAGE;
 	{
 		int m = WORDS_MEMMAP_AUTO;
@@ -310,8 +325,12 @@ int cmd_grant(const struct host_opts *o, int argc, char **argv)
 		memmap = m == WORDS_MEMMAP_AUTO ? json_string("auto") : json_boolean(m == WORDS_MEMMAP_ON);
 		a.zone = words_zone_name(z);
 	}
-	req = json_pack("{s:s,s:I,s:o,s:s}", "type", "grant", "size", (json_int_t)size, "memmap_on_memory", memmap,
-			"zone", a.zone ? a.zone : "auto");
+	if (range)
+		req = json_pack("{s:s,s:[s],s:o,s:s}", "type", "grant", "ranges", range, "memmap_on_memory", memmap,
+				"zone", a.zone ? a.zone : "auto");
+	else
+		req = json_pack("{s:s,s:I,s:o,s:s}", "type", "grant", "size", (json_int_t)size, "memmap_on_memory",
+				memmap, "zone", a.zone ? a.zone : "auto");
 	if (req && a.not_after)
 		json_object_set_new(req, "not_after", json_string(a.not_after));
 	if (!req)

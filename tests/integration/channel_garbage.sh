@@ -138,6 +138,9 @@ expect_eq "bad size" "$?" 1
 grep -q "'2X' is not a size" "$T/usage.err" || fail "$(cat "$T/usage.err")"
 "$HOSTBIN" --socket "$T/nothing.sock" grant guest 1G --memmap maybe 2>/dev/null
 expect_eq "bad memmap" "$?" 1
+"$HOSTBIN" --socket "$T/nothing.sock" grant guest 0x80000000-zz 2>"$T/usage.err"
+expect_eq "bad range" "$?" 1
+grep -q "'0x80000000-zz' is not an address range" "$T/usage.err" || fail "$(cat "$T/usage.err")"
 "$HOSTBIN" --socket "$T/nothing.sock" revoke guest 2>/dev/null
 expect_eq "revoke without size" "$?" 1
 "$HOSTBIN" -c test:///default --socket "$T/x" status guest 2>/dev/null
