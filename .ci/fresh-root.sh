@@ -88,5 +88,10 @@ unshare -m --propagation private sh -eu -c '
 		LANG=C.UTF-8 TERM=dumb sh -ec "cd /src && make demo && make check"
 ' fresh-root "$root" "$cache" || rc=$?
 t2=$(date +%s)
-[ $rc -eq 0 ] || die "make demo / make check failed in the fresh root (exit $rc) after $((t2 - t1))s"
+if [ $rc -ne 0 ]; then
+	# the root goes away: keep the test logs for a look afterwards
+	rm -rf "$cache/last-test-logs"
+	[ -d "$root/src/build/test-logs" ] && cp -a "$root/src/build/test-logs" "$cache/last-test-logs"
+	die "make demo / make check failed in the fresh root (exit $rc) after $((t2 - t1))s; logs in $cache/last-test-logs"
+fi
 say "OK: make demo and make check passed on a fresh $codename root: $((t2 - t1))s in the root, $((t2 - t0))s in all"
