@@ -410,7 +410,8 @@ ctl ctl-grant-negative "negative numbers are not allowed" grant -1G
 ctl ctl-grant-missing-arg "option '--id' needs an argument" grant 1G --id
 ctl ctl-grant-unknown-option "unknown option '--bogus'" grant 1G --bogus
 ctl ctl-grants-unknown-option "unknown option '--bogus'" grants --bogus
-ctl ctl-grants-extra "unexpected argument 'extra'" grants extra
+ctl ctl-grants-extra "unexpected argument 'extra'" grants local-1 extra
+ctl ctl-grants-bad-id "grants: 'no id!' is not an id" grants 'no id!'
 ctl ctl-events-extra "unexpected argument 'extra'" events extra
 kill "$TRAP_PID"
 wait "$TRAP_PID" 2>/dev/null
