@@ -7,7 +7,10 @@ ifeq ($(filter distclean clean,$(MAKECMDGOALS)),)
 include config.mk
 endif
 
+# On a fresh machine configure would stop at the first missing library, before
+# any goal runs: install what the build needs first (Debian, as root), then configure.
 config.mk:
+	@packaging/install-deps.sh --if-missing=build
 	./configure
 
 V ?= 0

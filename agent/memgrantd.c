@@ -51,16 +51,16 @@ static void usage(FILE *f)
 }
 
 static int load_config(const char *path, const char *const *overrides, struct mg_config **out,
-		       bool quiet_ok)
+		       bool check_only)
 {
 	_cleanup_config_diag_ struct config_diag diag = { 0 };
-	int r = config_load(path, overrides, out, &diag);
+	/* --check-config also looks for what would fail at run time */
+	int r = config_load_flags(path, overrides, check_only ? CONFIG_CHECK_RUNTIME : 0, out, &diag);
 
 	for (size_t i = 0; i < diag.n; i++)
 		fprintf(stderr, "%s\n", diag.msgs[i]);
 	if (r < 0 && diag.n == 0)
 		fprintf(stderr, "memgrantd: %s: %s\n", path, strerror(-r));
-	(void)quiet_ok;
 	return r;
 }
 
@@ -317,19 +317,19 @@ int main(int argc, char **argv)
 		case 'o':
 			if (n_overrides + 1 >= ARRAY_SIZE(overrides)) {
 				fprintf(stderr, "memgrantd: at most %zu -o options\n", ARRAY_SIZE(overrides) - 1);
-				return 2;
+				return 1;
 			}
 			overrides[n_overrides++] = optarg;
 			break;
 		case 'V': printf("memgrantd %s\n", MEMGRANT_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: usage(stderr); return 1; /* usage errors exit 1, as in memgrantctl */
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "memgrantd: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
-		return 2;
+		return 1;
 	}
 
 	r = load_config(config_path, overrides, &m.cfg, check_only);

@@ -2,6 +2,7 @@
 #include "agent/message.h"
 #include "lib/size.h"
 #include "lib/util.h"
+#include "lib/words.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -363,14 +364,23 @@ static int get_ranges(const json_t *v, struct msg *m, struct msg_error *err)
 	return 0;
 }
 
+/* memmap_on_memory: true/false, "auto", or any spelling of lib/words.h ("on", "1", "never") */
 static int get_memmap(const json_t *v, enum msg_memmap *out, struct msg_error *err)
 {
+	char buf[48];
+	int m;
+
 	if (json_is_true(v))
 		*out = MSG_MEMMAP_ON;
 	else if (json_is_false(v))
 		*out = MSG_MEMMAP_OFF;
-	else if (json_is_string(v) && streq(json_string_value(v), "auto"))
-		*out = MSG_MEMMAP_AUTO;
+	else if (json_is_string(v) && words_memmap_parse(json_string_value(v), true, &m) == 0)
+		*out = m == WORDS_MEMMAP_ON ? MSG_MEMMAP_ON : m == WORDS_MEMMAP_OFF ? MSG_MEMMAP_OFF : MSG_MEMMAP_AUTO;
+	else if (json_is_string(v))
+		return msg_error_set(err, EINVAL,
+				     "field \"memmap_on_memory\": \"%s\" is not one of true, false, \"auto\", "
+				     "\"on\", \"off\" (also \"1\"/\"0\", \"always\"/\"never\")",
+				     shown(json_string_value(v), buf));
 	else
 		return msg_error_set(err, EINVAL,
 				     "field \"memmap_on_memory\": expected true, false or \"auto\", got %s",
@@ -378,26 +388,23 @@ static int get_memmap(const json_t *v, enum msg_memmap *out, struct msg_error *e
 	return 0;
 }
 
+/* zone: "movable", "normal", "auto" in any case, as lsmem writes them ("Movable") */
 static int get_zone(const json_t *v, enum mem_zone *out, struct msg_error *err)
 {
 	const char *s = json_string_value(v);
+	enum mem_zone z;
 	char buf[48];
 
 	if (!s)
 		return msg_error_set(err, EINVAL,
 				     "field \"zone\": expected \"movable\", \"normal\" or \"auto\", got %s",
 				     json_kind(v));
-	if (streq(s, "movable"))
-		*out = MEM_ZONE_MOVABLE;
-	else if (streq(s, "normal"))
-		*out = MEM_ZONE_NORMAL;
-	else if (streq(s, "auto"))
-		*out = MEM_ZONE_AUTO;
-	else
+	if (json_string_length(v) != strlen(s) || words_zone_parse(s, true, &z) < 0)
 		return msg_error_set(err, EINVAL,
 				     "field \"zone\": \"%s\" is not a zone (expected \"movable\", "
-				     "\"normal\" or \"auto\")",
+				     "\"normal\" or \"auto\", in any case)",
 				     shown(s, buf));
+	*out = z;
 	return 0;
 }
 

@@ -5,6 +5,10 @@
 #include <pthread.h>
 #include <stdarg.h>
 
+#ifndef MEMGRANT_VERSION
+#define MEMGRANT_VERSION "0"
+#endif
+
 static const char *const outcome_names[OUT__MAX] = { "applied", "partial", "failed", "rejected" };
 
 /* Steps and results are a small fixed set: a table, no allocation per op. */
@@ -136,6 +140,10 @@ int metrics_render(struct metrics *m, const struct metrics_gauges *g, char **out
 	if (!b.p)
 		return -ENOMEM;
 	b.p[0] = '\0';
+	/* the usual info metric: always 1, the version in its label */
+	buf_printf(&b, "# HELP memgrant_build_info The memgrant version this agent runs.\n"
+		       "# TYPE memgrant_build_info gauge\nmemgrant_build_info{version=\"%s\"} 1\n",
+		   MEMGRANT_VERSION);
 	buf_printf(&b, "# HELP memgrant_block_size_bytes Memory block size (block_size_bytes).\n"
 		       "# TYPE memgrant_block_size_bytes gauge\nmemgrant_block_size_bytes %llu\n",
 		   (unsigned long long)g->block_size);

@@ -200,6 +200,15 @@ struct config_diag {
 int config_load(const char *path, const char *const *overrides, struct mg_config **out,
 		struct config_diag *diag);
 
+/* config_load() with FLAGS.  CONFIG_CHECK_RUNTIME also reports what would
+ * fail at run time (memgrantd --check-config): a CA, certificate, key, token
+ * or webhook secret file that does not exist or cannot be read, a hook's
+ * exec that is not an executable file, a channel path whose folder does not
+ * exist. */
+#define CONFIG_CHECK_RUNTIME 1u
+int config_load_flags(const char *path, const char *const *overrides, unsigned flags,
+		      struct mg_config **out, struct config_diag *diag);
+
 /* The same from a buffer; NAME is used in messages in place of a file name. */
 int config_load_buffer(const char *name, const char *buf, size_t len,
 		       const char *const *overrides, struct mg_config **out,

@@ -7,6 +7,7 @@
 
 #include "../lib/size.h"
 #include "../lib/util.h"
+#include "../lib/words.h"
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -326,8 +327,12 @@ static int grant_by_size(const struct mem_table *t, enum plan_source src,
 	size_format(t->block_size, bs, sizeof(bs));
 	if (size == 0)
 		return reject(p, -EINVAL, "size 0: a grant needs at least one %s block", bs);
-	if (size % t->block_size)
-		return reject(p, -EINVAL, "size %s is not a multiple of the block size %s", want, bs);
+	if (size % t->block_size) {
+		char why[256];
+
+		words_size_in_blocks(size, NULL, t->block_size, why, sizeof(why));
+		return reject(p, -EINVAL, "%s", why);
+	}
 	k = size / t->block_size;
 
 	cand = calloc(t->n ? t->n : 1, sizeof(*cand));
@@ -538,7 +543,10 @@ int plan_revoke(const struct mem_table *t, const struct revoke_request *req,
 			goto done;
 		}
 		if (req->size % t->block_size) {
-			r = reject(p, -EINVAL, "size %s is not a multiple of the block size %s", want, bs);
+			char why[256];
+
+			words_size_in_blocks(req->size, NULL, t->block_size, why, sizeof(why));
+			r = reject(p, -EINVAL, "%s", why);
 			goto done;
 		}
 		if (req->size / t->block_size > n_owned) {

@@ -32,7 +32,7 @@ static int suffix_shift(const char *s, unsigned *shift)
 
 int size_parse(const char *s, uint64_t *out)
 {
-	uint64_t val = 0;
+	uint64_t val = 0, frac = 0, scale = 1;
 	unsigned shift;
 	int r;
 
@@ -44,12 +44,34 @@ int size_parse(const char *s, uint64_t *out)
 			return -ERANGE;
 		val = val * 10 + d;
 	}
+	/* a fraction as lsmem prints it ("1.5G"): at most 9 decimals */
+	if (*s == '.') {
+		s++;
+		if (!isdigit((unsigned char)*s))
+			return -EINVAL;
+		for (; isdigit((unsigned char)*s); s++) {
+			if (scale >= 1000000000ULL)
+				return -EINVAL;
+			frac = frac * 10 + (unsigned)(*s - '0');
+			scale *= 10;
+		}
+	}
 	r = suffix_shift(s, &shift);
 	if (r < 0)
 		return r;
+	if (scale > 1 && !shift)
+		return -EINVAL; /* "1.5" bytes */
 	if (shift && val > (UINT64_MAX >> shift))
 		return -ERANGE;
-	*out = val << shift;
+	val <<= shift;
+	if (frac) {
+		/* rounded down to a byte; callers that need block multiples say so */
+		uint64_t add = (uint64_t)(((unsigned __int128)frac << shift) / scale);
+		if (val > UINT64_MAX - add)
+			return -ERANGE;
+		val += add;
+	}
+	*out = val;
 	return 0;
 }
 

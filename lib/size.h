@@ -3,7 +3,9 @@
  * Sizes and durations as operators write them.
  *
  * size_parse(): plain bytes or a K/M/G/T suffix (powers of 1024, an optional
- * trailing "B" or "iB"); rejects signs, empty strings, junk and overflow.
+ * trailing "B" or "iB"), with a fraction before a suffix as lsmem prints it
+ * ("1.5G", "2.25G"; rounded down to a byte); rejects signs, empty strings,
+ * junk and overflow.
  * Returns 0, -EINVAL (malformed) or -ERANGE (does not fit in 64 bits).
  *
  * size_format(): the shortest human form lsmem prints ("128M", "1.9G").

@@ -31,9 +31,11 @@ cleanup() {
 	if [ -n "$agent_pid" ] && kill -0 "$agent_pid" 2>/dev/null; then
 		kill -KILL "$agent_pid" 2>/dev/null || :
 	fi
-	if dpkg-query -W -f='${Status}' memgrant 2>/dev/null | grep -q 'ok installed'; then
-		dpkg --purge memgrant >/dev/null 2>&1 || :
-	fi
+	for p in memgrant-host memgrant; do
+		if dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q 'ok installed'; then
+			dpkg --purge $p >/dev/null 2>&1 || :
+		fi
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -58,7 +60,34 @@ systemd-analyze security --offline=yes --threshold=$SECURITY_THRESHOLD "$unit" >
 rm -rf "$out"
 "$top/packaging/build-deb.sh" "$out"
 deb=$(ls "$out"/memgrant_*.deb)
-say "built $(basename "$deb")"
+hostdeb=$(ls "$out"/memgrant-host_*.deb)
+say "built $(basename "$deb") and $(basename "$hostdeb")"
+# memgrant-host, its manual page and completion are in memgrant-host only
+dpkg-deb -c "$hostdeb" > "$tmp/host.list"
+dpkg-deb -c "$deb" > "$tmp/memgrant.list"
+grep -q ' \./usr/bin/memgrant-host$' "$tmp/host.list" || die "memgrant-host not in $(basename "$hostdeb")"
+grep -q '/man1/memgrant-host\.1\.gz$' "$tmp/host.list" || die "memgrant-host.1 not in $(basename "$hostdeb")"
+grep -q '/completions/memgrant-host$' "$tmp/host.list" || die "memgrant-host completion not in $(basename "$hostdeb")"
+if grep -q 'memgrant-host' "$tmp/memgrant.list"; then
+	die "$(basename "$deb") still carries memgrant-host"
+fi
+for f in memgrantctl memgrantd; do
+	grep -q "/completions/$f\$" "$tmp/memgrant.list" || die "bash completion for $f not in $(basename "$deb")"
+done
+# the prerm stops the daemon on removal (not on upgrade): run it with a stand-in
+# for deb-systemd-invoke and for /run/systemd/system
+mkdir -p "$tmp/ctl/bin" "$tmp/ctl/run-systemd"
+dpkg-deb -e "$deb" "$tmp/ctl/DEBIAN"
+grep -q 'deb-systemd-invoke stop memgrantd.service' "$tmp/ctl/DEBIAN/prerm" || die "the prerm does not stop memgrantd"
+printf '#!/bin/sh\necho "$*" >> %s\n' "$tmp/ctl/invoked" > "$tmp/ctl/bin/deb-systemd-invoke"
+cp "$tmp/ctl/bin/deb-systemd-invoke" "$tmp/ctl/bin/deb-systemd-helper"
+chmod +x "$tmp/ctl/bin/"*
+sed "s|/run/systemd/system|$tmp/ctl/run-systemd|g" "$tmp/ctl/DEBIAN/prerm" > "$tmp/ctl/prerm"
+PATH=$tmp/ctl/bin:$PATH sh "$tmp/ctl/prerm" upgrade 0.1.1 || die "prerm upgrade failed"
+if [ -s "$tmp/ctl/invoked" ] && grep -q '^stop' "$tmp/ctl/invoked"; then die "prerm upgrade stopped the daemon"; fi
+PATH=$tmp/ctl/bin:$PATH sh "$tmp/ctl/prerm" remove || die "prerm remove failed"
+grep -qx 'stop memgrantd.service' "$tmp/ctl/invoked" || die "prerm remove did not stop memgrantd: $(cat "$tmp/ctl/invoked" 2>/dev/null)"
+say "prerm: stops memgrantd on remove, not on upgrade"
 
 # --- 4. .rpm ---------------------------------------------------------------
 version=$(dpkg-parsechangelog -l "$top/packaging/debian/changelog" -S Version)
@@ -71,21 +100,30 @@ mkdir -p "$rpmtop/SOURCES" "$tmp/src/memgrant-$version"
 	tar -C "$tmp/src/memgrant-$version" -xf -
 tar -C "$tmp/src" -czf "$rpmtop/SOURCES/memgrant-$version.tar.gz" "memgrant-$version"
 cp "$top/packaging/systemd/memgrant.sysusers" "$rpmtop/SOURCES/"
-# Debian's rpm has no database of the build dependencies (--nodeps), no
-# systemd-rpm-macros (macros.ci stands in) and no libvirt development files
-# here (--without host).
-rpmbuild -bb --nodeps --without host --define "_topdir $rpmtop" \
+# Debian's rpm has no database of the build dependencies (--nodeps) and no
+# systemd-rpm-macros (macros.ci stands in); memgrant-host is built too
+# (libvirt-dev is a build dependency here).
+rpmbuild -bb --nodeps --define "_topdir $rpmtop" \
 	--load "$top/packaging/rpm/macros.ci" "$top/packaging/rpm/memgrant.spec" >"$tmp/rpmbuild.log" 2>&1 ||
 	{ tail -40 "$tmp/rpmbuild.log" >&2; die "rpmbuild failed"; }
-rpm=$(find "$rpmtop/RPMS" -name 'memgrant-*.rpm' | head -1)
+rpm=$(find "$rpmtop/RPMS" -name 'memgrant-[0-9]*.rpm' | head -1)
+hostrpm=$(find "$rpmtop/RPMS" -name 'memgrant-host-[0-9]*.rpm' | head -1)
 [ -n "$rpm" ] || die "rpmbuild produced no package"
-cp "$rpm" "$out/"
-say "built $(basename "$rpm")"
+[ -n "$hostrpm" ] || die "rpmbuild produced no memgrant-host package"
+cp "$rpm" "$hostrpm" "$out/"
+say "built $(basename "$rpm") and $(basename "$hostrpm")"
+for f in /usr/bin/memgrant-host /usr/share/bash-completion/completions/memgrant-host; do
+	rpm -qlp "$hostrpm" | grep -qx "$f" || die "$f not in $(basename "$hostrpm")"
+done
+rpm -qlp "$hostrpm" | grep -q '/man1/memgrant-host\.1' || die "memgrant-host.1 not in $(basename "$hostrpm")"
+if rpm -qlp "$rpm" | grep -q memgrant-host; then
+	die "$(basename "$rpm") still carries memgrant-host"
+fi
 rpm -qp --scripts "$rpm" | grep -q 'systemctl\|systemd-update-helper' ||
 	die "the rpm has no systemd scriptlets"
 if command -v rpmlint >/dev/null 2>&1; then
 	# rpmlint exits non-zero on errors (warnings are printed, not fatal)
-	rpmlint -r "$top/packaging/rpm/memgrant.rpmlintrc" "$top/packaging/rpm/memgrant.spec" "$rpm" ||
+	rpmlint -r "$top/packaging/rpm/memgrant.rpmlintrc" "$top/packaging/rpm/memgrant.spec" "$rpm" "$hostrpm" ||
 		die "rpmlint reports errors"
 else
 	say "rpmlint not available, skipped"
@@ -93,7 +131,9 @@ fi
 
 # --- 5. install the .deb and run it on the sim ------------------------------
 say "installing $(basename "$deb")"
-dpkg -i "$deb"
+dpkg -i "$deb" | tee "$tmp/dpkg-i.log"
+grep -q 'memgrantd is installed but not enabled' "$tmp/dpkg-i.log" ||
+	die "the postinst did not say how to enable an unconfigured memgrantd"
 dpkg-query -W -f='${Conffiles}\n' memgrant | grep -q ' /etc/memgrant/memgrant.yaml ' ||
 	die "/etc/memgrant/memgrant.yaml is not a conffile"
 getent group memgrant >/dev/null || die "group memgrant was not created"
@@ -101,8 +141,10 @@ for f in /usr/sbin/memgrantd /usr/bin/memgrantctl; do
 	[ -x "$f" ] || die "$f missing"
 done
 unitfile=$(dpkg -L memgrant | grep '/systemd/system/memgrantd.service$') || die "unit not installed"
-[ -L /etc/systemd/system/multi-user.target.wants/memgrantd.service ] ||
-	die "memgrantd.service was not enabled on install"
+# with the shipped configuration the unit must stay disabled: enabled, the
+# agent would take over auto_online_blocks at the next boot unconfigured
+[ ! -e /etc/systemd/system/multi-user.target.wants/memgrantd.service ] ||
+	die "memgrantd.service was enabled on install with the shipped, unconfigured default"
 systemd-analyze verify --man=no "$unitfile" || die "systemd-analyze verify $unitfile"
 for m in memgrantd.8 memgrantctl.8 memgrant.yaml.5; do
 	dpkg -L memgrant | grep -q "/man/man.*/$m.gz$" || die "manual page $m not installed"
@@ -149,7 +191,16 @@ agent_pid=
 [ $rc -eq 0 ] || { cat "$tmp/memgrantd.log" >&2; die "memgrantd exited $rc on SIGTERM"; }
 say "installed memgrantd answered and stopped cleanly"
 
+say "installing $(basename "$hostdeb")"
+dpkg -i "$hostdeb" >/dev/null 2>&1 || { apt-get install -y -qq --no-install-recommends "$hostdeb" >/dev/null ||
+	die "memgrant-host did not install"; }
+/usr/bin/memgrant-host --help >/dev/null || die "installed memgrant-host --help failed"
+rc=0
+/usr/bin/memgrant-host --bogus >/dev/null 2>&1 || rc=$?
+[ $rc -eq 1 ] || die "memgrant-host usage error exited $rc, want 1"
+dpkg --purge memgrant-host
+
 dpkg --purge memgrant
 [ ! -e /etc/memgrant/memgrant.yaml ] || die "purge left /etc/memgrant/memgrant.yaml"
 [ ! -e "$unitfile" ] || die "purge left $unitfile"
-say "OK: deb and rpm built, lintian and rpmlint clean, installed agent answered, package purged"
+say "OK: debs and rpms (memgrant, memgrant-host) built, lintian and rpmlint clean, installed agent answered, packages purged"

@@ -28,3 +28,5 @@ install-service:
 	install -m 0644 packaging/systemd/memgrant.tmpfiles $(DESTDIR)$(TMPFILESDIR)/memgrant.conf
 	install -m 0644 packaging/udev/60-memgrant.rules $(DESTDIR)$(UDEVRULESDIR)/60-memgrant.rules
 	install -m 0644 packaging/bash-completion/memgrantctl $(DESTDIR)$(BASHCOMPDIR)/memgrantctl
+	install -m 0644 packaging/bash-completion/memgrantd $(DESTDIR)$(BASHCOMPDIR)/memgrantd
+	$(if $(filter 1,$(HAVE_LIBVIRT)),install -m 0644 packaging/bash-completion/memgrant-host $(DESTDIR)$(BASHCOMPDIR)/memgrant-host)

@@ -7,6 +7,7 @@
 #include "client.h"
 
 #include <curl/curl.h>
+#include <signal.h>
 
 #include "lib/util.h"
 
@@ -239,6 +240,19 @@ static size_t stream_write(char *data, size_t size, size_t n, void *cls)
 	return total;
 }
 
+/* A Ctrl-C the caller holds pending (SIGINT blocked) ends the stream. */
+static int stream_progress(void *cls, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct stream *s = cls;
+	sigset_t pending;
+
+	if (sigpending(&pending) == 0 && sigismember(&pending, SIGINT)) {
+		s->err = -EINTR;
+		return 1;
+	}
+	return 0;
+}
+
 int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_event)(json_t *ev, void *cls),
 		      void *cls)
 {
@@ -254,12 +268,17 @@ int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_even
 		return -ENOMEM;
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stream_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 	cc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
 	free(s.line);
 	if (s.stop)
 		return s.stop > 0 ? s.stop : 0;
+	if (s.err == -EINTR)
+		return -EINTR; /* the caller says what goes on */
 	if (s.err) {
 		ctl_err("event stream from memgrantd: %s", s.err == -EMSGSIZE ? "an event larger than 16 MiB"
 							   : s.err == -EBADMSG ? "an event that is not JSON"

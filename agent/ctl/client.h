@@ -27,7 +27,8 @@ int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text);
 
 /* Follows the server-sent events of PATH; ON_EVENT gets each event and
  * returns 0 to go on, or a non-zero value that ends the stream and is
- * returned (negative values are returned as 0). */
+ * returned (negative values are returned as 0).  A SIGINT the caller holds
+ * pending (blocked) ends the stream with -EINTR and no message. */
 int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_event)(json_t *ev, void *cls),
 		      void *cls);
 

@@ -15,6 +15,7 @@
 #include "hotplug/sim.h"
 #include "lib/size.h"
 #include "lib/util.h"
+#include "lib/words.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -94,8 +95,8 @@ int ctl_parse_size(const char *opt, const char *arg, uint64_t *out)
 	if (r == -ERANGE)
 		ctl_err("%s: size '%s' is too large", opt, arg);
 	else if (r < 0)
-		ctl_err("%s: invalid size '%s' (expected a number with an optional K, M, G or T suffix)",
-			opt, arg);
+		ctl_err("%s: invalid size '%s' (expected a number with an optional K, M, G or T suffix, "
+			"e.g. 512M, 1.5G)", opt, arg);
 	return r;
 }
 
@@ -126,63 +127,14 @@ int ctl_parse_u64(const char *opt, const char *arg, uint64_t *out)
 	return 0;
 }
 
-int ctl_append_ids(const char *what, const char *arg, uint64_t **ids, size_t *n)
-{
-	_cleanup_free_ char *copy = strdup(arg);
-	char *dash;
-	uint64_t a, b;
-	uint64_t *nids;
-
-	if (!copy)
-		return -ENOMEM;
-	dash = strchr(copy, '-');
-	if (dash && dash != copy) {
-		*dash = '\0';
-		if (ctl_parse_u64(what, copy, &a) < 0 || ctl_parse_u64(what, dash + 1, &b) < 0)
-			return -EINVAL;
-		if (b < a) {
-			ctl_err("%s: range '%s' ends before it starts", what, arg);
-			return -EINVAL;
-		}
-		if (b - a >= SIM_MAX_BLOCKS) {
-			ctl_err("%s: range '%s' is too long", what, arg);
-			return -ERANGE;
-		}
-	} else {
-		if (ctl_parse_u64(what, arg, &a) < 0)
-			return -EINVAL;
-		b = a;
-	}
-	nids = reallocarray(*ids, *n + (size_t)(b - a) + 1, sizeof(**ids));
-	if (!nids)
-		return -ENOMEM;
-	*ids = nids;
-	for (uint64_t id = a;; id++) {
-		(*ids)[(*n)++] = id;
-		if (id == b)
-			break;
-	}
-	return 0;
-}
-
 int ctl_parse_id_list(const char *opt, const char *arg, uint64_t **ids, size_t *n)
 {
-	_cleanup_free_ char *copy = strdup(arg);
-	char *save = NULL, *tok;
-	int r;
+	char why[256];
+	int r = words_block_list(arg, SIM_MAX_BLOCKS, ids, n, why, sizeof(why));
 
-	if (!copy)
-		return -ENOMEM;
-	if (!*arg || arg[strlen(arg) - 1] == ',' || arg[0] == ',' || strstr(arg, ",,")) {
-		ctl_err("%s: malformed block list '%s' (expected N,N,N-M)", opt, arg);
-		return -EINVAL;
-	}
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		r = ctl_append_ids(opt, tok, ids, n);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	if (r < 0)
+		ctl_err("%s: %s", opt, why);
+	return r;
 }
 
 int ctl_check_ids(const struct mem_table *t, const uint64_t *ids, size_t n)
@@ -229,7 +181,8 @@ static void usage(FILE *f)
 	      f);
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
-	fputs("\nExit status: 0 done, 1 failed, 64 some blocks done and some not.\n", f);
+	fputs("\nExit status: 0 done, 1 failed, 64 some blocks done and some not, 130 Ctrl-C\n"
+	      "ended a wait (the operation goes on: memgrantctl wait ID).\n", f);
 }
 
 int main(int argc, char **argv)

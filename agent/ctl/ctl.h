@@ -25,6 +25,7 @@
 #define CTL_EXIT_OK 0
 #define CTL_EXIT_FAILURE 1
 #define CTL_EXIT_PARTIAL 64
+#define CTL_EXIT_INTERRUPTED 130 /* Ctrl-C ended a wait; the operation goes on */
 
 struct ctl_ctx {
 	const char *sim;     /* --sim FILE: sim backend over its state file */
@@ -46,9 +47,10 @@ struct ctl_command {
 	X(lsmem, "list memory blocks like util-linux lsmem (-o, -a, -J, -P, -r, -b, -n)") \
 	X(block, "block configure|deconfigure|online|offline|memmap on|off N...: one kernel step") \
 	X(status, "status [--json]: what memgrantd is doing and how much memory it holds")  \
-	X(grants, "grants [--json]: grants and revocations memgrantd remembers")           \
-	X(grant, "grant SIZE [--memmap auto|on|off] [--zone auto|movable|normal] [--wait]") \
+	X(grants, "grants [ID] [--json]: grants and revocations memgrantd remembers")      \
+	X(grant, "grant SIZE|RANGE [--memmap auto|on|off] [--zone auto|movable|normal] [--wait]") \
 	X(revoke, "revoke (SIZE | --grant ID) [--wait]: give memory back")                 \
+	X(wait, "wait ID [--json]: follow a grant or revocation until it is final")        \
 	X(events, "events [--json]: follow memgrantd's events")
 
 #define CTL_DECLARE(name, help) int ctl_cmd_##name(struct ctl_ctx *ctx, int argc, char **argv);
@@ -67,9 +69,7 @@ int ctl_open_backend(const struct ctl_ctx *ctx, const char *default_root, struct
 int ctl_parse_size(const char *opt, const char *arg, uint64_t *out);
 /* Decimal non-negative integer. */
 int ctl_parse_u64(const char *opt, const char *arg, uint64_t *out);
-/* Block list "5,7,9-12" (ranges inclusive) into a malloc'd array. */
+/* Block list "16,17,20-23" (ranges inclusive, lib/words.h) into a malloc'd array. */
 int ctl_parse_id_list(const char *opt, const char *arg, uint64_t **ids, size_t *n);
-/* One block argument "N" or "N-M", appended to *IDS. */
-int ctl_append_ids(const char *what, const char *arg, uint64_t **ids, size_t *n);
 /* Every id must be a block of T (firmware entry or present); prints which is not. */
 int ctl_check_ids(const struct mem_table *t, const uint64_t *ids, size_t n);

@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "client.h"
 #include "ctl.h"
+#include "hotplug/sim.h"
 #include "lib/util.h"
+#include "lib/words.h"
 
 #ifndef EHWPOISON
 #define EHWPOISON 133
@@ -29,7 +32,8 @@ static const struct {
 
 static void block_usage(FILE *f)
 {
-	fputs("Usage: memgrantctl [--sim FILE | --sysroot DIR] block ACTION N... [--zone movable|normal]\n"
+	fputs("Usage: memgrantctl [--sim FILE | --sysroot DIR] block ACTION BLOCKS... [--zone Movable|Normal]\n"
+	      "                        [-v|--verbose] [--json]\n"
 	      "\n"
 	      "Actions (one kernel step each):\n"
 	      "  configure      echo 1 > sys/firmware/memory/memoryN/config\n"
@@ -37,9 +41,12 @@ static void block_usage(FILE *f)
 	      "  online         echo online|online_movable|online_kernel > .../memoryN/state\n"
 	      "  offline        echo offline > sys/devices/system/memory/memoryN/state\n"
 	      "  memmap on|off  echo 1|0 > sys/firmware/memory/memoryN/memmap_on_memory\n"
+	      "                (also 1/0, true/false)\n"
 	      "\n"
-	      "N is a block number or a range N-M.  --zone picks the zone for online\n"
-	      "(default: the kernel's online policy).\n",
+	      "BLOCKS as chmem writes them: a block number, a range N-M, a list 16,17,20-23,\n"
+	      "or a physical address range 0x80000000-0x8fffffff (start and end + 1 on block\n"
+	      "boundaries).  --zone picks the zone for online (default: the kernel's online\n"
+	      "policy).  -v prints each step as chmem -v does; --json prints the results.\n",
 	      f);
 }
 
@@ -122,10 +129,79 @@ static int do_step(struct hp_backend *be, enum action a, uint64_t id, enum onlin
 	return -EINVAL;
 }
 
+/* "Memory Block 16 (0x0000000080000000-0x0000000087ffffff)", as chmem names a block */
+static void block_name(uint64_t id, uint64_t block_size, char *buf, size_t len)
+{
+	uint64_t start = id * block_size;
+
+	snprintf(buf, len, "Memory Block %llu (0x%016llx-0x%016llx)", (unsigned long long)id,
+		 (unsigned long long)start, (unsigned long long)(start + block_size - 1));
+}
+
+/* chmem -v's word for a step that was done */
+static const char *done_word(enum action a)
+{
+	switch (a) {
+	case ACT_CONFIGURE: return "configured";
+	case ACT_DECONFIGURE: return "deconfigured";
+	case ACT_ONLINE: return "enabled";
+	case ACT_OFFLINE: return "disabled";
+	case ACT_MEMMAP_ON: return "memmap-on-memory on";
+	default: return "memmap-on-memory off";
+	}
+}
+
+/* chmem -v's word for a step that failed */
+static const char *failed_word(enum action a)
+{
+	switch (a) {
+	case ACT_CONFIGURE: return "configure failed";
+	case ACT_DECONFIGURE: return "deconfigure failed";
+	case ACT_ONLINE: return "enable failed";
+	case ACT_OFFLINE: return "disable failed";
+	default: return "memmap-on-memory failed";
+	}
+}
+
+/* Block arguments: "16", "20-23", "16,17,20-23" or an address range
+ * "0x80000000-0x8fffffff" (needs the block size, hence after discovery). */
+static int parse_block_arg(const char *arg, uint64_t block_size, uint64_t **ids, size_t *n)
+{
+	char why[256] = "";
+
+	if (words_is_addr_range(arg)) {
+		uint64_t first = 0, last = 0;
+
+		if (words_addr_range(arg, block_size, &first, &last, why, sizeof(why)) < 0) {
+			ctl_err("block: %s", why);
+			return -EINVAL;
+		}
+		if (last - first >= SIM_MAX_BLOCKS) {
+			ctl_err("block: address range '%.40s' spans more than %u blocks", arg, SIM_MAX_BLOCKS);
+			return -ERANGE;
+		}
+		for (uint64_t id = first; id <= last; id++) {
+			uint64_t *nids = reallocarray(*ids, *n + 1, sizeof(**ids));
+			if (!nids)
+				return -ENOMEM;
+			*ids = nids;
+			(*ids)[(*n)++] = id;
+		}
+		return 0;
+	}
+	if (words_block_list(arg, SIM_MAX_BLOCKS, ids, n, why, sizeof(why)) < 0) {
+		ctl_err("block '%.40s': %s", arg, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int ctl_cmd_block(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "zone", required_argument, NULL, 'z' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -134,24 +210,31 @@ int ctl_cmd_block(struct ctl_ctx *ctx, int argc, char **argv)
 	_cleanup_free_ uint64_t *ids = NULL;
 	size_t n = 0, done = 0, failed = 0;
 	enum online_type zone = ONLINE_DEFAULT;
-	bool zone_given = false;
+	bool zone_given = false, verbose = false, json = false;
 	enum action act;
 	bool found = false;
-	int c, r, pos;
+	json_t *results = NULL;
+	int c, r, pos, first_id_arg;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hz:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hz:vJ", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'z':
-			if (streq(optarg, "movable"))
-				zone = ONLINE_MOVABLE;
-			else if (streq(optarg, "normal") || streq(optarg, "kernel"))
-				zone = ONLINE_KERNEL;
-			else {
-				ctl_err("block: --zone '%s': expected movable or normal", optarg);
+		case 'z': {
+			enum mem_zone z;
+
+			if (words_zone_parse(optarg, false, &z) < 0) {
+				ctl_err("block: --zone '%s': expected Movable or Normal (any case)", optarg);
 				return CTL_EXIT_FAILURE;
 			}
+			zone = z == MEM_ZONE_MOVABLE ? ONLINE_MOVABLE : ONLINE_KERNEL;
 			zone_given = true;
+			break;
+		}
+		case 'v':
+			verbose = true;
+			break;
+		case 'J':
+			json = true;
 			break;
 		case 'h':
 			block_usage(stdout);
@@ -176,14 +259,14 @@ int ctl_cmd_block(struct ctl_ctx *ctx, int argc, char **argv)
 			found = true;
 		}
 	if (!found && streq(argv[pos], "memmap")) {
-		if (pos + 1 < argc && streq(argv[pos + 1], "on"))
-			act = ACT_MEMMAP_ON;
-		else if (pos + 1 < argc && streq(argv[pos + 1], "off"))
-			act = ACT_MEMMAP_OFF;
-		else {
-			ctl_err("block memmap: expected 'on' or 'off'");
+		int m;
+
+		if (pos + 1 >= argc || words_memmap_parse(argv[pos + 1], false, &m) < 0) {
+			ctl_err("block memmap: expected " WORDS_MEMMAP_WORDS "%s%s%s", pos + 1 < argc ? ", not '" : "",
+				pos + 1 < argc ? argv[pos + 1] : "", pos + 1 < argc ? "'" : "");
 			return CTL_EXIT_FAILURE;
 		}
+		act = m == WORDS_MEMMAP_ON ? ACT_MEMMAP_ON : ACT_MEMMAP_OFF;
 		found = true;
 		pos++;
 	}
@@ -201,13 +284,11 @@ int ctl_cmd_block(struct ctl_ctx *ctx, int argc, char **argv)
 		ctl_err("block %s: no block numbers given", step_name(act));
 		return CTL_EXIT_FAILURE;
 	}
-	for (; pos < argc; pos++) {
-		char what[64];
-
-		snprintf(what, sizeof(what), "block '%.40s'", argv[pos]);
-		if (ctl_append_ids(what, argv[pos], &ids, &n) < 0)
+	/* block lists are checked before anything is opened; address ranges need the block size */
+	first_id_arg = pos;
+	for (; pos < argc; pos++)
+		if (!words_is_addr_range(argv[pos]) && parse_block_arg(argv[pos], 0, &ids, &n) < 0)
 			return CTL_EXIT_FAILURE;
-	}
 
 	if (ctl_open_backend(ctx, NULL, &be) < 0)
 		return CTL_EXIT_FAILURE;
@@ -217,6 +298,12 @@ int ctl_cmd_block(struct ctl_ctx *ctx, int argc, char **argv)
 			errno_name(-r));
 		return CTL_EXIT_FAILURE;
 	}
+	free(ids);
+	ids = NULL;
+	n = 0;
+	for (pos = first_id_arg; pos < argc; pos++)
+		if (parse_block_arg(argv[pos], t->block_size, &ids, &n) < 0)
+			return CTL_EXIT_FAILURE;
 	/* refuse bad numbers before anything is written */
 	if (ctl_check_ids(t, ids, n) < 0)
 		return CTL_EXIT_FAILURE;
@@ -226,17 +313,42 @@ int ctl_cmd_block(struct ctl_ctx *ctx, int argc, char **argv)
 		return CTL_EXIT_FAILURE;
 	}
 
+	if (json)
+		results = json_array();
 	for (size_t i = 0; i < n; i++) {
 		const struct mem_block *before = mem_table_find(t, ids[i]);
+		char name[96];
 
+		block_name(ids[i], t->block_size, name, sizeof(name));
 		r = do_step(be, act, ids[i], zone);
 		if (r < 0) {
-			ctl_err("block %llu: %s (%s)", (unsigned long long)ids[i], reason(act, -r, before),
-				errno_name(-r));
+			const char *why = reason(act, -r, before);
+
+			ctl_err("block %llu: %s (%s)", (unsigned long long)ids[i], why, errno_name(-r));
+			if (verbose && !json)
+				printf("%s %s\n", name, failed_word(act));
+			if (results)
+				json_array_append_new(results,
+						      json_pack("{s:I,s:s,s:s,s:{s:s,s:s}}", "block", (json_int_t)ids[i],
+								"step", step_name(act), "result", "failed", "error",
+								"code", errno_name(-r), "message", why));
 			failed++;
 		} else {
+			if (verbose && !json)
+				printf("%s %s\n", name, done_word(act));
+			if (results)
+				json_array_append_new(results, json_pack("{s:I,s:s,s:s}", "block", (json_int_t)ids[i],
+									 "step", step_name(act), "result", "done"));
 			done++;
 		}
+		if (verbose)
+			fflush(stdout);
+	}
+	if (results) {
+		json_t *out = json_pack("{s:s,s:o,s:I,s:I}", "action", step_name(act), "blocks", results, "done",
+					(json_int_t)done, "failed", (json_int_t)failed);
+		ctl_print_json(out);
+		json_decref(out);
 	}
 	if (!failed)
 		return CTL_EXIT_OK;

@@ -5,12 +5,16 @@
  * progress on a terminal, and exit like chmem: 0 all done, 1 nothing done,
  * 64 partly done.
  */
+#include <curl/curl.h>
 #include <getopt.h>
+#include <signal.h>
 
+#include "agent/message.h"
 #include "client.h"
 #include "ctl.h"
 #include "lib/size.h"
 #include "lib/util.h"
+#include "lib/words.h"
 
 struct waiter {
 	bool tty;
@@ -76,6 +80,61 @@ static int exit_code_of(const char *state)
 	return CTL_EXIT_FAILURE;
 }
 
+/*
+ * Follows grant or revocation ID to its final state over the event stream
+ * (the first event is its current status) and prints the outcome.  SIGINT is
+ * held pending while following, so that Ctrl-C ends the wait, not the
+ * operation: memgrantd goes on, and the message says how to follow it again.
+ */
+static int follow(struct ctl_ctx *ctx, const char *id, bool json)
+{
+	struct waiter w = { .tty = isatty(STDERR_FILENO), .json = json };
+	_cleanup_free_ char *escaped = NULL;
+	sigset_t intr, old;
+	char path[256];
+	int r, rc;
+
+	escaped = curl_escape(id, 0);
+	if (!escaped)
+		return CTL_EXIT_FAILURE;
+	snprintf(path, sizeof(path), "/v1/events?grant=%s&until=done", escaped);
+	sigemptyset(&intr);
+	sigaddset(&intr, SIGINT);
+	sigprocmask(SIG_BLOCK, &intr, &old);
+	r = ctl_follow_events(ctx, path, on_status, &w);
+	if (r == -EINTR) {
+		int sig;
+
+		sigwait(&intr, &sig); /* take the pending Ctrl-C */
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (w.tty && !json && w.state[0])
+		fputc('\n', stderr);
+	if (r == -EINTR) {
+		ctl_err("stopped waiting; %s %s goes on in memgrantd (last state: %s). Follow it with: "
+			"memgrantctl%s%s wait %s",
+			w.last ? json_string_value(json_object_get(w.last, "kind")) : "operation", id,
+			w.state[0] ? w.state : "unknown", ctx->socket ? " --socket " : "",
+			ctx->socket ? ctx->socket : "", id);
+		json_decref(w.last);
+		return CTL_EXIT_INTERRUPTED;
+	}
+	if (r < 0 || !w.last || !is_final(w.state)) {
+		if (r >= 0)
+			ctl_err("memgrantd closed the event stream before %s finished (last state: %s); "
+				"follow it with: memgrantctl wait %s", id, w.state[0] ? w.state : "none", id);
+		json_decref(w.last);
+		return CTL_EXIT_FAILURE;
+	}
+	if (json)
+		ctl_print_json(w.last);
+	else
+		print_summary(w.last);
+	rc = exit_code_of(w.state);
+	json_decref(w.last);
+	return rc;
+}
+
 static int submit(struct ctl_ctx *ctx, json_t *msg, bool wait, bool json)
 {
 	_cleanup_free_ char *body = json_dumps(msg, JSON_COMPACT);
@@ -115,42 +174,68 @@ static int submit(struct ctl_ctx *ctx, json_t *msg, bool wait, bool json)
 		return rc;
 	}
 	{
-		struct waiter w = { .tty = isatty(STDERR_FILENO), .json = json };
-		char path[256];
-		int r;
+		_cleanup_free_ char *id_copy = strdup(id);
 
-		snprintf(path, sizeof(path), "/v1/events?grant=%s&until=done", id);
-		r = ctl_follow_events(ctx, path, on_status, &w);
-		if (w.tty && !json)
-			fputc('\n', stderr);
-		if (r < 0 || !w.last || !is_final(w.state)) {
-			if (r >= 0)
-				ctl_err("memgrantd closed the event stream before %s finished (last state: %s); "
-					"see memgrantctl grants", id, w.state[0] ? w.state : "none");
-			json_decref(w.last);
-			json_decref(reply);
-			return CTL_EXIT_FAILURE;
-		}
 		json_decref(reply);
-		if (json) {
-			ctl_print_json(w.last);
-		} else {
-			print_summary(w.last);
-		}
-		rc = exit_code_of(w.state);
-		json_decref(w.last);
-		return rc;
+		return id_copy ? follow(ctx, id_copy, json) : CTL_EXIT_FAILURE;
 	}
 }
 
-static int set_blocks(json_t *msg, const char *arg)
+/* The block size memgrantd works with (/v1/status), for address ranges. */
+static int daemon_block_size(struct ctl_ctx *ctx, uint64_t *bs)
+{
+	json_t *st = NULL;
+	json_int_t v;
+
+	if (ctl_get_json(ctx, "/v1/status", &st) < 0)
+		return -EIO;
+	v = json_integer_value(json_object_get(json_object_get(st, "memory"), "block_size"));
+	json_decref(st);
+	if (v <= 0) {
+		ctl_err("memgrantd did not say its block size: give blocks, not an address range");
+		return -EPROTO;
+	}
+	*bs = (uint64_t)v;
+	return 0;
+}
+
+/* --blocks 16,17,20-23, or an address range 0x80000000-0x8fffffff (as chmem takes
+ * it), into the message's "blocks" */
+static int set_blocks(struct ctl_ctx *ctx, json_t *msg, const char *opt, const char *arg)
 {
 	_cleanup_free_ uint64_t *ids = NULL;
 	size_t n = 0;
 	json_t *arr;
+	char why[256];
 
-	if (ctl_parse_id_list("--blocks", arg, &ids, &n) < 0)
+	if (words_is_addr_range(arg)) {
+		uint64_t bs, first, last;
+
+		/* the form first (any block size divides 1), before asking memgrantd */
+		if (words_addr_range(arg, 1, &first, &last, why, sizeof(why)) < 0) {
+			ctl_err("%s: %s", opt, why);
+			return -EINVAL;
+		}
+		if (daemon_block_size(ctx, &bs) < 0)
+			return -EIO;
+		if (words_addr_range(arg, bs, &first, &last, why, sizeof(why)) < 0) {
+			ctl_err("%s: %s", opt, why);
+			return -EINVAL;
+		}
+		if (last - first >= 65536) {
+			ctl_err("%s: address range '%s' spans more than 65536 blocks", opt, arg);
+			return -ERANGE;
+		}
+		arr = json_array();
+		for (uint64_t id = first; id <= last; id++)
+			json_array_append_new(arr, json_integer((json_int_t)id));
+		json_object_set_new(msg, "blocks", arr);
+		return 0;
+	}
+	if (words_block_list(arg, 65536, &ids, &n, why, sizeof(why)) < 0) {
+		ctl_err("%s: %s", opt, why);
 		return -EINVAL;
+	}
 	arr = json_array();
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(arr, json_integer((json_int_t)ids[i]));
@@ -174,35 +259,39 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 
 	while ((ch = getopt_long(argc, argv, ":m:z:i:b:g:a:CwJh", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'm':
+		case 'm': {
+			int m;
+
 			if (revoke)
 				goto not_for_revoke;
-			if (streq(optarg, "auto"))
-				json_object_set_new(msg, "memmap_on_memory", json_string("auto"));
-			else if (streq(optarg, "on"))
-				json_object_set_new(msg, "memmap_on_memory", json_true());
-			else if (streq(optarg, "off"))
-				json_object_set_new(msg, "memmap_on_memory", json_false());
-			else {
-				ctl_err("--memmap: '%s' is not one of auto, on, off", optarg);
+			if (words_memmap_parse(optarg, true, &m) < 0) {
+				ctl_err("--memmap: '%s' is not one of auto, on, off (also 1/0, true/false, "
+					"always/never)", optarg);
 				goto fail;
 			}
+			json_object_set_new(msg, "memmap_on_memory",
+					    m == WORDS_MEMMAP_AUTO ? json_string("auto") : json_boolean(m == WORDS_MEMMAP_ON));
 			break;
-		case 'z':
+		}
+		case 'z': {
+			enum mem_zone z;
+
 			if (revoke)
 				goto not_for_revoke;
-			if (!streq(optarg, "auto") && !streq(optarg, "movable") && !streq(optarg, "normal")) {
-				ctl_err("--zone: '%s' is not one of auto, movable, normal", optarg);
+			if (words_zone_parse(optarg, true, &z) < 0) {
+				ctl_err("--zone: '%s' is not one of auto, movable, normal (in any case, as lsmem "
+					"writes them: Movable, Normal)", optarg);
 				goto fail;
 			}
-			json_object_set_new(msg, "zone", json_string(optarg));
+			json_object_set_new(msg, "zone", json_string(words_zone_name(z)));
 			break;
+		}
 		case 'i': json_object_set_new(msg, "id", json_string(optarg)); break;
 		case 'b':
 			if (have_target)
 				goto one_target;
-			if (set_blocks(msg, optarg) < 0)
-				goto fail; /* ctl_parse_id_list said why */
+			if (set_blocks(ctx, msg, "--blocks", optarg) < 0)
+				goto fail; /* set_blocks said why */
 			have_target = true;
 			break;
 		case 'g':
@@ -220,9 +309,13 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 		case 'w': wait = true; break;
 		case 'J': json = true; break;
 		case 'h':
-			printf(revoke ? "Usage: memgrantctl revoke (SIZE | --grant ID | --blocks LIST) [--id ID] [--wait] [--json]\n"
-				      : "Usage: memgrantctl grant (SIZE | --blocks LIST) [--memmap auto|on|off] [--zone auto|movable|normal]\n"
+			printf(revoke ? "Usage: memgrantctl revoke (SIZE | RANGE | --grant ID | --blocks LIST) [--id ID] [--wait] [--json]\n"
+				      : "Usage: memgrantctl grant (SIZE | RANGE | --blocks LIST) [--memmap auto|on|off] [--zone auto|Movable|Normal]\n"
 					"                        [--contiguous] [--not-after TIME] [--id ID] [--wait] [--json]\n");
+			printf("\nSIZE as lsmem prints it (1.5G, 2.25G: whole memory blocks); RANGE a physical\n"
+			       "address range as chmem takes it (0x80000000-0x8fffffff); LIST block numbers\n"
+			       "16,17,20-23.  With --wait, Ctrl-C stops waiting, not the %s.\n",
+			       revoke ? "revocation" : "grant");
 			json_decref(msg);
 			return CTL_EXIT_OK;
 		default:
@@ -234,9 +327,14 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 		uint64_t size;
 		if (have_target)
 			goto one_target;
-		if (ctl_parse_size(revoke ? "revoke SIZE" : "grant SIZE", argv[optind], &size) < 0)
-			goto fail;
-		json_object_set_new(msg, "size", json_string(argv[optind]));
+		if (words_is_addr_range(argv[optind])) {
+			if (set_blocks(ctx, msg, revoke ? "revoke RANGE" : "grant RANGE", argv[optind]) < 0)
+				goto fail;
+		} else {
+			if (ctl_parse_size(revoke ? "revoke SIZE" : "grant SIZE", argv[optind], &size) < 0)
+				goto fail;
+			json_object_set_new(msg, "size", json_string(argv[optind]));
+		}
 		have_target = true;
 		optind++;
 	}
@@ -271,4 +369,48 @@ int ctl_cmd_grant(struct ctl_ctx *ctx, int argc, char **argv)
 int ctl_cmd_revoke(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	return grant_or_revoke(ctx, argc, argv, true);
+}
+
+/* memgrantctl wait ID: follow a grant or revocation memgrantd already has. */
+int ctl_cmd_wait(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+	_cleanup_free_ char *escaped = NULL;
+	json_t *cur = NULL;
+	bool json = false;
+	char path[256];
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, ":Jh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'J': json = true; break;
+		case 'h':
+			printf("Usage: memgrantctl wait ID [--json]\n\n"
+			       "Follows grant or revocation ID until it is final and prints the outcome;\n"
+			       "exits 0 applied, 1 failed or rejected, 64 partial.  Ctrl-C stops waiting only.\n");
+			return CTL_EXIT_OK;
+		default: return ctl_bad_option("wait", ch, argv);
+		}
+	}
+	if (optind >= argc) {
+		ctl_err("wait: which grant or revocation? (memgrantctl wait ID; memgrantctl grants lists them)");
+		return CTL_EXIT_FAILURE;
+	}
+	if (!msg_id_valid(argv[optind])) {
+		ctl_err("wait: '%s' is not an id (1 to %d characters of A-Z a-z 0-9 . _ : -)", argv[optind], MSG_ID_MAX);
+		return CTL_EXIT_FAILURE;
+	}
+	if (optind + 1 < argc) {
+		ctl_err("wait: unexpected argument '%s'", argv[optind + 1]);
+		return CTL_EXIT_FAILURE;
+	}
+	/* a clear "no such grant" before the stream */
+	escaped = curl_escape(argv[optind], 0);
+	if (!escaped)
+		return CTL_EXIT_FAILURE;
+	snprintf(path, sizeof(path), "/v1/grants/%s", escaped);
+	if (ctl_get_json(ctx, path, &cur) < 0)
+		return CTL_EXIT_FAILURE;
+	json_decref(cur);
+	return follow(ctx, argv[optind], json);
 }

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* memgrantctl grants [--json]: every grant and revocation the journal keeps. */
+/* memgrantctl grants [ID] [--json]: every grant and revocation the journal
+ * keeps, or one of them in detail. */
+#include <curl/curl.h>
 #include <getopt.h>
 #include <libsmartcols.h>
 
+#include "agent/message.h"
 #include "client.h"
 #include "ctl.h"
 #include "lib/size.h"
@@ -14,6 +17,76 @@ static void size_cell(struct libscols_line *ln, size_t col, json_t *j)
 
 	size_format((uint64_t)json_integer_value(j), buf, sizeof(buf));
 	scols_line_set_data(ln, col, buf);
+}
+
+/* "16-23,40" from the status's block entries */
+static void block_ranges(json_t *blocks, char *buf, size_t len)
+{
+	size_t used = 0, i = 0, n = json_array_size(blocks);
+
+	buf[0] = '\0';
+	while (i < n && used < len) {
+		json_int_t a = json_integer_value(json_object_get(json_array_get(blocks, i), "block")), b = a;
+
+		while (i + 1 < n && json_integer_value(json_object_get(json_array_get(blocks, i + 1), "block")) == b + 1) {
+			b++;
+			i++;
+		}
+		used += (size_t)(a == b ? snprintf(buf + used, len - used, "%s%lld", used ? "," : "", (long long)a)
+				      : snprintf(buf + used, len - used, "%s%lld-%lld", used ? "," : "", (long long)a,
+						 (long long)b));
+		i++;
+	}
+}
+
+/* One grant or revocation in detail: GET /v1/grants/ID. */
+static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
+{
+	_cleanup_free_ char *escaped = curl_escape(id, 0);
+	json_t *g = NULL, *err, *b;
+	char path[256], req[16], app[16], blocks[512];
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	if (!escaped)
+		return CTL_EXIT_FAILURE;
+	snprintf(path, sizeof(path), "/v1/grants/%s", escaped);
+	if (ctl_get_json(ctx, path, &g) < 0)
+		return CTL_EXIT_FAILURE;
+	if (json) {
+		ctl_print_json(g);
+		json_decref(g);
+		return CTL_EXIT_OK;
+	}
+	size_format((uint64_t)json_integer_value(json_object_get(g, "requested_bytes")), req, sizeof(req));
+	size_format((uint64_t)json_integer_value(json_object_get(g, "applied_bytes")), app, sizeof(app));
+	block_ranges(json_object_get(g, "blocks"), blocks, sizeof(blocks));
+	printf("%s %s\n", json_string_value(json_object_get(g, "kind")), json_string_value(json_object_get(g, "id")));
+	printf("  state:       %s\n", json_string_value(json_object_get(g, "state")));
+	printf("  source:      %s, generation %lld\n", json_string_value(json_object_get(g, "source")),
+	       (long long)json_integer_value(json_object_get(g, "generation")));
+	printf("  memory:      %s of %s\n", app, req);
+	printf("  blocks:      %lld of %lld%s%s\n", (long long)json_integer_value(json_object_get(g, "blocks_done")),
+	       (long long)json_integer_value(json_object_get(g, "blocks_total")), blocks[0] ? ": " : "", blocks);
+	/* times, when memgrantd reports them */
+	json_object_foreach(g, key, v)
+		if (json_is_string(v) && ((strlen(key) > 3 && streq(key + strlen(key) - 3, "_at")) || streq(key, "time")))
+			printf("  %-12s %s\n", key, json_string_value(v));
+	json_array_foreach(json_object_get(g, "decisions"), i, b)
+		printf("  decision:    %s\n", json_string_value(b));
+	json_array_foreach(json_object_get(g, "blocks"), i, b) {
+		json_t *be = json_object_get(b, "error");
+		if (json_is_object(be))
+			printf("  block %lld:   %s (%s)\n", (long long)json_integer_value(json_object_get(b, "block")),
+			       json_string_value(json_object_get(be, "message")), json_string_value(json_object_get(be, "code")));
+	}
+	err = json_object_get(g, "error");
+	if (json_is_object(err))
+		printf("  error:       %s (%s)\n", json_string_value(json_object_get(err, "message")),
+		       json_string_value(json_object_get(err, "code")));
+	json_decref(g);
+	return CTL_EXIT_OK;
 }
 
 int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
@@ -29,12 +102,21 @@ int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, ":Jh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'J': json = true; break;
-		case 'h': printf("Usage: memgrantctl grants [--json]\n"); return CTL_EXIT_OK;
+		case 'h': printf("Usage: memgrantctl grants [ID] [--json]\n"); return CTL_EXIT_OK;
 		default: return ctl_bad_option("grants", ch, argv);
 		}
 	}
-	if (ctl_no_more_args("grants", argc, argv) < 0)
-		return CTL_EXIT_FAILURE;
+	if (optind < argc) {
+		if (!msg_id_valid(argv[optind])) {
+			ctl_err("grants: '%s' is not an id (1 to %d characters of A-Z a-z 0-9 . _ : -)", argv[optind],
+				MSG_ID_MAX);
+			return CTL_EXIT_FAILURE;
+		}
+		optind++;
+		if (ctl_no_more_args("grants", argc, argv) < 0)
+			return CTL_EXIT_FAILURE;
+		return show_one(ctx, argv[optind - 1], json);
+	}
 	if (ctl_get_json(ctx, "/v1/grants", &reply) < 0)
 		return CTL_EXIT_FAILURE;
 	if (json) {

@@ -13,6 +13,7 @@
 #include "hotplug/sim.h"
 #include "lib/size.h"
 #include "lib/util.h"
+#include "lib/words.h"
 
 static void sim_usage(FILE *f)
 {
@@ -124,11 +125,17 @@ static int sim_init_cmd(int argc, char **argv)
 		return CTL_EXIT_FAILURE;
 	}
 	if (p.online_bytes == 0 || p.online_bytes % p.block_size) {
-		ctl_err("--online: must be a non-zero multiple of the block size");
+		char why[256];
+
+		words_size_in_blocks(p.online_bytes, NULL, p.block_size, why, sizeof(why));
+		ctl_err("--online: must be a non-zero multiple of the block size: %s", why);
 		return CTL_EXIT_FAILURE;
 	}
 	if (p.standby_bytes % p.block_size) {
-		ctl_err("--standby: must be a multiple of the block size");
+		char why[256];
+
+		words_size_in_blocks(p.standby_bytes, NULL, p.block_size, why, sizeof(why));
+		ctl_err("--standby: must be a multiple of the block size: %s", why);
 		return CTL_EXIT_FAILURE;
 	}
 	if (p.online_bytes > UINT64_MAX - p.standby_bytes ||

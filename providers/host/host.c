@@ -19,7 +19,7 @@ static const struct {
 	int (*fn)(const struct host_opts *o, int argc, char **argv);
 	const char *help;
 } commands[] = {
-	{ "grant", cmd_grant, "grant DOMAIN SIZE [--memmap auto|on|off] [--zone auto|movable|normal] [--id ID] [--wait]" },
+	{ "grant", cmd_grant, "grant DOMAIN (SIZE | RANGE) [--memmap auto|on|off] [--zone auto|movable|normal] [--id ID] [--wait]" },
 	{ "revoke", cmd_revoke, "revoke DOMAIN (SIZE | --grant ID) [--id ID] [--wait]" },
 	{ "status", cmd_status, "status DOMAIN" },
 	{ "watch", cmd_watch, "watch DOMAIN [--json]" },
@@ -47,7 +47,7 @@ static void usage(FILE *f)
 		"      --json            print the agent's messages as JSON lines\n"
 		"  -V, --version, -h, --help\n"
 		"\n"
-		"Exit status: 0 done, 1 refused or failed, 2 usage, 3 the agent did not answer,\n"
+		"Exit status: 0 done, 1 usage error, refused or failed, 3 the agent did not answer,\n"
 		"4 domain/channel problem, 5 state directory problem, 64 partially applied.\n",
 		HOST_STATE_DIR_DEFAULT);
 }

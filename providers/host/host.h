@@ -32,7 +32,7 @@
 enum {
 	HOST_EXIT_OK = 0,
 	HOST_EXIT_REFUSED = 1,    /* the agent refused, or the grant failed */
-	HOST_EXIT_USAGE = 2,
+	HOST_EXIT_USAGE = 1,      /* usage errors exit 1, as in memgrantd and memgrantctl */
 	HOST_EXIT_NO_ANSWER = 3,  /* the guest agent did not answer in time */
 	HOST_EXIT_CONNECT = 4,    /* no such domain, not running, no channel, socket */
 	HOST_EXIT_STATE = 5,      /* the state directory cannot be used */

@@ -9,6 +9,7 @@
 #include "../../agent/message.h"
 #include "../../lib/size.h"
 #include "../../lib/util.h"
+#include "../../lib/words.h"
 #include "host.h"
 
 struct conn {
@@ -255,7 +256,7 @@ static int req_opt(int c, void *ctx)
 static int size_arg(const char *s, uint64_t *out)
 {
 	if (size_parse(s, out) < 0 || *out == 0) {
-		fprintf(stderr, "memgrant-host: '%s' is not a size (bytes, or K/M/G/T such as 2G)\n", s);
+		fprintf(stderr, "memgrant-host: '%s' is not a size (bytes, or K/M/G/T such as 2G or 1.5G)\n", s);
 		return -EINVAL;
 	}
 	return 0;
@@ -282,33 +283,54 @@ int cmd_grant(const struct host_opts *o, int argc, char **argv)
 	};
 	struct req_args a = { 0 };
 	json_t *req, *memmap;
-	uint64_t size;
+	const char *range;
+	uint64_t size = 0;
 	int rc;
 
 	if (parse_common(argc, argv, opts, req_opt, &a) < 0 || argc - optind != 2) {
-		fprintf(stderr, "Usage: memgrant-host grant DOMAIN SIZE [--memmap auto|on|off] "
+		fprintf(stderr, "Usage: memgrant-host grant DOMAIN (SIZE | RANGE) [--memmap auto|on|off] "
 				"[--zone auto|movable|normal] [--not-after TIME] [--id ID] [--wait]\n");
 		return HOST_EXIT_USAGE;
 	}
-	if (size_arg(argv[optind + 1], &size) < 0 || id_arg("--id", a.id) < 0)
-		return HOST_EXIT_USAGE;
-	if (!a.memmap || streq(a.memmap, "auto"))
-		memmap = json_string("auto");
-	else if (streq(a.memmap, "on"))
-		memmap = json_true();
-	else if (streq(a.memmap, "off"))
-		memmap = json_false();
-	else {
-		fprintf(stderr, "memgrant-host: --memmap '%s': expected auto, on or off\n", a.memmap);
-		return HOST_EXIT_USAGE;
-	}
-	if (a.zone && !streq(a.zone, "auto") && !streq(a.zone, "movable") && !streq(a.zone, "normal")) {
-		json_decref(memmap);
-		fprintf(stderr, "memgrant-host: --zone '%s': expected auto, movable or normal\n", a.zone);
+	/* SIZE, or an address range as chmem takes it (the guest checks its
+	 * alignment to its block size) */
+	range = words_is_addr_range(argv[optind + 1]) ? argv[optind + 1] : NULL;
+	if (range) {
+		uint64_t first, last;
+		char why[256];
+
+		if (words_addr_range(range, 1, &first, &last, why, sizeof(why)) < 0) {
+			fprintf(stderr, "memgrant-host: %s\n", why);
+			return HOST_EXIT_USAGE;
+		}
+	} else if (size_arg(argv[optind + 1], &size) < 0) {
 		return HOST_EXIT_USAGE;
 	}
-	req = json_pack("{s:s,s:I,s:o,s:s}", "type", "grant", "size", (json_int_t)size, "memmap_on_memory", memmap,
-			"zone", a.zone ? a.zone : "auto");
+	if (id_arg("--id", a.id) < 0)
+		return HOST_EXIT_USAGE;
+	{
+		int m = WORDS_MEMMAP_AUTO;
+		enum mem_zone z = MEM_ZONE_AUTO;
+
+		if (a.memmap && words_memmap_parse(a.memmap, true, &m) < 0) {
+			fprintf(stderr, "memgrant-host: --memmap '%s': expected auto, on or off (also 1/0, "
+					"true/false, always/never)\n", a.memmap);
+			return HOST_EXIT_USAGE;
+		}
+		if (a.zone && words_zone_parse(a.zone, true, &z) < 0) {
+			fprintf(stderr, "memgrant-host: --zone '%s': expected auto, movable or normal (any case)\n",
+				a.zone);
+			return HOST_EXIT_USAGE;
+		}
+		memmap = m == WORDS_MEMMAP_AUTO ? json_string("auto") : json_boolean(m == WORDS_MEMMAP_ON);
+		a.zone = words_zone_name(z);
+	}
+	if (range)
+		req = json_pack("{s:s,s:[s],s:o,s:s}", "type", "grant", "ranges", range, "memmap_on_memory", memmap,
+				"zone", a.zone ? a.zone : "auto");
+	else
+		req = json_pack("{s:s,s:I,s:o,s:s}", "type", "grant", "size", (json_int_t)size, "memmap_on_memory",
+				memmap, "zone", a.zone ? a.zone : "auto");
 	if (req && a.not_after)
 		json_object_set_new(req, "not_after", json_string(a.not_after));
 	if (!req)

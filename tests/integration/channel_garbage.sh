@@ -132,14 +132,21 @@ grep -q "did not answer within 1.0s" "$T/timeout.err" || fail "timeout message: 
 expect_eq "exit without socket" "$?" 4
 grep -q "cannot connect to $T/nothing.sock" "$T/nosock.err" || fail "$(cat "$T/nosock.err")"
 
-# usage errors: exit 2, nothing sent
+# usage errors: exit 1 (as memgrantd and memgrantctl), nothing sent
 "$HOSTBIN" --socket "$T/nothing.sock" grant guest 2X 2>"$T/usage.err"
-expect_eq "bad size" "$?" 2
+expect_eq "bad size" "$?" 1
 grep -q "'2X' is not a size" "$T/usage.err" || fail "$(cat "$T/usage.err")"
 "$HOSTBIN" --socket "$T/nothing.sock" grant guest 1G --memmap maybe 2>/dev/null
-expect_eq "bad memmap" "$?" 2
+expect_eq "bad memmap" "$?" 1
+"$HOSTBIN" --socket "$T/nothing.sock" grant guest 0x80000000-zz 2>"$T/usage.err"
+expect_eq "bad range" "$?" 1
+grep -q "'0x80000000-zz' is not an address range" "$T/usage.err" || fail "$(cat "$T/usage.err")"
 "$HOSTBIN" --socket "$T/nothing.sock" revoke guest 2>/dev/null
-expect_eq "revoke without size" "$?" 2
+expect_eq "revoke without size" "$?" 1
 "$HOSTBIN" -c test:///default --socket "$T/x" status guest 2>/dev/null
-expect_eq "-c with --socket" "$?" 2
+expect_eq "-c with --socket" "$?" 1
+"$HOSTBIN" --bogus 2>/dev/null
+expect_eq "unknown option" "$?" 1
+"$HOSTBIN" 2>/dev/null
+expect_eq "no command" "$?" 1
 echo ok

@@ -103,5 +103,13 @@ rm -rf "$T/hoststate"
 out=$($H grant guest 128M --wait) || fail "grant after losing state exited $?: $out"
 echo "$out" | grep -q "^host-7 grant: applied" || fail "generation after state loss: $out"
 
+# the operators' words over the channel: an address range as chmem takes it
+# (blocks 30-31 of 128M), zone Movable in lsmem's case, memmap 1
+out=$($H grant guest 0xf0000000-0xffffffff --zone Movable --memmap 1 --wait) || fail "grant RANGE exited $?: $out"
+echo "$out" | grep -q "^host-8 grant: applied, 256M of 256M" || fail "grant RANGE output: $out"
+g=$($CTL grants host-8 --json)
+expect_eq "range grant first block" "$(jget "$g" blocks.0.block)" 30
+expect_eq "range grant zone" "$(jget "$g" blocks.0.zone)" Movable
+
 stop_daemon
 echo ok

@@ -60,15 +60,16 @@ bad "$sim" "unknown option '-1'" -- $S block online -1
 bad "$sim" "ends before it starts" -- $S block configure 20-17
 bad "$sim" "given twice" -- $S block configure 17 17
 bad "$sim" "unknown action 'enable'" -- $S block enable 17
-bad "$sim" "expected 'on' or 'off'" -- $S block memmap yes 17
-bad "$sim" "expected movable or normal" -- $S block online 16 --zone dma
+bad "$sim" "expected on or off (also 1/0, true/false, always/never), not 'maybe'" -- $S block memmap maybe 17
+bad "$sim" "expected Movable or Normal (any case)" -- $S block online 16 --zone dma
 bad "$sim" "only applies to 'online'" -- $S block offline 5 --zone movable
 bad "$sim" "no block numbers" -- $S block online
 bad "$sim" "mutually exclusive" -- $S --sysroot "$tmp" block online 16
 bad "$sim" "give --sim FILE or --sysroot DIR" -- block online 16
 
 # malformed sizes: sim init over the existing sim must leave it alone
-for size in 2X -1G 99999999999999G "" 1.5G; do
+# (1.5G is a size as lsmem prints it; 1.3G is not whole 128M blocks)
+for size in 2X -1G 99999999999999G "" 1.3G; do
 	bad "$sim" "--online" -- sim init "$sim" --online "$size"
 	bad "$sim" "--standby" -- sim init "$sim" --standby "$size"
 	bad "$sim" "--block-size" -- sim init "$sim" --block-size "$size"

@@ -149,9 +149,12 @@ echo "ok start-override: exit $rc"
 ROWS=$((ROWS + 1))
 rc=0
 "$MEMGRANTD" --bogus > "$T/start.log" 2>&1 || rc=$?
-[ "$rc" -eq 2 ] || fail "start-args: exit $rc, want 2"
+[ "$rc" -eq 1 ] || fail "start-args: exit $rc, want 1"
 grep -q "unrecognized option '--bogus'" "$T/start.log" || fail "start-args: message: $(cat "$T/start.log")"
-echo "ok start-args: exit 2"
+echo "ok start-args: exit 1"
+rc=0
+"$MEMGRANTD" extra-argument > "$T/start.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "start-args: extra argument: exit $rc, want 1"
 
 # ---------------------------------------------------------------- a daemon with one grant
 start_daemon
@@ -287,7 +290,7 @@ cmp -s "$T/before/journal.json" "$T/after-api/journal.json" ||
 cmp -s "$T/before/grants.json" "$T/after-api/grants.json" || fail "api rows changed the grant list"
 
 # ---------------------------------------------------------------- plan-*: rejected by the planner
-api plan-size-not-multiple POST /v1/grants '{"type":"grant","size":"200M"}'               409 EINVAL "size 200M is not a multiple of the block size 128M"
+api plan-size-not-multiple POST /v1/grants '{"type":"grant","size":"200M"}'               409 EINVAL "size 200M is not a multiple of the block size 128M: the nearest valid sizes are 128M and 256M"
 api plan-size-too-much   POST /v1/grants '{"type":"grant","size":"4G"}'                   409 ENOSPC "4G requested, 1.8G standby available"
 api plan-unknown-block   POST /v1/grants '{"type":"grant","blocks":[999]}'                409 ENOENT "block 999 does not exist"
 api plan-block-online    POST /v1/grants '{"type":"grant","blocks":[0]}'                  409 EBUSY "block 0 is not standby: configured already (online)"
@@ -321,11 +324,13 @@ ctl_rejected ctl-rejected-too-much "rejected: 64G requested" grant 64G
 ctl_rejected ctl-rejected-zero 'field "size": must be more than 0 bytes' grant 0
 ctl_rejected ctl-rejected-revoke "rejected: grant nope owns no blocks" revoke --grant nope
 ctl_rejected ctl-rejected-wait "rejected: size 200M is not a multiple" grant 200M --wait
+ctl_rejected ctl-grant-range-unaligned "grant RANGE: address range '0x80000000-0x80000fff': start and end + 1 must be aligned to the memory block size (128M)" grant 0x80000000-0x80000fff
+ctl_rejected ctl-rejected-nearest "rejected: size 1.3G is not a multiple of the block size 128M: the nearest valid sizes are 1.25G and 1.375G" grant 1.3G
 
 snapshot "$T/after-plan"
 same_memory "$T/before" "$T/after-plan" plan-rows
 n=$(journal_only_rejections "$T/after-api" "$T/after-plan") || fail "plan rows: journal: $n"
-[ "$n" -eq 20 ] || fail "plan rows: $n rejected records journaled, want 20 (16 plan-* and 4 ctl-rejected-* that reach the planner)"
+[ "$n" -eq 21 ] || fail "plan rows: $n rejected records journaled, want 21 (16 plan-* and 5 ctl-rejected-* that reach the planner)"
 
 # ---------------------------------------------------------------- ctl-*: bad arguments, nothing sent
 # A listener that records every connection stands in for the daemon.
@@ -385,7 +390,8 @@ ctl ctl-unknown-global "unknown option '--bogus'" --bogus status
 ctl ctl-global-missing-arg "option '--socket' needs an argument" --socket
 ctl ctl-grant-no-size "grant: say how much: SIZE or --blocks LIST" grant
 ctl ctl-grant-2X "grant SIZE: invalid size '2X'" grant 2X
-ctl ctl-grant-fraction "grant SIZE: invalid size '1.5G'" grant 1.5G
+ctl ctl-grant-fraction "grant SIZE: invalid size '1.5'" grant 1.5
+ctl ctl-grant-range-malformed "grant RANGE: '0x80000000-zz' is not an address range" grant 0x80000000-zz
 ctl ctl-grant-overflow "grant SIZE: size '99999999999999G' is too large" grant 99999999999999G
 ctl ctl-grant-zone "--zone: 'bogus' is not one of auto, movable, normal" grant 1G --zone bogus
 ctl ctl-grant-memmap "--memmap: 'bogus' is not one of auto, on, off" grant 1G --memmap bogus
@@ -404,7 +410,8 @@ ctl ctl-grant-negative "negative numbers are not allowed" grant -1G
 ctl ctl-grant-missing-arg "option '--id' needs an argument" grant 1G --id
 ctl ctl-grant-unknown-option "unknown option '--bogus'" grant 1G --bogus
 ctl ctl-grants-unknown-option "unknown option '--bogus'" grants --bogus
-ctl ctl-grants-extra "unexpected argument 'extra'" grants extra
+ctl ctl-grants-extra "unexpected argument 'extra'" grants local-1 extra
+ctl ctl-grants-bad-id "grants: 'no id!' is not an id" grants 'no id!'
 ctl ctl-events-extra "unexpected argument 'extra'" events extra
 kill "$TRAP_PID"
 wait "$TRAP_PID" 2>/dev/null

@@ -384,10 +384,43 @@ static void test_bad_durations(void **state)
 
 static void test_bad_enums(void **state)
 {
-	load_bad1("policy:\n  memmap_on_memory: on\n",
-		  "2:21: policy.memmap_on_memory: 'on' is not one of auto, always, never");
+	load_bad1("policy:\n  memmap_on_memory: maybe\n",
+		  "2:21: policy.memmap_on_memory: 'maybe' is not one of auto, always, never");
+	load_bad1("policy:\n  zone: DMA\n", "2:9: policy.zone: 'DMA' is not one of auto, movable, normal");
 	load_bad1("backend: {type: [sysfs]}\n",
 		  "1:17: backend.type: expected one of sysfs, sim, found a list");
+}
+
+/* The operators' words: memmap on/off/1/0/true/false, zones as lsmem writes them. */
+static void test_operator_words(void **state)
+{
+	static const struct {
+		const char *memmap;
+		int want;
+	} m[] = { { "on", MG_MEMMAP_ALWAYS }, { "Off", MG_MEMMAP_NEVER }, { "1", MG_MEMMAP_ALWAYS },
+		  { "'0'", MG_MEMMAP_NEVER }, { "true", MG_MEMMAP_ALWAYS }, { "Never", MG_MEMMAP_NEVER },
+		  { "AUTO", MG_MEMMAP_AUTO } };
+	static const struct {
+		const char *zone;
+		int want;
+	} z[] = { { "Movable", MEM_ZONE_MOVABLE }, { "NORMAL", MEM_ZONE_NORMAL }, { "Auto", MEM_ZONE_AUTO } };
+
+	for (size_t i = 0; i < ARRAY_SIZE(m); i++) {
+		_cleanup_free_ char *y = NULL;
+		assert_true(asprintf(&y, "policy:\n  memmap_on_memory: %s\n", m[i].memmap) > 0);
+		_cleanup_config_ struct mg_config *c = load_ok(y);
+		assert_int_equal(c->policy.memmap_on_memory, m[i].want);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(z); i++) {
+		_cleanup_free_ char *y = NULL;
+		assert_true(asprintf(&y, "policy:\n  zone: %s\n", z[i].zone) > 0);
+		_cleanup_config_ struct mg_config *c = load_ok(y);
+		assert_int_equal(c->policy.zone, z[i].want);
+	}
+	{
+		_cleanup_config_ struct mg_config *c = load_ok("policy:\n  reserve: 1.5G\n");
+		assert_int_equal(c->policy.reserve, 1536 * MIB);
+	}
 }
 
 static void test_wrong_types(void **state)
@@ -570,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_bad_sizes),
 		cmocka_unit_test(test_bad_durations),
 		cmocka_unit_test(test_bad_enums),
+		cmocka_unit_test(test_operator_words),
 		cmocka_unit_test(test_wrong_types),
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_syntax_errors),

@@ -91,6 +91,30 @@ static void test_grant_options(void **state)
 	assert_int_equal(b->not_after, 1767225600); /* fraction dropped */
 }
 
+/* the words of lsmem and chmem: "Movable" in any case, "on"/"off"/"1"/"never", "1.5G" */
+static void test_grant_operator_words(void **state)
+{
+	_cleanup_msg_ struct msg *a = ok_parse(
+		"{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":\"1.5G\","
+		"\"memmap_on_memory\":\"on\",\"zone\":\"Movable\"}");
+	_cleanup_msg_ struct msg *b = ok_parse(
+		"{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":\"2.25G\","
+		"\"memmap_on_memory\":\"never\",\"zone\":\"NORMAL\"}");
+	_cleanup_msg_ struct msg *c = ok_parse(
+		"{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":\"1G\","
+		"\"memmap_on_memory\":\"0\",\"zone\":\"Auto\"}");
+
+	(void)state;
+	assert_int_equal(a->memmap, MSG_MEMMAP_ON);
+	assert_int_equal(a->zone, MEM_ZONE_MOVABLE);
+	assert_int_equal(a->size, 1536ULL << 20);
+	assert_int_equal(b->memmap, MSG_MEMMAP_OFF);
+	assert_int_equal(b->zone, MEM_ZONE_NORMAL);
+	assert_int_equal(b->size, 2304ULL << 20);
+	assert_int_equal(c->memmap, MSG_MEMMAP_OFF);
+	assert_int_equal(c->zone, MEM_ZONE_AUTO);
+}
+
 static void test_grant_by_blocks_and_ranges(void **state)
 {
 	_cleanup_msg_ struct msg *a = ok_parse(
@@ -296,8 +320,10 @@ static void test_bad_ranges(void **state)
 
 static void test_bad_options(void **state)
 {
-	bad("{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":1,\"memmap_on_memory\":\"yes\"}", "EINVAL",
-	    "field \"memmap_on_memory\": expected true, false or \"auto\", got a string");
+	bad("{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":1,\"memmap_on_memory\":\"maybe\"}", "EINVAL",
+	    "field \"memmap_on_memory\": \"maybe\" is not one of true, false, \"auto\", \"on\", \"off\"");
+	bad("{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":1,\"memmap_on_memory\":[]}", "EINVAL",
+	    "field \"memmap_on_memory\": expected true, false or \"auto\", got an array");
 	bad("{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":1,\"memmap_on_memory\":1}", "EINVAL",
 	    "field \"memmap_on_memory\"");
 	bad("{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":1,\"zone\":\"dma\"}", "EINVAL",
@@ -468,6 +494,7 @@ int main(void)
 		cmocka_unit_test(test_grant_by_size_string),
 		cmocka_unit_test(test_grant_defaults_and_bytes),
 		cmocka_unit_test(test_grant_options),
+		cmocka_unit_test(test_grant_operator_words),
 		cmocka_unit_test(test_grant_by_blocks_and_ranges),
 		cmocka_unit_test(test_revoke_forms),
 		cmocka_unit_test(test_sync),

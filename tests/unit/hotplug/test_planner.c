@@ -115,7 +115,8 @@ static void grant_size_not_multiple_rejected(void **state)
 	_cleanup_plan_ struct plan *p = NULL;
 
 	assert_int_equal(grant_size(t, 200 * MiB, NULL, 0, &p), -EINVAL);
-	assert_string_equal(p->reason, "size 200M is not a multiple of the block size 128M");
+	assert_string_equal(p->reason, "size 200M is not a multiple of the block size 128M: "
+					    "the nearest valid sizes are 128M and 256M");
 	assert_int_equal(p->n, 0);
 }
 
@@ -467,7 +468,8 @@ static void revoke_size_rejects(void **state)
 	assert_int_equal(plan_revoke(t, &zero, owned4, 4, &p), -EINVAL);
 	assert_non_null(strstr(p->reason, "size 0"));
 	assert_int_equal(plan_revoke(t, &odd, owned4, 4, &q), -EINVAL);
-	assert_string_equal(q->reason, "size 200M is not a multiple of the block size 128M");
+	assert_string_equal(q->reason, "size 200M is not a multiple of the block size 128M: "
+					    "the nearest valid sizes are 128M and 256M");
 	assert_int_equal(plan_revoke(t, &big, owned4, 4, &r), -ENOSPC);
 	assert_string_equal(r->reason, "1G requested, 512M owned by memgrant");
 	assert_int_equal(r->n, 0);

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a configuration that loads would still fail on at run time, for
+ * memgrantd --check-config (and so the unit's ExecStartPre): the files the
+ * HTTPS provider and the webhooks read, the programs the hooks run, and the
+ * folder of the guest channel.  Each problem is a message at the key, as the
+ * load's own are; nothing is created or changed.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/util.h"
+
+/* PATH (the value of KEY) must be a file this process can open for reading. */
+static void check_readable(struct ctx *c, const char *key, const char *path, const char *needed_for)
+{
+	struct stat st;
+	int fd, e;
+
+	if (!path || cfg_bad(c, key))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		e = errno;
+		cfg_err_at(c, cfg_where(c, key), "%s: %s: %s (%s); %s", key, path,
+			   e == ENOENT ? "no such file" : strerror(e), errno_name(e), needed_for);
+		return;
+	}
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+		cfg_err_at(c, cfg_where(c, key), "%s: %s is a folder, not a file; %s", key, path, needed_for);
+	close(fd);
+}
+
+/* PATH (the value of KEY) must be a regular file with an execute bit this process may use. */
+static void check_executable(struct ctx *c, const char *key, const char *path)
+{
+	struct stat st;
+	int e;
+
+	if (!path || cfg_bad(c, key))
+		return;
+	if (stat(path, &st) < 0) {
+		e = errno;
+		cfg_err_at(c, cfg_where(c, key), "%s: %s: %s (%s); the hook could not run", key, path,
+			   e == ENOENT ? "no such file" : strerror(e), errno_name(e));
+		return;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cfg_err_at(c, cfg_where(c, key), "%s: %s is not a regular file; the hook could not run", key, path);
+		return;
+	}
+	if (access(path, X_OK) < 0)
+		cfg_err_at(c, cfg_where(c, key),
+			   "%s: %s is not executable (mode %04o); the hook could not run (chmod +x)", key, path,
+			   (unsigned)(st.st_mode & 07777));
+}
+
+/* The folder of PATH (the value of KEY) must exist. */
+static void check_folder_of(struct ctx *c, const char *key, const char *path, const char *hint)
+{
+	_cleanup_free_ char *copy = path ? strdup(path) : NULL;
+	const char *dir;
+	struct stat st;
+
+	if (!path || cfg_bad(c, key))
+		return;
+	if (!copy) {
+		c->oom = true;
+		return;
+	}
+	dir = dirname(copy);
+	if (stat(dir, &st) < 0)
+		cfg_err_at(c, cfg_where(c, key), "%s: the folder %s does not exist; %s", key, dir, hint);
+	else if (!S_ISDIR(st.st_mode))
+		cfg_err_at(c, cfg_where(c, key), "%s: %s is not a folder; %s", key, dir, hint);
+}
+
+void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg)
+{
+	if (cfg->providers.https.enabled) {
+		const struct mg_https_config *h = &cfg->providers.https;
+		static const char conn[] = "the agent could not connect to the control plane";
+
+		check_readable(c, "providers.https.ca_file", h->ca_file, conn);
+		check_readable(c, "providers.https.cert_file", h->cert_file, conn);
+		check_readable(c, "providers.https.key_file", h->key_file, conn);
+		check_readable(c, "providers.https.token_file", h->token_file, conn);
+	}
+	if (cfg->providers.channel.enabled)
+		check_folder_of(c, "providers.channel.path", cfg->providers.channel.path,
+				"this guest has no such virtio-serial port (add the channel to the domain, "
+				"see memgrant-host(1))");
+	for (size_t i = 0; i < cfg->n_hooks; i++) {
+		const struct mg_hook *h = &cfg->hooks[i];
+		char key[64];
+
+		snprintf(key, sizeof(key), "hooks[%zu].exec", i);
+		check_executable(c, key, h->exec);
+		snprintf(key, sizeof(key), "hooks[%zu].secret_file", i);
+		check_readable(c, key, h->secret_file, "the webhook could not be signed");
+	}
+}

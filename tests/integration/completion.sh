@@ -1,0 +1,61 @@
+#!/bin/sh
+# Bash completion of the three programs (packaging/bash-completion/): commands,
+# options, the operators' words, and grant ids asked of the running memgrantd.
+# bash-completion's own helpers are stood in for by a few lines (the test
+# needs only bash), so what is checked is memgrant's completion logic.
+. "$(dirname "$0")/lib.sh"
+command -v bash >/dev/null 2>&1 || skip "bash is needed"
+COMP=$(cd "$(dirname "$0")/../../packaging/bash-completion" && pwd)
+$MEMGRANTCTL sim init "$SIM" --online 2G --standby 2G --block-size 128M > /dev/null || fail "sim init"
+start_daemon
+$CTL grant 256M --id first-grant --wait > /dev/null || fail "grant"
+$CTL grant 128M --id second-grant --wait > /dev/null || fail "grant"
+
+# complete PROGRAM WORDS...: the candidates for the last word, one a line
+complete_words() {
+	PATH=$BUILD:$PATH bash -c '
+		_init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}
+			words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
+		_filedir() { :; }
+		compopt() { :; }
+		. "$1/$2"
+		shift 2
+		COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+		fn=$(complete -p "$1" | sed "s/.*-F \([^ ]*\) .*/\1/")
+		"$fn"
+		printf "%s\n" "${COMPREPLY[@]}"' complete "$COMP" "$@"
+}
+has() { # what candidates word
+	printf '%s\n' "$2" | grep -qx -- "$3" || fail "$1: '$3' not among: $(printf '%s' "$2" | tr '\n' ' ')"
+}
+
+out=$(complete_words memgrantctl memgrantctl "")
+has "memgrantctl commands" "$out" wait
+has "memgrantctl commands" "$out" grants
+out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" wait "")
+has "wait ID" "$out" first-grant
+has "wait ID" "$out" second-grant
+out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" grants "f")
+expect_eq "grants ID prefix" "$out" first-grant
+out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" revoke --grant "s")
+expect_eq "revoke --grant ID" "$out" second-grant
+out=$(complete_words memgrantctl memgrantctl grant 1G --zone "")
+has "--zone words" "$out" Movable
+has "--zone words" "$out" Normal
+out=$(complete_words memgrantctl memgrantctl --sim x block online 16 --v)
+has "block options" "$out" --verbose
+# no daemon: no ids, no error
+out=$(complete_words memgrantctl memgrantctl --socket "$T/none.sock" wait "")
+expect_eq "no daemon, no ids" "$out" ""
+
+out=$(complete_words memgrantd memgrantd --c)
+has "memgrantd options" "$out" --check-config
+has "memgrantd options" "$out" --config
+
+out=$(complete_words memgrant-host memgrant-host "")
+has "memgrant-host commands" "$out" grant
+has "memgrant-host commands" "$out" watch
+out=$(complete_words memgrant-host memgrant-host grant dom 1G --m)
+has "memgrant-host grant options" "$out" --memmap
+stop_daemon
+echo ok
