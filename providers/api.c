@@ -81,6 +81,7 @@ struct api {
 	pthread_mutex_t lock;              /* guards what follows */
 	struct conn *conns;
 	uint64_t next_id;
+	uint64_t refused_since_log, refused_log_ms;
 	unsigned n_others, n_streams_others;
 	bool stopping;
 	int epfd;                          /* suspended streams' sockets, and WAKEFD */
@@ -229,6 +230,28 @@ static void refuse_busy(int fd, uid_t uid, const char *what, unsigned max)
 	shutdown(fd, SHUT_RDWR); /* MHD sees the end of the stream and closes it */
 }
 
+/* At most one line per 10 s, not one per refused connection: clients that
+ * reconnect in a loop must not flood the log. */
+static void refuse_log(struct api *a, uid_t uid)
+{
+	uint64_t now = now_ms(), n = 0;
+	bool say = false;
+
+	pthread_mutex_lock(&a->lock);
+	a->refused_since_log++;
+	if (a->refused_log_ms == 0 || now - a->refused_log_ms >= 10000) {
+		n = a->refused_since_log;
+		a->refused_since_log = 0;
+		a->refused_log_ms = now;
+		say = true;
+	}
+	pthread_mutex_unlock(&a->lock);
+	if (say)
+		log_warn(a->log, "api: uid %u is over its share of connections (%u per unprivileged uid, %u for "
+			 "all of them): refused with 503; %llu refused since the last such line",
+			 (unsigned)uid, API_UID_CONN_MAX, a->others_max, (unsigned long long)n);
+}
+
 static void conn_admit(struct api *a, struct conn *n)
 {
 	unsigned same = 0;
@@ -250,8 +273,7 @@ static void conn_admit(struct api *a, struct conn *n)
 	a->conns = n;
 	pthread_mutex_unlock(&a->lock);
 	if (n->refused) {
-		log_debug(a->log, "api: uid %u refused: %u of its connections open, %u of all unprivileged",
-			  (unsigned)n->uid, same, a->others_max);
+		refuse_log(a, n->uid);
 		refuse_busy(n->fd, n->uid, "connections",
 			    same >= API_UID_CONN_MAX ? API_UID_CONN_MAX : a->others_max);
 	}
