@@ -1864,6 +1864,16 @@ int daemon_outbox_peek(struct daemon *d, const char *dest, uint64_t *seq, json_t
 	return r;
 }
 
+size_t daemon_outbox_count(struct daemon *d, const char *dest)
+{
+	size_t n;
+
+	pthread_mutex_lock(&d->lock);
+	n = journal_outbox_count(d->journal, dest);
+	pthread_mutex_unlock(&d->lock);
+	return n;
+}
+
 int daemon_outbox_ack(struct daemon *d, const char *dest, uint64_t seq)
 {
 	int r;

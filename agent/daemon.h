@@ -50,6 +50,8 @@ uint64_t daemon_last_generation(struct daemon *d, const char *source);
 /* Oldest undelivered report for DEST: 0 with *REPORT (new reference) and
  * *SEQ, -ENOENT when there is none. */
 int daemon_outbox_peek(struct daemon *d, const char *dest, uint64_t *seq, json_t **report);
+/* How many reports for DEST wait in the outbox (a provider's back-pressure). */
+size_t daemon_outbox_count(struct daemon *d, const char *dest);
 /* DEST acknowledged the report SEQ: it is removed (durably). */
 int daemon_outbox_ack(struct daemon *d, const char *dest, uint64_t seq);
 /* Sleeps until a report for DEST is waiting, TIMEOUT_MS passed (-1: no
