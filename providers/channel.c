@@ -34,65 +34,6 @@
 
 /* ---- line framing ------------------------------------------------------------ */
 
-int channel_reader_init(struct channel_reader *r, size_t max)
-{
-	*r = (struct channel_reader){ .max = max };
-	r->buf = malloc(max);
-	return r->buf ? 0 : -ENOMEM;
-}
-
-void channel_reader_reset(struct channel_reader *r)
-{
-	r->len = 0;
-	r->discarding = 0;
-}
-
-void channel_reader_done(struct channel_reader *r)
-{
-	free(r->buf);
-	r->buf = NULL;
-}
-
-int channel_reader_feed(struct channel_reader *r, const char *data, size_t len, const struct channel_reader_ops *ops,
-			void *ctx)
-{
-	while (len > 0) {
-		const char *nl = memchr(data, '\n', len);
-		size_t chunk = nl ? (size_t)(nl - data) : len;
-		int ret = 0;
-
-		if (r->discarding) {
-			/* the rest of an oversized line: dropped up to its newline */
-		} else if (chunk > r->max - r->len) {
-			size_t seen = r->len + chunk;
-			r->len = 0;
-			r->discarding = 1;
-			if (ops->too_long)
-				ret = ops->too_long(ctx, seen);
-		} else {
-			memcpy(r->buf + r->len, data, chunk);
-			r->len += chunk;
-		}
-		if (nl) {
-			if (!r->discarding) {
-				size_t l = r->len;
-				if (l > 0 && r->buf[l - 1] == '\r')
-					l--;
-				r->len = 0;
-				if (ret == 0 && ops->line)
-					ret = ops->line(ctx, r->buf, l);
-			}
-			r->discarding = 0;
-			r->len = 0;
-			chunk++;
-		}
-		data += chunk;
-		len -= chunk;
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
-}
 
 /* ---- the provider ---------------------------------------------------------------- */
 
@@ -233,31 +174,15 @@ static void pump_outbox(struct channel_provider *p)
 	p->inflight = seq;
 }
 
-static void handle_ack(struct channel_provider *p, json_t *obj)
+static void handle_ack(struct channel_provider *p, uint64_t seq)
 {
-	json_t *seqv = json_object_get(obj, "seq");
-	const char *key;
-	json_t *v;
-	char msg[160];
-	int r;
+	int r = daemon_outbox_ack(p->d, DEST, seq);
 
-	json_object_foreach(obj, key, v) {
-		if (!streq(key, "type") && !streq(key, "seq") && !startswith(key, "x-")) {
-			snprintf(msg, sizeof(msg), "field \"%.40s\": unknown field for an ack", key);
-			send_error(p, "EINVAL", msg, NULL);
-			return;
-		}
-	}
-	if (!json_is_integer(seqv) || json_integer_value(seqv) < 1) {
-		send_error(p, "EINVAL", "field \"seq\": an ack needs the positive integer seq of a status", NULL);
-		return;
-	}
-	r = daemon_outbox_ack(p->d, DEST, (uint64_t)json_integer_value(seqv));
 	if (r < 0 && r != -ENOENT)
-		log_err(p->log, "channel: cannot remove report %lld from the outbox: %s",
-			(long long)json_integer_value(seqv), strerror(-r));
+		log_err(p->log, "channel: cannot remove report %llu from the outbox: %s", (unsigned long long)seq,
+			strerror(-r));
 	/* -ENOENT: a repeated ack, nothing to do */
-	if ((uint64_t)json_integer_value(seqv) == p->inflight) {
+	if (seq == p->inflight) {
 		p->inflight = 0;
 		pump_outbox(p);
 	}
@@ -279,49 +204,30 @@ static void handle_query(struct channel_provider *p)
 static int on_line(void *ctx, const char *line, size_t len)
 {
 	struct channel_provider *p = ctx;
-	json_error_t jerr;
-	json_t *obj, *typev, *reply = NULL;
-	const char *type, *id = NULL;
-	char msg[256];
+	struct channel_line cl;
+	json_t *reply = NULL;
+	const char *type, *id;
 	int status = 0;
 
-	if (len == 0)
+	channel_parse_line(line, len, &cl);
+	type = cl.type[0] ? cl.type : NULL;
+	id = cl.id[0] ? cl.id : NULL;
+	switch (cl.kind) {
+	case CHANNEL_LINE_EMPTY:
 		return 0; /* an empty line is a harmless keep-alive */
-	obj = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!obj || !json_is_object(obj)) {
-		if (obj)
-			snprintf(msg, sizeof(msg), "message: not a JSON object");
-		else
-			snprintf(msg, sizeof(msg), "message: not valid JSON at column %d: %.100s", jerr.column,
-				 jerr.text);
-		json_decref(obj);
-		log_info(p->log, "channel: %s", msg);
-		send_error(p, "EBADMSG", msg, NULL);
+	case CHANNEL_LINE_BAD:
+		if (streq(cl.code, "EBADMSG"))
+			log_info(p->log, "channel: %s", cl.message);
+		send_error(p, cl.code, cl.message, id);
 		return 0;
-	}
-	typev = json_object_get(obj, "type");
-	type = json_string_value(typev);
-	if (json_is_string(json_object_get(obj, "id")) && msg_id_valid(json_string_value(json_object_get(obj, "id"))))
-		id = json_string_value(json_object_get(obj, "id"));
-
-	if (streq(type, "ack")) {
-		handle_ack(p, obj);
-		json_decref(obj);
+	case CHANNEL_LINE_ACK:
+		handle_ack(p, cl.seq);
 		return 0;
-	}
-	if (streq(type, "query")) {
+	case CHANNEL_LINE_QUERY:
 		handle_query(p);
-		json_decref(obj);
 		return 0;
-	}
-
-	if (type && !streq(type, "grant") && !streq(type, "revoke") && !streq(type, "sync")) {
-		snprintf(msg, sizeof(msg),
-			 "field \"type\": \"%.40s\" is not a channel message (expected grant, revoke, sync, ack or query)",
-			 type);
-		send_error(p, "EINVAL", msg, id);
-		json_decref(obj);
-		return 0;
+	case CHANNEL_LINE_MESSAGE:
+		break;
 	}
 	daemon_submit(p->d, DEST, line, len, &status, &reply);
 	if (!reply) {
@@ -346,7 +252,6 @@ static int on_line(void *ctx, const char *line, size_t len)
 		send_json(p, reply);
 	}
 	json_decref(reply);
-	json_decref(obj);
 	return 0;
 }
 
