@@ -20,6 +20,13 @@ A=$(cd "$(dirname "$0")" && pwd)/api_attack.py
 as_uid 65534 test -r "$A" || skip "other uids cannot read $A"
 chmod 0755 "$T"
 PHASE_S=${API_ATTACK_SECS:-8}
+# an answer within LIMIT_S; a sanitizer build runs every request several
+# times slower, so there the bound is what the design must still keep
+LIMIT_S=1.0
+if ldd "$MEMGRANTD" 2>/dev/null | grep -q libasan; then
+	LIMIT_S=3.0
+	echo "sanitizer build: answers must come within $LIMIT_S s"
+fi
 NICE=
 
 write_config
@@ -90,9 +97,10 @@ done
 END_FDS=$(fds)
 END_RSS=$(rss_kb)
 
-python3 - "$T" "$IDLE_FDS" "$END_FDS" "$IDLE_RSS" "$END_RSS" <<'PY' || fail "the API was not available enough (see above)"
+python3 - "$T" "$IDLE_FDS" "$END_FDS" "$IDLE_RSS" "$END_RSS" "$LIMIT_S" <<'PY' || fail "the API was not available enough (see above)"
 import json, sys
-t, idle_fds, end_fds, idle_rss, end_rss = sys.argv[1], *map(int, sys.argv[2:])
+t, idle_fds, end_fds, idle_rss, end_rss = sys.argv[1], *map(int, sys.argv[2:6])
+limit = float(sys.argv[6])
 def lines(p):
     with open(p) as f:
         return [json.loads(l) for l in f if l.strip()]
@@ -101,11 +109,11 @@ for name in ("slowloris", "sse", "flood", "all"):
     att = lines("%s/attack-%s.out" % (t, name))
     for who, need in (("root", 1.0), ("user", 0.9)):
         p = lines("%s/probe-%s-%s" % (t, name, who))
-        fast = [x for x in p if x["rc"] == 0 and x["s"] < 1.0]
+        fast = [x for x in p if x["rc"] == 0 and x["s"] < limit]
         worst = max(x["s"] for x in p) if p else -1
         share = len(fast) / len(p) if p else 0
-        print("%-9s %-4s %2d/%2d answered within 1 s (%3.0f%%), slowest %.3f s" % (
-            name, who, len(fast), len(p), 100 * share, worst))
+        print("%-9s %-4s %2d/%2d answered within %g s (%3.0f%%), slowest %.3f s" % (
+            name, who, len(fast), len(p), limit, 100 * share, worst))
         for x in p:
             if x["rc"] != 0:
                 print("    failed: %s" % x["err"])
@@ -113,7 +121,7 @@ for name in ("slowloris", "sse", "flood", "all"):
             ok = False
     after = lines("%s/after-%s" % (t, name))[0]
     print("%-9s after the attackers left: answered in %.3f s (rc %d)" % (name, after["s"], after["rc"]))
-    if after["rc"] != 0 or after["s"] >= 1.0:
+    if after["rc"] != 0 or after["s"] >= limit:
         ok = False
     for a in att:
         print("    attacker uid %(uid)d %(mode)s: %(connects)d connects, %(refused_503)d refused 503, "
