@@ -27,7 +27,10 @@ if ldd "$MEMGRANTD" 2>/dev/null | grep -q libasan; then
 	LIMIT_S=3.0
 	echo "sanitizer build: answers must come within $LIMIT_S s"
 fi
-NICE=
+# The attackers run at a lower CPU priority: on a small, busy machine busy
+# loops at equal priority take CPU from every process, memgrantctl's start
+# included, and the figures would measure the scheduler, not the agent
+NICE="nice -n 10"
 
 write_config
 sed -i 's|^agent:$|agent:\n  api_socket_mode: "0666"|' "$T/memgrant.yaml"
@@ -69,14 +72,11 @@ phase() {
 }
 
 # one slow sender on its own: closed at the 10 s request deadline
-as_uid 65529 "$PY" "$A" trickle "$SOCK" > "$T/trickle.out" 2>&1 &
+$NICE setpriv --reuid=65529 --regid=65529 --clear-groups "$PY" "$A" trickle "$SOCK" > "$T/trickle.out" 2>&1 &
 TRICKLE=$!
 phase slowloris "65534 slowloris 500"
 phase sse "65533 sse 300"
 phase flood "65532 flood 200"
-# all three at once are three busy loops on what may be a 2-core machine: at
-# equal priority they would measure the scheduler, not the agent
-NICE="nice -n 10"
 phase all "65534 slowloris 500" "65533 sse 300" "65532 flood 200"
 
 wait $TRICKLE
@@ -87,13 +87,18 @@ python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["closed_after_s"]; s
 # a closed event stream frees its slot at once (4 is a uid's share)
 as_uid 65530 "$PY" "$A" reopen "$SOCK" 4 > "$T/reopen.out" || fail "streams refused after closing: $(cat "$T/reopen.out")"
 
-# fds back to idle within 3 s, RSS close to it
+# fds back to idle within 5 s, RSS close to it
 i=0
 while [ "$(fds)" -gt "$IDLE_FDS" ]; do
 	i=$((i + 1))
-	[ $i -gt 30 ] && fail "fds stayed at $(fds), idle $IDLE_FDS: $(ls -l /proc/$DAEMON_PID/fd | tail -5)"
+	if [ $i -gt 50 ]; then
+		n=$(fds)
+		sleep 15
+		fail "fds stayed at $n for 5 s, idle $IDLE_FDS ($(fds) 15 s later): $(ls -l /proc/$DAEMON_PID/fd | grep socket)"
+	fi
 	sleep 0.1
 done
+echo "fds back to idle $((i / 10)).$((i % 10)) s after the last attacker left"
 END_FDS=$(fds)
 END_RSS=$(rss_kb)
 
