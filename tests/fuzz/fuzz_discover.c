@@ -3,8 +3,8 @@
  * libFuzzer harness for the sysfs attributes discovery reads
  * (hotplug/discover.c through hp_discover_table()): the input, cut at 0xff
  * bytes, becomes block_size_bytes, then memory0's state, valid_zones,
- * removable, phys_index, memmap_on_memory and a second block's name suffix
- * in a sysfs-shaped tree under /tmp (never the real /sys); a missing piece
+ * removable, phys_index and memmap_on_memory (memory1 stays a good offline
+ * block) in a sysfs-shaped tree under /tmp (never the real /sys); a missing piece
  * keeps a good value.  Whatever the bytes: no crash, no leak; discovery
  * either fails with a negative errno and a message naming the file, or
  * returns a table whose blocks have the tree's block size.
