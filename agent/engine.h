@@ -169,6 +169,8 @@ int engine_outbox_register(struct engine *e, const char *dest);
 int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, json_t **report);
 /* DEST acknowledged SEQ: removed durably. */
 int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq);
+/* How many reports for DEST wait in its outbox (an adapter's back-pressure). */
+size_t engine_outbox_count(struct engine *e, const char *dest);
 /* Sleeps until a report for DEST waits (1), TIMEOUT_MS passed (-1: no limit),
  * engine_outbox_wake() was called or the engine stops (0). */
 int engine_outbox_wait(struct engine *e, const char *dest, int timeout_ms);

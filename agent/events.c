@@ -15,6 +15,10 @@ struct event_bus {
 	size_t bytes;      /* text kept in the ring */
 	char **ring;       /* ring[seq % capacity] */
 	bool closed;
+	/* the listener has a lock of its own: it runs outside LOCK */
+	pthread_mutex_t listener_lock;
+	void (*listener)(void *arg);
+	void *listener_arg;
 };
 
 int events_new(size_t capacity, struct event_bus **out)
@@ -36,6 +40,7 @@ int events_new(size_t capacity, struct event_bus **out)
 	b->next_seq = 1;
 	b->oldest = 1;
 	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->listener_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&b->cond, &ca);
@@ -53,10 +58,27 @@ void events_free(struct event_bus *b)
 	free(b->ring);
 	pthread_cond_destroy(&b->cond);
 	pthread_mutex_destroy(&b->lock);
+	pthread_mutex_destroy(&b->listener_lock);
 	free(b);
 }
 
 #define EVENTS_MAX_BYTES (4u << 20)
+
+static void call_listener(struct event_bus *b)
+{
+	pthread_mutex_lock(&b->listener_lock);
+	if (b->listener)
+		b->listener(b->listener_arg);
+	pthread_mutex_unlock(&b->listener_lock);
+}
+
+void events_set_listener(struct event_bus *b, void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&b->listener_lock);
+	b->listener = fn;
+	b->listener_arg = arg;
+	pthread_mutex_unlock(&b->listener_lock);
+}
 
 static void drop_oldest(struct event_bus *b)
 {
@@ -88,6 +110,7 @@ uint64_t events_publish(struct event_bus *b, json_t *ev)
 		drop_oldest(b);
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->lock);
+	call_listener(b);
 	return seq;
 }
 
@@ -146,4 +169,5 @@ void events_close(struct event_bus *b)
 	b->closed = true;
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->lock);
+	call_listener(b);
 }

@@ -31,3 +31,9 @@ uint64_t events_last_seq(struct event_bus *b);
 
 /* Wakes every waiter, which then returns -EPIPE, as do later waits. */
 void events_close(struct event_bus *b);
+
+/* FN(ARG) is called after every publish and after events_close(), on the
+ * publisher's thread with no lock of the bus held (a reader that does not
+ * block, such as a suspended HTTP stream, resumes from there).  One listener;
+ * NULL removes it, and returns only once a call in progress has ended. */
+void events_set_listener(struct event_bus *b, void (*fn)(void *arg), void *arg);

@@ -64,6 +64,16 @@ int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq)
 	return r;
 }
 
+size_t engine_outbox_count(struct engine *e, const char *dest)
+{
+	size_t n;
+
+	pthread_mutex_lock(&e->lock);
+	n = journal_outbox_count(e->journal, dest);
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
 int engine_outbox_wait(struct engine *e, const char *dest, int timeout_ms)
 {
 	struct timespec deadline;

@@ -6,8 +6,12 @@
  * request is attributed with SO_PEERCRED: root, the daemon's own user and
  * members of GROUP may change things (POST), anyone who can connect may read.
  * Request bodies above BODY_LIMIT bytes are refused with 413.  Errors are
- * {"error": {"code": ..., "message": ...}}.  One thread per connection, so
- * a client following /v1/events never delays another.
+ * {"error": {"code": ..., "message": ...}}.
+ *
+ * Event-driven (a small pool of epoll threads, event streams suspended while
+ * idle), so neither slow clients nor many /v1/events followers hold threads.
+ * Limits per peer uid keep capacity for root, the daemon's user and GROUP;
+ * a whole request must arrive within 10 s (docs/api.md, "Limits").
  */
 #pragma once
 
@@ -22,7 +26,7 @@ struct api_params {
 	int socket_mode;      /* 0660 */
 	const char *group;    /* NULL or "": no group access */
 	size_t body_limit;    /* bytes */
-	unsigned max_connections;
+	unsigned max_connections; /* of all unprivileged uids together; 0: 64 */
 };
 
 struct api;

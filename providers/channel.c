@@ -172,31 +172,15 @@ static void pump_outbox(struct channel_provider *p)
 	p->inflight = seq;
 }
 
-static void handle_ack(struct channel_provider *p, json_t *obj)
+static void handle_ack(struct channel_provider *p, uint64_t seq)
 {
-	json_t *seqv = json_object_get(obj, "seq");
-	const char *key;
-	json_t *v;
-	char msg[160];
-	int r;
+	int r = engine_outbox_ack(p->d, DEST, seq);
 
-	json_object_foreach(obj, key, v) {
-		if (!streq(key, "type") && !streq(key, "seq") && !startswith(key, "x-")) {
-			snprintf(msg, sizeof(msg), "field \"%.40s\": unknown field for an ack", key);
-			send_error(p, "EINVAL", msg, NULL);
-			return;
-		}
-	}
-	if (!json_is_integer(seqv) || json_integer_value(seqv) < 1) {
-		send_error(p, "EINVAL", "field \"seq\": an ack needs the positive integer seq of a status", NULL);
-		return;
-	}
-	r = engine_outbox_ack(p->d, DEST, (uint64_t)json_integer_value(seqv));
 	if (r < 0 && r != -ENOENT)
-		log_err(p->log, "channel: cannot remove report %lld from the outbox: %s",
-			(long long)json_integer_value(seqv), strerror(-r));
+		log_err(p->log, "channel: cannot remove report %llu from the outbox: %s", (unsigned long long)seq,
+			strerror(-r));
 	/* -ENOENT: a repeated ack, nothing to do */
-	if ((uint64_t)json_integer_value(seqv) == p->inflight) {
+	if (seq == p->inflight) {
 		p->inflight = 0;
 		pump_outbox(p);
 	}
@@ -218,55 +202,35 @@ static void handle_query(struct channel_provider *p)
 static int on_line(void *ctx, const char *line, size_t len)
 {
 	struct channel_provider *p = ctx;
-	json_error_t jerr;
-	json_t *obj, *typev;
-	const char *type, *id = NULL;
-	char msg[256];
+	struct channel_line cl;
+	const char *type, *id;
 
-	if (len == 0)
+	channel_parse_line(line, len, &cl);
+	type = cl.type[0] ? cl.type : NULL;
+	id = cl.id[0] ? cl.id : NULL;
+	switch (cl.kind) {
+	case CHANNEL_LINE_EMPTY:
 		return 0; /* an empty line is a harmless keep-alive */
-	obj = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!obj || !json_is_object(obj)) {
-		if (obj)
-			snprintf(msg, sizeof(msg), "message: not a JSON object");
-		else
-			snprintf(msg, sizeof(msg), "message: not valid JSON at column %d: %.100s", jerr.column,
-				 jerr.text);
-		json_decref(obj);
-		log_info(p->log, "channel: %s", msg);
-		send_error(p, "EBADMSG", msg, NULL);
+	case CHANNEL_LINE_BAD:
+		if (streq(cl.code, "EBADMSG"))
+			log_info(p->log, "channel: %s", cl.message);
+		send_error(p, cl.code, cl.message, id);
 		return 0;
-	}
-	typev = json_object_get(obj, "type");
-	type = json_string_value(typev);
-	if (json_is_string(json_object_get(obj, "id")) && msg_id_valid(json_string_value(json_object_get(obj, "id"))))
-		id = json_string_value(json_object_get(obj, "id"));
-
-	if (streq(type, "ack")) {
-		handle_ack(p, obj);
-		json_decref(obj);
+	case CHANNEL_LINE_ACK:
+		handle_ack(p, cl.seq);
 		return 0;
-	}
-	if (streq(type, "query")) {
+	case CHANNEL_LINE_QUERY:
 		handle_query(p);
-		json_decref(obj);
 		return 0;
-	}
-
-	if (type && !streq(type, "grant") && !streq(type, "revoke") && !streq(type, "sync")) {
-		snprintf(msg, sizeof(msg),
-			 "field \"type\": \"%.40s\" is not a channel message (expected grant, revoke, sync, ack or query)",
-			 type);
-		send_error(p, "EINVAL", msg, id);
-		json_decref(obj);
-		return 0;
+	case CHANNEL_LINE_MESSAGE:
+		break;
 	}
 	{
 		struct engine_verdict v = { 0 };
 		struct msg_error err = { 0 };
 		struct msg *m = NULL;
 
-		if (msg_from_json(obj, &m, &err) < 0 || engine_submit(p->d, p->source, m, &v) < 0 ||
+		if (msg_parse(line, len, len + 1, &m, &err) < 0 || engine_submit(p->d, p->source, m, &v) < 0 ||
 		    (v.kind == ENGINE_REJECTED && !v.recorded)) {
 			const struct msg_error *e = err.code[0] ? &err : &v.error;
 			log_info(p->log, "channel: %s %s refused: %s", type ? type : "message", id ? id : "",
@@ -287,7 +251,6 @@ static int on_line(void *ctx, const char *line, size_t len)
 		}
 		engine_verdict_done(&v);
 	}
-	json_decref(obj);
 	return 0;
 }
 

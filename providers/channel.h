@@ -29,6 +29,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../agent/lines.h" /* the line framing, channel_reader_* */
 
@@ -44,3 +45,28 @@ int channel_provider_start(const struct mg_channel_config *cfg, struct engine *d
 			   struct channel_provider **out);
 void channel_provider_stop(struct channel_provider *p);
 
+/*
+ * What one line from the host is (channel_line.c; fuzzed by
+ * tests/fuzz/fuzz_channel.c).  Never fails: a line that is not usable is
+ * CHANNEL_LINE_BAD with the error to send back (CODE, MESSAGE; ID set only
+ * when the error is about that grant).  CHANNEL_LINE_MESSAGE (grant, revoke,
+ * sync or no type) goes to the engine as it is.
+ */
+enum channel_line_kind {
+	CHANNEL_LINE_EMPTY,   /* a keep-alive */
+	CHANNEL_LINE_BAD,
+	CHANNEL_LINE_ACK,     /* SEQ: the status report acknowledged */
+	CHANNEL_LINE_QUERY,
+	CHANNEL_LINE_MESSAGE,
+};
+
+struct channel_line {
+	enum channel_line_kind kind;
+	uint64_t seq;
+	char type[16];        /* "" none or too long */
+	char id[64];          /* a valid id, or "" */
+	char code[16];
+	char message[256];
+};
+
+void channel_parse_line(const char *line, size_t len, struct channel_line *out);

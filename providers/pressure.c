@@ -82,35 +82,6 @@ static const char *kind_name(enum mg_psi_kind k)
 	return k == MG_PSI_FULL ? "full" : "some";
 }
 
-int pressure_parse_psi(const char *text, enum mg_psi_kind kind, unsigned window_s, unsigned *centi)
-{
-	const char *want = kind_name(kind);
-	const char *line = text;
-	char key[16];
-
-	snprintf(key, sizeof(key), "avg%u=", window_s);
-	while (line && *line) {
-		const char *end = strchr(line, '\n');
-		size_t n = end ? (size_t)(end - line) : strlen(line);
-
-		if (n > strlen(want) && strncmp(line, want, strlen(want)) == 0 && line[strlen(want)] == ' ') {
-			_cleanup_free_ char *l = strndup(line, n);
-			const char *v = l ? strstr(l, key) : NULL;
-			unsigned whole = 0, frac = 0;
-			int used = 0;
-
-			if (!l)
-				return -ENOMEM;
-			/* the kernel prints "%lu.%02lu" */
-			if (!v || sscanf(v + strlen(key), "%u.%2u%n", &whole, &frac, &used) != 2 || whole > 100)
-				return -EBADMSG;
-			*centi = whole * 100 + frac;
-			return 0;
-		}
-		line = end ? end + 1 : NULL;
-	}
-	return -EBADMSG;
-}
 
 int pressure_trigger_line(const struct mg_psi_trigger *t, char *out, size_t len)
 {

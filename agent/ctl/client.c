@@ -65,11 +65,44 @@ static CURL *handle_for(const struct ctl_ctx *ctx, const char *path, char *url, 
 	return c;
 }
 
-static int curl_failure(const struct ctl_ctx *ctx, CURLcode cc)
+/* A refused or queue-full connect is retried this long, with backoff: a
+ * busy agent (its listen queue full) or one restarting answers soon. */
+#define CONNECT_RETRY_MS 2000L
+
+/* curl_easy_perform(), again while the connect fails with EAGAIN (the
+ * agent's listen queue is full) or ECONNREFUSED (nothing listens yet) and
+ * the socket file exists.  *OS_ERRNO: the connect's errno of the last try. */
+static CURLcode perform_retrying(const struct ctl_ctx *ctx, CURL *c, long *os_errno)
+{
+	long waited = 0, step = 20;
+	CURLcode cc;
+
+	for (;;) {
+		*os_errno = 0;
+		cc = curl_easy_perform(c);
+		if (cc != CURLE_COULDNT_CONNECT)
+			return cc;
+		curl_easy_getinfo(c, CURLINFO_OS_ERRNO, os_errno);
+		if ((*os_errno != EAGAIN && *os_errno != ECONNREFUSED) || waited >= CONNECT_RETRY_MS ||
+		    access(ctl_socket_path(ctx), F_OK) < 0)
+			return cc;
+		usleep((useconds_t)step * 1000);
+		waited += step;
+		step = step * 2 > 400 ? 400 : step * 2;
+	}
+}
+
+static int curl_failure(const struct ctl_ctx *ctx, CURLcode cc, long os_errno)
 {
 	const char *path = ctl_socket_path(ctx);
 
-	if (cc == CURLE_COULDNT_CONNECT && access(path, F_OK) < 0)
+	if (cc == CURLE_COULDNT_CONNECT && os_errno == EAGAIN)
+		ctl_err("memgrantd at %s is busy: its connection queue stayed full for %ld s; try again",
+			path, CONNECT_RETRY_MS / 1000);
+	else if (cc == CURLE_COULDNT_CONNECT && os_errno == ECONNREFUSED && access(path, F_OK) == 0)
+		ctl_err("memgrantd is not running: nothing listens on %s (connection refused for %ld s)", path,
+			CONNECT_RETRY_MS / 1000);
+	else if (cc == CURLE_COULDNT_CONNECT && access(path, F_OK) < 0)
 		ctl_err("memgrantd is not running: no socket at %s (--socket PATH)", path);
 	else if (cc == CURLE_COULDNT_CONNECT && access(path, R_OK | W_OK) < 0 && errno == EACCES)
 		ctl_err("no permission to connect to memgrantd at %s: root and the API group only", path);
@@ -88,6 +121,7 @@ int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path,
 	char url[512];
 	CURL *c = handle_for(ctx, path, url, sizeof(url));
 	CURLcode cc;
+	long os_errno = 0;
 	int r = 0;
 
 	*reply = NULL;
@@ -103,9 +137,9 @@ int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path,
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
 	}
-	cc = curl_easy_perform(c);
+	cc = perform_retrying(ctx, c, &os_errno);
 	if (cc != CURLE_OK) {
-		r = curl_failure(ctx, cc);
+		r = curl_failure(ctx, cc, os_errno);
 	} else {
 		json_error_t jerr;
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
@@ -149,19 +183,19 @@ int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text)
 	char url[512];
 	CURL *c = handle_for(ctx, path, url, sizeof(url));
 	CURLcode cc;
-	long status = 0;
+	long status = 0, os_errno = 0;
 
 	if (!c)
 		return -ENOMEM;
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-	cc = curl_easy_perform(c);
+	cc = perform_retrying(ctx, c, &os_errno);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
 	if (cc != CURLE_OK) {
 		free(b.p);
-		return curl_failure(ctx, cc);
+		return curl_failure(ctx, cc, os_errno);
 	}
 	if (status != 200) {
 		ctl_err("memgrantd answered %ld for %s", status, path);
@@ -260,7 +294,7 @@ int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_even
 	char url[512];
 	CURL *c;
 	CURLcode cc;
-	long status = 0;
+	long status = 0, os_errno = 0;
 	int r = 0;
 
 	c = handle_for(ctx, path, url, sizeof(url));
@@ -271,7 +305,7 @@ int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_even
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stream_progress);
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
 	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	cc = curl_easy_perform(c);
+	cc = perform_retrying(ctx, c, &os_errno);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
 	free(s.line);
@@ -286,7 +320,7 @@ int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_even
 		return s.err;
 	}
 	if (cc != CURLE_OK)
-		r = curl_failure(ctx, cc);
+		r = curl_failure(ctx, cc, os_errno);
 	else if (status != 200) {
 		ctl_err("memgrantd answered %ld for %s", status, path);
 		r = -EPROTO;

@@ -13,6 +13,7 @@
 
 #include "../../lib/fileio.h"
 #include "../../lib/util.h"
+#include "../../agent/message.h"
 #include "host.h"
 
 #define STATE_MAX 65536
@@ -72,6 +73,13 @@ static int read_generation(const char *path, uint64_t *out, char *why, size_t wh
 			root ? "no \"generation\"" : jerr.text);
 		json_decref(root);
 		return -EBADMSG;
+	}
+	if ((uint64_t)json_integer_value(g) >= MSG_GENERATION_MAX) {
+		/* the next one would be beyond what the agent accepts: every grant refused */
+		why_set(why, why_len, "%s: generation %lld is at or above the protocol's maximum 2^53; move the file "
+			"away to start over", path, (long long)json_integer_value(g));
+		json_decref(root);
+		return -ERANGE;
 	}
 	*out = (uint64_t)json_integer_value(g);
 	json_decref(root);

@@ -13,10 +13,14 @@ tests:
 
   GET  /state                       everything received, in order
   GET  /last/{id}                   the last state posted for a grant or revoke id
+  GET  /count/{prefix}              for the ids starting with prefix: how many have a status,
+                                    how many a final one, by last state (cheap, for big tests)
   POST /agents/{agent}/grants       queue a grant or revoke (generation: next one when absent)
   POST /agents/{agent}/push         {"grants": [...]} handed out verbatim on the next poll,
                                     whatever its after= (replays, malformed messages)
-  POST /mode   {"mode": "ok" | "down" | "500" | "garbage" | "429" | "slow",
+  POST /agents/{agent}/bulk         {"prefix": P, "count": N, "size": S}: queue N grants
+                                    P-1..P-N of size S at the next generations
+  POST /mode   {"mode": "ok" | "down" | "500" | "garbage" | "429" | "slow" | "redirect",
                 "retry_after": S, "delay": S}
   POST /token  {"token": "..." | null}   the bearer token accepted from now on
 
@@ -89,6 +93,9 @@ class Handler(BaseHTTPRequestHandler):
         ctx = self.server.ssl_ctx
         with self.server.st.cond:
             self.server.st.connections += 1
+        # headers and body go out in two writes: without this, Nagle and the
+        # agent's delayed ACK add 40 ms to every answer
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if ctx is not None:
             try:
                 self.request = ctx.wrap_socket(self.request, server_side=True)
@@ -134,6 +141,13 @@ class Handler(BaseHTTPRequestHandler):
         if mode in ("500", "429", "garbage"):
             with st.cond:
                 st.interfered.append({"what": what, "mode": mode, "t": time.time()})
+        if mode == "redirect":
+            self.read_body()
+            self.send_response(302)
+            self.send_header("Location", "https://elsewhere.invalid" + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
         if mode == "500":
             self.read_body()
             self.send_error_json(500, "internal", "injected failure (mode 500)")
@@ -181,6 +195,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             after = int(q.get("after", ["0"])[0])
             wait = float(q.get("wait", ["0"])[0])
+            limit = int(q["limit"][0]) if "limit" in q else None
         except ValueError:
             return self.send_error_json(400, "bad_request", "after and wait must be numbers")
         deadline = time.monotonic() + min(wait, 300)
@@ -197,7 +212,7 @@ class Handler(BaseHTTPRequestHandler):
                     batch = None
                     break
                 st.cond.wait(left)
-            st.polls.append({"agent": agent, "after": after, "wait": wait,
+            st.polls.append({"agent": agent, "after": after, "wait": wait, "limit": limit,
                              "answer": len(batch) if batch is not None else 204})
         if batch is None:
             self.send_response(204)
@@ -345,6 +360,16 @@ class Admin(BaseHTTPRequestHandler):
             st = self.server.st
             with st.cond:
                 return self.reply(200, {"state": st.last.get(self.path[len("/last/"):])})
+        if self.path.startswith("/count/"):
+            prefix = self.path[len("/count/"):]
+            st = self.server.st
+            with st.cond:
+                last = {k: v for k, v in st.last.items() if k.startswith(prefix)}
+            states = {}
+            for v in last.values():
+                states[v] = states.get(v, 0) + 1
+            final = sum(n for k, n in states.items() if k in ("applied", "partial", "failed", "rejected"))
+            return self.reply(200, {"ids": len(last), "final": final, "states": states})
         self.reply(404, {"error": "no such admin endpoint"})
 
     def do_POST(self):
@@ -369,6 +394,16 @@ class Admin(BaseHTTPRequestHandler):
                 st.pushes.setdefault(parts[1], []).append(body["grants"])
                 st.cond.notify_all()
             return self.reply(200, {"ok": True})
+        if len(parts) == 3 and parts[0] == "agents" and parts[2] == "bulk":
+            with st.cond:
+                q = st.grants.setdefault(parts[1], [])
+                gen = q[-1]["generation"] if q else 0
+                for i in range(1, int(body["count"]) + 1):
+                    q.append({"type": "grant", "id": "%s-%d" % (body["prefix"], i),
+                              "size": body.get("size", "128M"), "generation": gen + i})
+                st.cond.notify_all()
+            log("queued %d grants %s-*", int(body["count"]), body["prefix"])
+            return self.reply(200, {"ok": True, "last_generation": gen + int(body["count"])})
         if parts == ["mode"]:
             with st.cond:
                 st.mode = body["mode"]

@@ -5,6 +5,7 @@
  * serializes back to JSON which parses to the same table, or is refused with
  * -EINVAL and a message, never a half-filled table.  No crash, no leak.
  * Built by tests/fuzz/build.sh; not part of make check.
+ * Sources: hotplug/blockjson.c
  */
 #include <errno.h>
 #include <stdint.h>

@@ -8,6 +8,7 @@
  *     result parses again to the same canonical JSON;
  *   - text longer than the limit is refused with E2BIG, never parsed.
  * Built by tests/fuzz/build.sh; not part of make check.
+ * Sources: agent/message.c
  */
 #include <ctype.h>
 #include <errno.h>

@@ -1,0 +1,507 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One request of the HTTPS provider: the bearer token, curl options shared
+ * by every request, running a transfer on a thread's multi handle, and what
+ * an answer means (success, retry with backoff, refused), logged once per
+ * change of state.
+ */
+#include "https_int.h"
+#include "https_wire.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/timeutil.h"
+#include "../lib/util.h"
+
+void https_response_done(struct response *r)
+{
+	free(r->body);
+	free(r->location);
+	*r = (struct response){ 0 };
+}
+
+bool https_stopping(struct https_provider *p)
+{
+	return atomic_load(&p->stop);
+}
+
+/* Sleeps MS or until stop; true when stopping. */
+bool https_sleep_ms(struct https_provider *p, unsigned ms)
+{
+	struct timespec t;
+	bool s;
+
+	deadline_after_ms(&t, (long)ms);
+	pthread_mutex_lock(&p->lock);
+	while (!(s = https_stopping(p)))
+		if (pthread_cond_timedwait(&p->cond, &p->lock, &t) == ETIMEDOUT)
+			break;
+	s = https_stopping(p);
+	pthread_mutex_unlock(&p->lock);
+	return s;
+}
+
+uint64_t https_now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* --- failure bookkeeping: backoff with jitter, a log line per change ------- */
+
+/* Records a failure of class CLASS (logged in full the first time it differs
+ * from the previous one) and sleeps: exponential from BACKOFF_FIRST_MS to the
+ * cap, the wait drawn in [d/2, d] so agents that lost the same server do not
+ * come back in step.  AT_CAP: jump straight to the cap (answers that
+ * retrying soon will not change).  RETRY_AFTER_S (>= 0) is a floor.
+ * True when stopping. */
+bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *class, bool at_cap,
+			  long retry_after_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *class, bool at_cap,
+			  long retry_after_s, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+	unsigned d, wait;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+
+	if (at_cap || c->backoff_ms == 0)
+		c->backoff_ms = at_cap ? p->backoff_cap_ms : BACKOFF_FIRST_MS;
+	else
+		c->backoff_ms = c->backoff_ms >= p->backoff_cap_ms / 2 ? p->backoff_cap_ms : c->backoff_ms * 2;
+	d = c->backoff_ms;
+	wait = d / 2 + (unsigned)(rand_r(&c->seed) % (d / 2 + 1));
+	if (retry_after_s >= 0) {
+		long ra = retry_after_s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : retry_after_s;
+		if ((unsigned long)ra * 1000u > wait)
+			wait = (unsigned)ra * 1000u;
+	}
+	c->failures++;
+	if (!streq(c->fail_class, class)) {
+		snprintf(c->fail_class, sizeof(c->fail_class), "%s", class);
+		log_warn(p->log, "https %s: %s; retrying with backoff (next in %u ms)", c->name, msg, wait);
+	} else {
+		log_debug(p->log, "https %s: attempt %u failed: %s; next in %u ms", c->name, c->failures, msg,
+			  wait);
+	}
+	return https_sleep_ms(p, wait);
+}
+
+void https_succeeded(struct https_provider *p, struct conn *c)
+{
+	if (c->fail_class[0])
+		log_notice(p->log, "https %s: control plane %s answers again after %u failed attempts", c->name,
+			   p->base, c->failures);
+	c->fail_class[0] = '\0';
+	c->failures = 0;
+	c->backoff_ms = 0;
+}
+
+/* --- the bearer token ------------------------------------------------------ */
+
+void https_token_clear(struct conn *c)
+{
+	if (c->token) {
+		explicit_bzero(c->token, strlen(c->token));
+		free(c->token);
+	}
+	c->token = NULL;
+	c->token_loaded = false;
+}
+
+/* Refreshes the token when the file changed.  0 (c->token set), or -errno
+ * with WHY filled (never containing the token). */
+static int token_refresh(struct https_provider *p, struct conn *c, char *why, size_t whylen)
+{
+	struct stat st;
+	_cleanup_fclose_ FILE *f = NULL;
+	char *buf;
+	size_t n;
+
+	if (stat(p->token_file, &st) < 0) {
+		int e = errno;
+		snprintf(why, whylen, "token_file %s: %s", p->token_file, strerror(e));
+		https_token_clear(c);
+		return -e;
+	}
+	if (c->token_loaded && st.st_ino == c->token_ino && st.st_size == c->token_size &&
+	    st.st_mtim.tv_sec == c->token_mtime.tv_sec && st.st_mtim.tv_nsec == c->token_mtime.tv_nsec)
+		return 0;
+	https_token_clear(c);
+	if (st.st_size > TOKEN_MAX) {
+		snprintf(why, whylen, "token_file %s: %lld bytes, a token is at most %d", p->token_file,
+			 (long long)st.st_size, TOKEN_MAX);
+		return -EFBIG;
+	}
+	f = fopen(p->token_file, "re");
+	if (!f) {
+		int e = errno;
+		snprintf(why, whylen, "token_file %s: %s", p->token_file, strerror(e));
+		return -e;
+	}
+	buf = calloc(1, TOKEN_MAX + 1);
+	if (!buf)
+		return -ENOMEM;
+	n = fread(buf, 1, TOKEN_MAX, f);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+		n--;
+	buf[n] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		/* RFC 6750 b64token characters; anything else would break the header */
+		unsigned char ch = (unsigned char)buf[i];
+		if (ch <= ' ' || ch >= 0x7f) {
+			explicit_bzero(buf, TOKEN_MAX);
+			free(buf);
+			snprintf(why, whylen, "token_file %s: byte %zu is not a token character (the token is not shown)",
+				 p->token_file, i + 1);
+			return -EINVAL;
+		}
+	}
+	if (n == 0) {
+		free(buf);
+		snprintf(why, whylen, "token_file %s is empty", p->token_file);
+		return -ENODATA;
+	}
+	c->token = buf;
+	c->token_ino = st.st_ino;
+	c->token_size = st.st_size;
+	c->token_mtime = st.st_mtim;
+	c->token_loaded = true;
+	log_info(p->log, "https %s: bearer token read from %s (%zu characters)", c->name, p->token_file, n);
+	return 0;
+}
+
+/* --- one request ------------------------------------------------------------- */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+	struct response *r = userdata;
+	size_t n = size * nmemb;
+	char *nb;
+
+	if (r->len + n > BODY_LIMIT) {
+		r->too_large = true;
+		return 0; /* aborts the transfer (CURLE_WRITE_ERROR) */
+	}
+	nb = realloc(r->body, r->len + n + 1);
+	if (!nb)
+		return 0;
+	memcpy(nb + r->len, data, n);
+	r->len += n;
+	nb[r->len] = '\0';
+	r->body = nb;
+	return n;
+}
+
+static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *fmt, ...)
+{
+	char line[TOKEN_MAX + 64];
+	struct curl_slist *n;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	n = curl_slist_append(l, line);
+	explicit_bzero(line, sizeof(line)); /* may have held the token */
+	if (!n) {
+		*ok = false;
+		return l;
+	}
+	return n;
+}
+
+static void slist_freep(struct curl_slist **l)
+{
+	if (*l) {
+		/* the Authorization line holds the token */
+		for (struct curl_slist *i = *l; i; i = i->next)
+			explicit_bzero(i->data, strlen(i->data));
+		curl_slist_free_all(*l);
+	}
+}
+
+/* Sets the options every request shares on C's (reset) easy handle. */
+static void set_common(struct https_provider *p, struct conn *c, struct response *resp, long timeout_ms)
+{
+	CURL *e = c->easy;
+
+	curl_easy_reset(e); /* keeps the connection, the TLS session and DNS caches */
+	c->errbuf[0] = '\0';
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, p->insecure ? "http,https" : "https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (p->ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file);
+	if (p->cert_file) {
+		curl_easy_setopt(e, CURLOPT_SSLCERT, p->cert_file);
+		curl_easy_setopt(e, CURLOPT_SSLKEY, p->key_file ? p->key_file : p->cert_file);
+	}
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "memgrantd/" MEMGRANT_VERSION);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
+}
+
+/* Runs the transfer set up on C until it ends or the provider stops. */
+static void perform(struct https_provider *p, struct conn *c, struct response *resp)
+{
+	CURLMcode mc;
+	CURLMsg *m;
+	int running = 1, left;
+
+	resp->cc = CURLE_FAILED_INIT;
+	if (curl_multi_add_handle(c->multi, c->easy) != CURLM_OK)
+		return;
+	for (;;) {
+		mc = curl_multi_perform(c->multi, &running);
+		if (mc != CURLM_OK || running == 0)
+			break;
+		if (https_stopping(p)) {
+			resp->aborted = true;
+			break;
+		}
+		/* sleeps until a socket is ready, curl's own timer, or curl_multi_wakeup() */
+		mc = curl_multi_poll(c->multi, NULL, 0, 60000, NULL);
+		if (mc != CURLM_OK)
+			break;
+	}
+	while ((m = curl_multi_info_read(c->multi, &left)))
+		if (m->msg == CURLMSG_DONE && m->easy_handle == c->easy)
+			resp->cc = m->data.result;
+	curl_multi_remove_handle(c->multi, c->easy);
+	if (resp->aborted)
+		return;
+	if (resp->cc == CURLE_OK) {
+		curl_off_t ra = -1;
+		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &resp->code);
+		if (resp->code >= 300 && resp->code < 400) {
+			char *loc = NULL;
+			if (curl_easy_getinfo(c->easy, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc)
+				resp->location = strdup(loc);
+		}
+		resp->retry_after_s = -1;
+		if (curl_easy_getinfo(c->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
+			resp->retry_after_s = (long)ra;
+	}
+}
+
+/* Does METHOD URL with BODY (NULL: none) and IDEMPOTENCY_KEY (NULL: none).
+ * 0 with RESP filled (a transport failure is RESP->cc != CURLE_OK), or -errno
+ * for a local problem (out of memory, token file) described in WHY. */
+int https_request(struct https_provider *p, struct conn *c, const char *method, const char *url,
+		   const char *body, const char *idempotency_key, long timeout_ms, struct response *resp,
+		   char *why, size_t whylen)
+{
+	__attribute__((cleanup(slist_freep))) struct curl_slist *h = NULL;
+	bool ok = true;
+	int r;
+
+	*resp = (struct response){ .retry_after_s = -1 };
+	if (p->token_file) {
+		r = token_refresh(p, c, why, whylen);
+		if (r < 0)
+			return r;
+	}
+	set_common(p, c, resp, timeout_ms);
+	h = add_header(h, &ok, "Accept: application/json");
+	if (c->token)
+		h = add_header(h, &ok, "Authorization: Bearer %s", c->token);
+	if (idempotency_key)
+		h = add_header(h, &ok, "Idempotency-Key: %s", idempotency_key);
+	if (body) {
+		h = add_header(h, &ok, "Content-Type: application/json");
+		h = add_header(h, &ok, "Expect:"); /* no 100-continue round trip */
+	}
+	if (!ok) {
+		snprintf(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	curl_easy_setopt(c->easy, CURLOPT_URL, url);
+	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, h);
+	if (body) {
+		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
+		if (!streq(method, "POST"))
+			curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
+	} else {
+		curl_easy_setopt(c->easy, CURLOPT_HTTPGET, 1L);
+	}
+	perform(p, c, resp);
+	/* the header list dies here: make sure curl no longer points at it */
+	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
+	return 0;
+}
+
+static void server_message(const struct response *r, char *out, size_t outlen)
+{
+	https_server_message(r->body, r->len, out, outlen);
+}
+
+/* What a transport failure means, in words an operator can act on. */
+static void transport_message(struct https_provider *p, struct conn *c, const struct response *r,
+			      const char *what, char *out, size_t outlen)
+{
+	const char *hint = "";
+
+	switch (r->cc) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+		hint = p->ca_file ? " (is ca_file the CA that signed the server's certificate?)"
+				  : " (set providers.https.ca_file to the control plane's CA)";
+		break;
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+		/* TLS 1.3 learns of a refused client certificate only at the first
+		 * read or write: an alert, or a socket the server already closed */
+		if (!strstr(c->errbuf, "alert") && !strstr(c->errbuf, "getpeername") &&
+		    !strstr(c->errbuf, "reset by peer") && !strstr(c->errbuf, "Broken pipe"))
+			break;
+		if (!p->cert_file)
+			hint = " (the server may want a client certificate: set providers.https.cert_file)";
+		else
+			hint = " (the server refused the TLS handshake: is cert_file signed by a CA it trusts?)";
+		break;
+	case CURLE_SSL_CERTPROBLEM:
+		hint = " (check cert_file and key_file)";
+		break;
+	case CURLE_SSL_CACERT_BADFILE:
+		hint = " (check ca_file)";
+		break;
+	default:
+		break;
+	}
+	snprintf(out, outlen, "%s: %s (curl error %d)%s", what, c->errbuf[0] ? c->errbuf : curl_easy_strerror(r->cc),
+		 (int)r->cc, hint);
+}
+
+/* Failures that read the same to an operator share a class, so a flapping
+ * errno (send vs receive error on a closed socket) is not a new log line. */
+static const char *curl_class(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return "resolve";
+	case CURLE_COULDNT_CONNECT:
+		return "connect";
+	case CURLE_OPERATION_TIMEDOUT:
+		return "timeout";
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+		return "tls verify";
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return "connection";
+	default:
+		return curl_easy_strerror(cc);
+	}
+}
+
+
+/* Classifies RESP after REQUEST's return R; on a failure logs (once per
+ * change) and sleeps.  2xx: OUT_OK, the caller checks the body. */
+enum outcome https_classify(struct https_provider *p, struct conn *c, int r, const struct response *resp,
+			     const char *what, const char *why)
+{
+	char msg[512], cls[64];
+
+	if (https_stopping(p) || resp->aborted)
+		return OUT_STOPPED;
+	if (r < 0) {
+		snprintf(cls, sizeof(cls), "local %d", r);
+		https_fail_and_wait(p, c, cls, true, -1, "%s: %s", what, why);
+		return https_stopping(p) ? OUT_STOPPED : OUT_REFUSED;
+	}
+	if (resp->cc != CURLE_OK) {
+		if (resp->too_large)
+			snprintf(msg, sizeof(msg), "%s: answer larger than %u bytes: not the protocol", what, BODY_LIMIT);
+		else
+			transport_message(p, c, resp, what, msg, sizeof(msg));
+		snprintf(cls, sizeof(cls), "curl %s", resp->too_large ? "too large" : curl_class(resp->cc));
+		https_fail_and_wait(p, c, cls, false, -1, "%s", msg);
+		return https_stopping(p) ? OUT_STOPPED : OUT_RETRY;
+	}
+	if (resp->code >= 200 && resp->code < 300)
+		return OUT_OK;
+	snprintf(cls, sizeof(cls), "http %ld", resp->code);
+	if (resp->code >= 300 && resp->code < 400) {
+		/* never followed: a redirect could lead the token and the reports to
+		 * another host; the operator points providers.https.url elsewhere */
+		char where[300];
+		snprintf(where, sizeof(where), "%s", resp->location ? resp->location : "(no Location header)");
+		for (char *q = where; *q; q++)
+			if ((unsigned char)*q < ' ' || (unsigned char)*q >= 0x7f)
+				*q = '?';
+		if (!streq(c->fail_class, cls))
+			log_err(p->log, "https %s: %s: redirect to %s refused (HTTP %ld): memgrantd follows no "
+				"redirect; set providers.https.url to the control plane itself; retrying every %u s",
+				c->name, what, where, resp->code, p->backoff_cap_ms / 1000);
+		snprintf(c->fail_class, sizeof(c->fail_class), "%s", cls);
+		https_fail_and_wait(p, c, cls, true, resp->retry_after_s, "%s: redirect to %s refused (HTTP %ld)",
+				    what, where, resp->code);
+		return https_stopping(p) ? OUT_STOPPED : OUT_REFUSED;
+	}
+	server_message(resp, msg, sizeof(msg));
+	if (resp->code == 408 || resp->code == 429 || resp->code >= 500) {
+		https_fail_and_wait(p, c, cls, false, resp->retry_after_s, "%s: HTTP %ld: %s", what, resp->code, msg);
+		return https_stopping(p) ? OUT_STOPPED : OUT_RETRY;
+	}
+	/* 401, 403, 404, 400...: retrying soon will not help; the cap keeps the
+	 * agent from hammering a server that refuses it */
+	if (!streq(c->fail_class, cls)) {
+		log_err(p->log, "https %s: %s refused by the control plane: HTTP %ld: %s%s; retrying every %u s",
+			c->name, what, resp->code, msg,
+			resp->code == 401 ? " (is the token in token_file valid and not expired?)" : "",
+			p->backoff_cap_ms / 1000);
+		snprintf(c->fail_class, sizeof(c->fail_class), "%s", cls); /* logged: once is enough */
+	}
+	https_fail_and_wait(p, c, cls, true, resp->retry_after_s, "%s: HTTP %ld: %s", what, resp->code, msg);
+	return https_stopping(p) ? OUT_STOPPED : OUT_REFUSED;
+}
+
+/* OUT_OK only for a 2xx whose body acknowledges (see ack_body_ok). */
+enum outcome https_classify_ack(struct https_provider *p, struct conn *c, int r, const struct response *resp,
+				 const char *what, const char *why)
+{
+	enum outcome o = https_classify(p, c, r, resp, what, why);
+
+	if (o == OUT_OK && !https_ack_body_ok(resp->body, resp->len)) {
+		https_fail_and_wait(p, c, "not the protocol", false, -1,
+			      "%s: HTTP %ld with a body that is not a JSON object: not taken as delivered", what,
+			      resp->code);
+		return https_stopping(p) ? OUT_STOPPED : OUT_RETRY;
+	}
+	return o;
+}

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the HTTPS provider: what its threads share (https.c: the poller,
+ * the sender, start and stop) and what one request needs (https_http.c:
+ * the connection, the bearer token, backoff, classifying an answer).  Not
+ * an interface for other modules; see https.h.
+ */
+#pragma once
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "../agent/engine.h"
+#include "../agent/log.h"
+
+#ifndef MEMGRANT_VERSION
+#define MEMGRANT_VERSION "0"
+#endif
+
+#define SOURCE "https"
+#define BODY_LIMIT (16u << 20)          /* a larger answer is not the protocol */
+#define CONNECT_TIMEOUT_MS 10000L
+#define REQUEST_TIMEOUT_MS 30000L       /* POST, PUT; the long poll gets wait + this */
+#define BACKOFF_FIRST_MS 500u
+#define BACKOFF_CAP_MAX_MS 60000u
+#define RETRY_AFTER_MAX_S 600L          /* a larger Retry-After is clamped */
+#define EMPTY_POLL_MIN_MS 1000u         /* a server that ignores wait= is not polled faster */
+#define TOKEN_MAX 8192
+
+#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp: jansson's own */
+
+/* One thread's connection: a multi handle with its one easy handle. */
+struct conn {
+	const char *name;               /* "poll", "send": for the log */
+	CURLM *multi;
+	CURL *easy;
+	char errbuf[CURL_ERROR_SIZE];
+	/* bearer token cache: re-read when the file changes */
+	char *token;
+	struct timespec token_mtime;
+	ino_t token_ino;
+	off_t token_size;
+	bool token_loaded;
+	int token_err;                  /* last error logged for the token file, 0 none */
+	/* backoff and the once-per-change log */
+	unsigned backoff_ms;
+	unsigned failures;
+	char fail_class[64];            /* "" while things work */
+	unsigned seed;
+};
+
+struct https_provider {
+	char *base;                     /* url without trailing '/' */
+	char *agent;                    /* URL-escaped agent id */
+	char *agent_id;
+	char *ca_file, *cert_file, *key_file, *token_file;
+	long wait_s;
+	bool insecure;
+	unsigned backoff_cap_ms;
+	struct engine *d;
+	struct engine_source *source; /* SOURCE, reports to its outbox */
+	const struct mg_log *log;
+
+	pthread_mutex_t lock;           /* guards what follows and the cond */
+	pthread_cond_t cond;            /* backoff sleeps */
+	atomic_bool stop;
+	uint64_t inventory_fp;          /* fingerprint of the layout last PUT, 0 none */
+	bool inventory_dirty;
+	uint64_t skip_fp;               /* the last answer's skipped messages (poller only) */
+
+	struct conn poll, send;
+	pthread_t poll_thread, send_thread;
+	bool poll_started, send_started;
+	bool curl_initialised;
+};
+
+/* An HTTP answer. */
+struct response {
+	CURLcode cc;                    /* CURLE_OK: RESPONSE holds an HTTP answer */
+	long code;
+	char *body;
+	size_t len;
+	bool too_large;
+	long retry_after_s;             /* -1: none */
+	bool aborted;                   /* stopped by https_provider_stop() */
+	char *location;                 /* a 3xx's Location, for the log */
+};
+
+enum outcome {
+	OUT_OK,        /* 2xx */
+	OUT_RETRY,     /* transport, 408, 429, 5xx, not the protocol: backoff */
+	OUT_REFUSED,   /* other 4xx: logged, retried at the cap */
+	OUT_STOPPED,
+};
+
+void https_response_done(struct response *r);
+bool https_stopping(struct https_provider *p);
+/* Sleeps MS or until stop; true when stopping. */
+bool https_sleep_ms(struct https_provider *p, unsigned ms);
+uint64_t https_now_ms(void);
+bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *class, bool at_cap,
+			 long retry_after_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void https_succeeded(struct https_provider *p, struct conn *c);
+void https_token_clear(struct conn *c);
+/* Does METHOD URL with BODY (NULL: none) and IDEMPOTENCY_KEY (NULL: none).
+ * 0 with RESP filled (a transport failure is RESP->cc != CURLE_OK), or -errno
+ * for a local problem (out of memory, token file) described in WHY. */
+int https_request(struct https_provider *p, struct conn *c, const char *method, const char *url,
+		  const char *body, const char *idempotency_key, long timeout_ms, struct response *resp,
+		  char *why, size_t whylen);
+/* Classifies RESP after https_request()'s return R; on a failure logs (once
+ * per change) and sleeps.  2xx: OUT_OK, the caller checks the body. */
+enum outcome https_classify(struct https_provider *p, struct conn *c, int r, const struct response *resp,
+			    const char *what, const char *why);
+/* OUT_OK only for a 2xx whose body acknowledges (https_ack_body_ok). */
+enum outcome https_classify_ack(struct https_provider *p, struct conn *c, int r, const struct response *resp,
+				const char *what, const char *why);
