@@ -158,10 +158,10 @@ for n in ${BENCH_SIM_SIZES:-64 512 8192}; do
 	s=$(time_cmd "$CTL" --sim "$T/w$n.sim" block configure "$(ranges 17 "$K")")
 	r1=$(time_cmd "$CTL" --sysroot "$T/w$n.tree" block configure 16)
 	r=$(time_cmd "$CTL" --sysroot "$T/w$n.tree" block configure "$(ranges 17 "$K")")
-	simw=$(awk -v a="$s" -v b="$s1" -v k="$K" 'BEGIN { v = (a - b) * 1000 / (k - 1); printf "%.3f", v > 0 ? v : 0 }')
-	refw=$(awk -v a="$r" -v b="$r1" -v k="$K" 'BEGIN { v = (a - b) * 1000 / (k - 1); printf "%.3f", v > 0 ? v : 0.001 }')
+	simw=$(awk -v a="$s" -v b="$s1" -v k="$K" 'BEGIN { v = (a - b) * 1000 / (k - 1); printf "%.3f", (v > 0 ? v : 0) }')
+	refw=$(awk -v a="$r" -v b="$r1" -v k="$K" 'BEGIN { v = (a - b) * 1000 / (k - 1); printf "%.3f", (v > 0 ? v : 0.001) }')
 	fig "sim_write_ms@$n" "$simw" ms "$refw" "--sysroot tree"
-	sim_write_ms_max=$(awk -v a="$simw" -v b="$sim_write_ms_max" 'BEGIN { print (a > b) ? a : b }')
+	sim_write_ms_max=$(awk -v a="$simw" -v b="$sim_write_ms_max" 'BEGIN { print ((a > b) ? a : b) }')
 	rm -rf "$T/w$n.tree" "$T/w$n.sim.tree"
 done
 
