@@ -3,8 +3,8 @@
 # (never the real /sys: DIR must not exist yet).  The shape is the kernel's
 # (kernel.md A1-A9, C1-C3):
 #   sys/devices/system/memory/block_size_bytes, auto_online_blocks
-#   sys/devices/system/memory/memoryN/{state,online,removable,valid_zones,
-#       phys_index,phys_device} and a node0 link
+#   sys/devices/system/memory/memoryN/{state,removable,valid_zones,phys_index}
+#       and a node0 link (what lsmem and discovery read; no online, phys_device)
 #   with --firmware: sys/firmware/memory/memoryN/{config,memmap_on_memory};
 #       blocks past --online are standby (config 0, no devices entry)
 #   sys/module/memory_hotplug/parameters/memmap_on_memory
@@ -60,12 +60,10 @@ def main():
         os.mkdir(d)
         on = i < online
         put(os.path.join(d, "state"), "online\n" if on else "offline\n")
-        put(os.path.join(d, "online"), "1\n" if on else "0\n")
         put(os.path.join(d, "removable"), "1\n")
         zones = ("Movable" if i >= online // 2 else "Normal") if on else "Normal Movable"
         put(os.path.join(d, "valid_zones"), zones + "\n")
         put(os.path.join(d, "phys_index"), "%08x\n" % i)
-        put(os.path.join(d, "phys_device"), "0\n")
         os.symlink("../../node/node0", os.path.join(d, "node0"))
 
 

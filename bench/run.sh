@@ -41,12 +41,17 @@ fi
 CTL=$BUILD/memgrantctl
 D=$BUILD/memgrantd
 BENCH=$(pwd)/bench
+# sims and the daemons' state on disk (their fsyncs are part of the cost);
+# the generated sysfs-shaped trees in memory, as sysfs is (BENCH_TREES)
 T=$(mktemp -d "${TMPDIR:-/tmp}/memgrant-bench.XXXXXX")
+TREES=${BENCH_TREES:-/dev/shm}
+[ -d "$TREES" ] && [ -w "$TREES" ] || TREES=${TMPDIR:-/tmp}
+TT=$(mktemp -d "$TREES/memgrant-bench-trees.XXXXXX")
 PIDS=
 cleanup() {
 	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
 	for p in $PIDS; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$T"
+	rm -rf "$T" "$TT"
 }
 trap cleanup EXIT INT TERM
 FIGS=$OUT/figures.jsonl
@@ -128,7 +133,8 @@ start=$(now)
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 echo "memgrant bench: $(cat VERSION 2>/dev/null || echo '?'), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "machine: $(nproc) cores ($cpu), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), Linux $(uname -r)"
-echo "temporary trees on $(df -T "$T" | awk 'NR == 2 { print $2 }') ($T); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "sims and state on $(df -T "$T" | awk 'NR == 2 { print $2 }') ($T), generated trees on $(df -T "$TT" | awk 'NR == 2 { print $2 }') ($TT)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows in every figure)"
 
 if [ -z "${LSMEM_UPSTREAM:-}" ] && [ -n "${UTIL_LINUX_SRC:-}" ]; then
 	sh "$BENCH/upstream-lsmem.sh" "$UTIL_LINUX_SRC" "$OUT/lsmem-upstream" >/dev/null
@@ -151,30 +157,32 @@ K=${BENCH_SIM_WRITES:-32}
 sim_write_ms_max=0
 for n in ${BENCH_SIM_SIZES:-64 512 8192}; do
 	"$CTL" sim init "$T/w$n.sim" --online 2G --standby $((n * 128))M --block-size 128M >/dev/null
-	python3 "$BENCH/mktree.py" "$T/w$n.tree" $((n + 16)) --online 16 --firmware
+	python3 "$BENCH/mktree.py" "$TT/w$n.tree" $((n + 16)) --online 16 --firmware
 	# the cost of a write is the difference between K+1 writes and one,
 	# so that the process start and the discovery of the machine drop out
 	s1=$(time_cmd "$CTL" --sim "$T/w$n.sim" block configure 16)
 	s=$(time_cmd "$CTL" --sim "$T/w$n.sim" block configure "$(ranges 17 "$K")")
-	r1=$(time_cmd "$CTL" --sysroot "$T/w$n.tree" block configure 16)
-	r=$(time_cmd "$CTL" --sysroot "$T/w$n.tree" block configure "$(ranges 17 "$K")")
+	# a write into a tree costs so little that it needs more of them to show
+	KR=$((n < 1024 ? n : 1024))
+	r1=$(time_cmd "$CTL" --sysroot "$TT/w$n.tree" block configure 16)
+	r=$(time_cmd "$CTL" --sysroot "$TT/w$n.tree" block configure "$(ranges 17 "$KR")")
 	simw=$(awk -v a="$s" -v b="$s1" -v k="$K" 'BEGIN { v = (a - b) * 1000 / (k - 1); printf "%.3f", (v > 0 ? v : 0) }')
-	refw=$(awk -v a="$r" -v b="$r1" -v k="$K" 'BEGIN { v = (a - b) * 1000 / (k - 1); printf "%.3f", (v > 0 ? v : 0.001) }')
+	refw=$(awk -v a="$r" -v b="$r1" -v k="$KR" 'BEGIN { v = (a - b) * 1000 / (k - 1); printf "%.3f", (v > 0 ? v : 0.001) }')
 	fig "sim_write_ms@$n" "$simw" ms "$refw" "--sysroot tree"
 	sim_write_ms_max=$(awk -v a="$simw" -v b="$sim_write_ms_max" 'BEGIN { print ((a > b) ? a : b) }')
-	rm -rf "$T/w$n.tree" "$T/w$n.sim.tree"
+	rm -rf "$TT/w$n.tree" "$T/w$n.sim"*
 done
 
 # ---- 2. block configure of 8,192 blocks, --sysroot, against a shell loop ---------
 echo
 echo "2. block configure of 8192 blocks into a sysfs-shaped tree: memgrantctl --sysroot vs echo 1 > config"
-python3 "$BENCH/mktree.py" "$T/c.tree" 8208 --online 16 --firmware
-c=$(time_cmd "$CTL" --sysroot "$T/c.tree" block configure "$(ranges 16 8192)")
+python3 "$BENCH/mktree.py" "$TT/c.tree" 8208 --online 16 --firmware
+c=$(time_cmd "$CTL" --sysroot "$TT/c.tree" block configure "$(ranges 16 8192)")
 t0=$(now)
-(cd "$T/c.tree/sys/firmware/memory" && i=16 && while [ $i -lt 8208 ]; do echo 1 >memory$i/config; i=$((i + 1)); done)
+(cd "$TT/c.tree/sys/firmware/memory" && i=16 && while [ $i -lt 8208 ]; do echo 1 >memory$i/config; i=$((i + 1)); done)
 e=$(secs "$t0" "$(now)")
 fig "configure_8192_sysroot_s" "$c" s "$e" "shell loop"
-rm -rf "$T/c.tree"
+rm -rf "$TT/c.tree"
 
 # ---- 3. grants through memgrantd against the same steps with memgrantctl --------
 echo
@@ -282,49 +290,51 @@ fi
 N=${BENCH_DISCOVER:-65536}
 echo
 echo "4. lsmem at $N blocks (128M, a quarter online, Normal and Movable halves)"
-python3 "$BENCH/mktree.py" "$T/l.tree" "$N"
+python3 "$BENCH/mktree.py" "$TT/l.tree" "$N"
 if [ -n "$REF_LSMEM" ]; then
-	ours=$(time3 "$CTL" --sysroot "$T/l.tree" lsmem)
-	ref=$(time3 "$REF_LSMEM" --sysroot "$T/l.tree")
+	ours=$(time3 "$CTL" --sysroot "$TT/l.tree" lsmem)
+	ref=$(time3 "$REF_LSMEM" --sysroot "$TT/l.tree")
 	fig "lsmem_sysroot_s@$N" "$ours" s "$ref" "$(basename "$REF_LSMEM") --sysroot"
-	ours=$(time3 "$CTL" --sysroot "$T/l.tree" lsmem -o +NODE,ZONES)
-	ref=$(time3 "$REF_LSMEM" --sysroot "$T/l.tree" -o +NODE,ZONES)
+	ours=$(time3 "$CTL" --sysroot "$TT/l.tree" lsmem -o +NODE,ZONES)
+	ref=$(time3 "$REF_LSMEM" --sysroot "$TT/l.tree" -o +NODE,ZONES)
 	fig "lsmem_sysroot_node_zones_s@$N" "$ours" s "$ref" "$(basename "$REF_LSMEM") --sysroot"
 	if [ -n "$SYS_LSMEM" ] && [ "$SYS_LSMEM" != "$REF_LSMEM" ]; then
-		fig "lsmem_debian_s@$N" "$(time3 "$SYS_LSMEM" --sysroot "$T/l.tree")" s "$ref" "$(basename "$REF_LSMEM")"
+		fig "lsmem_debian_s@$N" "$(time3 "$SYS_LSMEM" --sysroot "$TT/l.tree")" s "$ref" "$(basename "$REF_LSMEM")"
 	fi
 	same=0
 	for args in "" "-a" "-J -o +NODE,ZONES" "-P -a -b"; do
 		# shellcheck disable=SC2086
-		"$CTL" --sysroot "$T/l.tree" lsmem $args >"$T/l.ours"
+		"$CTL" --sysroot "$TT/l.tree" lsmem $args >"$T/l.ours"
 		# shellcheck disable=SC2086
-		"$REF_LSMEM" --sysroot "$T/l.tree" $args >"$T/l.ref"
+		"$REF_LSMEM" --sysroot "$TT/l.tree" $args >"$T/l.ref"
 		if cmp -s "$T/l.ours" "$T/l.ref"; then same=$((same + 1)); else note "lsmem $args: output differs from $REF_LSMEM"; fi
 	done
 	fig "lsmem_identical_outputs@$N" "$same" "of 4"
 	if command -v strace >/dev/null 2>&1; then
-		strace -c -U calls -o "$T/l.st" "$CTL" --sysroot "$T/l.tree" lsmem >/dev/null
+		strace -c -U calls -o "$T/l.st" "$CTL" --sysroot "$TT/l.tree" lsmem >/dev/null
 		a=$(awk '$1 ~ /^[0-9]+$/ && NF == 2 && $2 != "total" { s += $1 } END { print s }' "$T/l.st")
-		strace -c -f -U calls -o "$T/l.st" "$REF_LSMEM" --sysroot "$T/l.tree" >/dev/null
+		strace -c -f -U calls -o "$T/l.st" "$REF_LSMEM" --sysroot "$TT/l.tree" >/dev/null
 		b=$(awk '$1 ~ /^[0-9]+$/ && NF == 2 && $2 != "total" { s += $1 } END { print s }' "$T/l.st")
 		fig "lsmem_sysroot_syscalls@$N" "$a" calls "$b" "$(basename "$REF_LSMEM")"
 	fi
 fi
-rm -rf "$T/l.tree"
+rm -rf "$TT/l.tree"
 
 # through the daemon: its block table against lsmem on the sim's own tree
 sb=16M
 name=big
 sim_yaml "$name" "$(((N - 128) * 16))M" "$sb"
+# the sim's tree has an entry per block: in memory with the other trees
+sed -i "s|state: $T/$name.sim,|state: $TT/$name.sim,|" "$T/$name.yaml"
 daemon_start "$name"
 BIGPID=$DPID
 if [ -n "$REF_LSMEM" ]; then
 	ours=$(time3 "$CTL" --socket "$T/$name.sock" lsmem)
-	ref=$(time3 "$REF_LSMEM" --sysroot "$T/$name.sim.tree")
+	ref=$(time3 "$REF_LSMEM" --sysroot "$TT/$name.sim.tree")
 	fig "lsmem_daemon_s@$N" "$ours" s "$ref" "$(basename "$REF_LSMEM") --sysroot (sim tree)"
-	fig "lsmem_sim_s@$N" "$(time3 "$CTL" --sim "$T/$name.sim" lsmem)" s "$ref" "$(basename "$REF_LSMEM") --sysroot (sim tree)"
+	fig "lsmem_sim_s@$N" "$(time3 "$CTL" --sim "$TT/$name.sim" lsmem)" s "$ref" "$(basename "$REF_LSMEM") --sysroot (sim tree)"
 	"$CTL" --socket "$T/$name.sock" lsmem >"$T/d.ours" 2>&1 || true
-	"$REF_LSMEM" --sysroot "$T/$name.sim.tree" >"$T/d.ref"
+	"$REF_LSMEM" --sysroot "$TT/$name.sim.tree" >"$T/d.ref"
 	if cmp -s "$T/d.ours" "$T/d.ref"; then fig "lsmem_daemon_identical@$N" 1 "of 1"; else
 		fig "lsmem_daemon_identical@$N" 0 "of 1"; note "lsmem through the daemon differs: $(diff "$T/d.ref" "$T/d.ours" | head -3 | tr '\n' ' ')"; fi
 	bytes=$(curl -s --unix-socket "$T/$name.sock" http://x/v1/blocks | wc -c)
@@ -350,7 +360,7 @@ if "$CTL" --socket "$T/$name.sock" status 2>/dev/null | grep -q '^running: *noth
 	note "the grant had finished before the last request"
 fi
 daemon_stop "$BIGPID"
-rm -rf "$T/$name.sim"*
+rm -rf "$TT/$name.sim"*
 
 # ---- 6. idle: wake-ups and RSS ---------------------------------------------------------
 IDLE=${BENCH_IDLE_SECS:-60}
@@ -365,7 +375,7 @@ P_CHAN=$DPID
 sim_yaml https 2G 128M "providers:" "  https: {url: 'https://127.0.0.1:9/memgrant', wait: 30s}"
 daemon_start https
 P_HTTPS=$DPID
-sleep 2 # let start-up work finish
+sleep 7 # start-up work and the channel's first quick retries (5 s) are over
 # first window: context switches of every thread (each one a wake-up), nothing attached
 c_api=$(ctxsw "$P_API") c_chan=$(ctxsw "$P_CHAN") c_https=$(ctxsw "$P_HTTPS")
 sleep "$IDLE"
