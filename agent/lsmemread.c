@@ -163,7 +163,7 @@ static int int_value(const char *s)
 
 /* The devices part of block ID. */
 static void read_dev(int memfd, uint64_t id, const struct lsmem_need *need, bool firmware,
-		     struct mem_block *b)
+		     int *last_node, struct mem_block *b)
 {
 	char rel[64], buf[256];
 	int len = snprintf(rel, sizeof(rel), "memory%" PRIu64 "/", id);
@@ -191,8 +191,19 @@ static void read_dev(int memfd, uint64_t id, const struct lsmem_need *need, bool
 			copy_words(b->zones, sizeof(b->zones), buf, (size_t)n);
 	}
 	if (need->node) {
+		/* neighbours share a node: one faccessat of the last block's link
+		 * name instead of listing the directory */
+		if (*last_node >= 0) {
+			snprintf(rel + base, sizeof(rel) - base, "node%d", *last_node);
+			if (faccessat(memfd, rel, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+				b->node = *last_node;
+				return;
+			}
+		}
 		rel[base - 1] = '\0';
 		b->node = read_node(memfd, rel);
+		if (b->node >= 0)
+			*last_node = b->node;
 	}
 }
 
@@ -216,7 +227,7 @@ int lsmem_read_tree(const char *root, const struct lsmem_need *need, struct mem_
 	const char *shown = root && !streq(root, "/") ? root : "";
 	char buf[256], rel[64];
 	uint64_t bs;
-	int r;
+	int r, last_node = -1;
 
 	rootfd = open(root ? root : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0) {
@@ -290,11 +301,11 @@ int lsmem_read_tree(const char *root, const struct lsmem_need *need, struct mem_
 			t->n++;
 			if (!b->configured)
 				continue; /* lsmem reads nothing more of a deconfigured block */
-			read_dev(memfd, id, need, true, b);
+			read_dev(memfd, id, need, true, &last_node, b);
 			continue;
 		}
 		b->configured = true;
-		read_dev(memfd, id, need, false, b);
+		read_dev(memfd, id, need, false, &last_node, b);
 		t->n++;
 	}
 	*out = TAKE_PTR(t);

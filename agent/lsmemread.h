@@ -21,7 +21,9 @@
  *       state                                    always
  *       removable                                need.removable
  *       valid_zones                              need.zones
- *       nodeX link (one getdents of the dir)     need.node
+ *       nodeX link                               need.node: one faccessat of the
+ *                                                previous block's node name, a
+ *                                                getdents of the dir otherwise
  *   sys/module/memory_hotplug/parameters/memmap_on_memory   need.memmap_param
  *
  * How: one directory fd per memory directory, then per attribute one

@@ -2,7 +2,8 @@
 # The benchmarks' client of memgrantd's local API (HTTP over the Unix
 # socket, one kept-alive connection, so that the figures are the daemon's
 # and not a process start per request).
-#   apiclient.py latency SOCK PATH COUNT   -> "median_ms p99_ms max_ms"
+#   apiclient.py latency SOCK PATH COUNT [SECS] -> "median_ms p99_ms max_ms n"
+#       (stops after SECS seconds when given, with the requests done so far)
 #   apiclient.py pairs SOCK COUNT SIZE     -> COUNT grants of SIZE, each
 #       followed by its revocation, each waited for; prints
 #       "first_per_s last_per_s total_s failed" where first/last are the
@@ -55,17 +56,20 @@ def percentile(xs, p):
     return xs[k]
 
 
-def latency(sock, path, count):
+def latency(sock, path, count, secs=None):
     c = Client(sock)
     c.call("GET", path)  # warm
     ts = []
+    end = time.time() + secs if secs else None
     for _ in range(count):
+        if end and time.time() > end and len(ts) >= 10:
+            break
         t0 = time.perf_counter()
         st, _ = c.call("GET", path)
         ts.append((time.perf_counter() - t0) * 1000)
         if st != 200:
             sys.exit("GET %s: HTTP %d" % (path, st))
-    print("%.3f %.3f %.3f" % (percentile(ts, 50), percentile(ts, 99), max(ts)))
+    print("%.3f %.3f %.3f %d" % (percentile(ts, 50), percentile(ts, 99), max(ts), len(ts)))
 
 
 FINAL = ("applied", "partial", "failed", "rejected", "cancelled")
@@ -111,7 +115,8 @@ def pairs(sock, count, size):
 
 def main():
     if len(sys.argv) >= 5 and sys.argv[1] == "latency":
-        latency(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        latency(sys.argv[2], sys.argv[3], int(sys.argv[4]),
+                float(sys.argv[5]) if len(sys.argv) > 5 else None)
     elif len(sys.argv) >= 5 and sys.argv[1] == "pairs":
         pairs(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     else:
