@@ -184,7 +184,7 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 		return CTL_EXIT_FAILURE;
 	}
 
-	if (ctx->socket || (!ctx->sim && !ctx->sysroot && daemon_socket_exists(ctx))) {
+	if (!ctx->sim && !ctx->sysroot && (ctx->socket || daemon_socket_exists(ctx))) {
 		/* through memgrantd: the machine as the agent sees it */
 		r = table_from_daemon(ctx, &t, err, sizeof(err));
 		if (r < 0 && ctx->socket)

@@ -159,6 +159,19 @@ if [ $rc -ne 1 ] || ! grep -q "invalid argument of --annotate: sometimes" "$tmp/
 	fail=1
 fi
 
+# 5b. no --sim/--sysroot/--socket and a daemon socket that does not answer:
+# this machine's /sys read directly (read only), with a note
+if [ -f /sys/devices/system/memory/block_size_bytes ]; then
+	n=$((n + 1))
+	python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$tmp/stale.sock"
+	rc=0
+	MEMGRANT_SOCKET=$tmp/stale.sock "$CTL" lsmem --summary=only >"$tmp/ours" 2>"$tmp/err" || rc=$?
+	if [ $rc -ne 0 ] || ! grep -q "reading /sys directly" "$tmp/err" || ! grep -q "^Memory block size:" "$tmp/ours"; then
+		echo "FAIL: fallback to /sys: exit $rc, $(cat "$tmp/err")"
+		fail=1
+	fi
+fi
+
 # 6. against util-linux head when given: every comparison, firmware trees too
 if [ -n "${LSMEM_UPSTREAM:-}" ]; then
 	LSMEM=$LSMEM_UPSTREAM
