@@ -164,3 +164,10 @@ clean:
 
 distclean: clean
 	rm -f config.mk
+
+# --- benchmarks (figures, not tests): build/bench/* -----------------------------
+BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+bench-bin: $(BENCH_BIN)
+$(B)/bench/%: $(B)/bench/%.o $(HOTPLUG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(JANSSON_LIBS) -lpthread

@@ -9,6 +9,16 @@
  *
  * The interface is deliberately narrow and typed so that it could be served
  * by a small privileged process while the rest of the agent runs unprivileged.
+ * Privilege per operation:
+ *   discover, read_block, read_auto_online, watch_open, watch_read
+ *       none: sysfs attributes are world-readable, the kernel's uevent
+ *       multicast group is open to every user, inotify needs only read
+ *       access; the sim's readers never take its lock.
+ *   write_attr (and every block_* / hp_set_auto_online helper)
+ *       root on a real guest (the attributes are 0644 root); for the sim,
+ *       write access to its state file, state directory and tree.
+ * Every change goes through write_attr, so a privileged server need only
+ * forward that one call.
  *
  * Attribute writes take the raw string a user would echo into the file, so
  * that the kernel's parsing rules (K1, W1) are exercised exactly; the typed
@@ -18,6 +28,7 @@
 
 #include "block.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +53,28 @@ struct hp_backend_ops {
 	int (*write_attr)(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value);
 	/* Reads auto_online_blocks into BUF; -ENOENT when the file is absent. */
 	int (*read_auto_online)(struct hp_backend *b, char *buf, size_t len);
+	/*
+	 * Change notifications, for changes made by anyone (this process,
+	 * another one, the FUSE view of a sim, the kernel itself).
+	 * watch_open: a file descriptor that polls readable (POLLIN) when
+	 * blocks may have changed; owned by the backend (closed by close()),
+	 * the same one on every call.  Open it before the first discover so
+	 * that no change falls between the two.
+	 * watch_read: never blocks; drains what is pending and stores in IDS
+	 * (at most MAX, *N of them, each once) the blocks whose struct
+	 * mem_block may now differ from what read_block returned before.
+	 * *OVERFLOW: events were lost, or more than MAX blocks (or a
+	 * table-wide value such as auto_online_blocks) changed: re-read
+	 * everything with discover.  0 or -errno.
+	 * sysfs backend: uevents (NETLINK_KOBJECT_UEVENT, subsystem memory:
+	 * add, remove, online, offline; ENOBUFS is an overflow) when the root
+	 * is "/"; inotify on the tree under any other root (test trees).  The
+	 * kernel sends no uevent for sys/firmware/memory, so a memmap_on_memory
+	 * change of a deconfigured block is seen at the next re-scan only.
+	 * sim backend: inotify on its state directory and descriptor.
+	 */
+	int (*watch_open)(struct hp_backend *b);
+	int (*watch_read)(struct hp_backend *b, uint64_t *ids, size_t max, size_t *n, bool *overflow);
 	void (*close)(struct hp_backend *b);
 };
 
@@ -65,6 +98,15 @@ static inline void hp_backend_closep(struct hp_backend **b) { hp_backend_close(*
 static inline int hp_discover(struct hp_backend *b, struct mem_table **out)
 {
 	return b->ops->discover(b, out);
+}
+static inline int hp_watch_open(struct hp_backend *b)
+{
+	return b->ops->watch_open ? b->ops->watch_open(b) : -EOPNOTSUPP;
+}
+static inline int hp_watch_read(struct hp_backend *b, uint64_t *ids, size_t max, size_t *n,
+				bool *overflow)
+{
+	return b->ops->watch_read ? b->ops->watch_read(b, ids, max, n, overflow) : -EOPNOTSUPP;
 }
 static inline int hp_read_block(struct hp_backend *b, uint64_t id, struct mem_block *out)
 {

@@ -3,12 +3,20 @@
  * The sim backend: a model of an s390 guest's memory that enforces the rules
  * of kernel.md with the kernel's errno values.
  *
- * State lives in a JSON file (written atomically: write, fsync, rename) so the
- * machine outlives the processes that use it; all writers serialise on an
- * flock of "<state>.lock" (W4), readers never wait (A8).  After every change
- * the sim writes a sysfs-shaped tree (sys/devices/system/memory,
- * sys/firmware/memory, proc/meminfo) under its tree directory, which is the
- * backend's root: `lsmem --sysroot TREE` and the policy read the same machine.
+ * The state path names a small JSON descriptor (settings and faults); the
+ * blocks' state lives in a state directory next to it ("<state>.d/"), one
+ * records file per 256 blocks, so that a write reads and replaces a few
+ * small files whatever the size of the machine (sim_impl.h has the layout).
+ * Every file is replaced by rename, never fsynced: the machine outlives the
+ * processes that use it, not the host.  All writers serialise on an flock
+ * of "<state>.lock" (W4), readers never wait (A8).  Each change is also
+ * rendered into a sysfs-shaped tree (sys/devices/system/memory,
+ * sys/firmware/memory, proc/meminfo) under the tree directory, which is the
+ * backend's root: `lsmem --sysroot TREE` and the policy read the same
+ * machine.  A writer killed at any point leaves a mark that makes the next
+ * writer (or open) rebuild what it did not finish, so the tree never stays
+ * apart from the state.  A state file of the old single-file format (1) is
+ * converted on the first open or write.
  */
 #pragma once
 
@@ -40,7 +48,7 @@ struct sim_faults {
 				   * for offlining it is the migration time (W6) */
 };
 
-/* Creates (or replaces) the state file and writes the tree. 0 or -errno
+/* Creates (or replaces) the sim: descriptor, state directory, tree.  0 or -errno
  * (-EINVAL with sizes that are not block multiples or zero online memory,
  * a block size that is not a power of two >= 1 MiB, an unknown auto_online
  * word or a tree directory that is "/" or a real sysfs/procfs; -E2BIG for
@@ -58,10 +66,11 @@ int sim_set_faults(const char *state_path, const struct sim_faults *f);
 /* Sets the memory the guest uses (MemAvailable = MemTotal - used). */
 int sim_set_used(const char *state_path, uint64_t used_bytes);
 
-/* Loads and validates the state file without changing anything: 0 when it
- * is sound, else -errno (-EBADMSG: not JSON / truncated, -EINVAL: wrong
- * types or inconsistent values, -ENOENT ...) with a message in ERR naming
- * the file and the problem ("sim.json: line 3 column 5: ..."). */
+/* Loads and validates the descriptor and every records file without
+ * changing anything: 0 when they are sound, else -errno (-EBADMSG: not JSON
+ * / truncated, -EINVAL: wrong types or inconsistent values, -ENOENT ...)
+ * with a message in ERR naming the file and the problem ("sim.json: line 3
+ * column 5: ...", "sim.json.d/s.x/blocks.0: block 7: unknown state 'x'"). */
 int sim_check_file(const char *state_path, char *err, size_t errlen);
 
 /* Tree directory of an existing sim (malloc'd), for callers that only

@@ -3,11 +3,13 @@
  * The sysfs backend: every operation is one write(2) into the kernel's file
  * under the root ("/" on a guest, a temporary tree or a simfs mount in
  * tests), through hotplug/path.h.  errno comes back unchanged; nothing is
- * created (a missing memoryN is ENOENT, as on a real kernel).
+ * created (a missing memoryN is ENOENT, as on a real kernel).  Change
+ * notifications: sysfs_watch.h.
  */
 #include "backend.h"
 #include "discover.h"
 #include "path.h"
+#include "sysfs_watch.h"
 #include "../lib/util.h"
 
 #include <inttypes.h>
@@ -15,6 +17,7 @@
 struct sysfs_backend {
 	struct hp_backend base; /* first: the vtable casts back */
 	struct hp_path *path;
+	struct sysfs_watch *watch;
 };
 
 static struct hp_path *path_of(struct hp_backend *b)
@@ -75,9 +78,33 @@ static int sysfs_read_auto_online(struct hp_backend *b, char *buf, size_t len)
 	return r < 0 ? r : 0;
 }
 
+static int sysfs_watch_open_op(struct hp_backend *b)
+{
+	struct sysfs_backend *s = (struct sysfs_backend *)b;
+	int r;
+
+	if (!s->watch) {
+		r = sysfs_watch_open(s->path, &s->watch);
+		if (r < 0)
+			return r;
+	}
+	return sysfs_watch_fd(s->watch);
+}
+
+static int sysfs_watch_read_op(struct hp_backend *b, uint64_t *ids, size_t max, size_t *n, bool *overflow)
+{
+	struct sysfs_backend *s = (struct sysfs_backend *)b;
+
+	if (!s->watch)
+		return -EBADF;
+	return sysfs_watch_read(s->watch, ids, max, n, overflow);
+}
+
 static void sysfs_close(struct hp_backend *b)
 {
 	struct sysfs_backend *s = (struct sysfs_backend *)b;
+
+	sysfs_watch_free(s->watch);
 
 	hp_path_free(s->path);
 	free(s->base.root);
@@ -90,6 +117,8 @@ static const struct hp_backend_ops sysfs_ops = {
 	.read_block = sysfs_read_block,
 	.write_attr = sysfs_write_attr,
 	.read_auto_online = sysfs_read_auto_online,
+	.watch_open = sysfs_watch_open_op,
+	.watch_read = sysfs_watch_read_op,
 	.close = sysfs_close,
 };
 

@@ -26,7 +26,8 @@ static void sim_usage(FILE *f)
 	      "init creates (or replaces) the simulated guest kept in FILE; defaults are the\n"
 	      "seed machine: --online 2G --standby 2G --block-size 128M, memmap on memory\n"
 	      "supported, sys/firmware/memory present, auto_online_blocks offline.\n"
-	      "The sysfs-shaped tree goes to --tree DIR (default FILE.tree).\n"
+	      "The blocks' state goes to FILE.d/, the sysfs-shaped tree to --tree DIR\n"
+	      "(default FILE.tree); FILE itself holds the settings and faults.\n"
 	      "fault replaces the fault set (no option: no faults).\n",
 	      f);
 }

@@ -14,7 +14,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-60}
 [ $# -gt 0 ] && shift
-HARNESSES=${*:-message config blockjson}
+HARNESSES=${*:-message config blockjson journal}
 CLANG=${CLANG:-clang}
 BUILD=${BUILD:-build}
 OUT=$BUILD/fuzz
@@ -36,7 +36,8 @@ for h in $HARNESSES; do
 	message) src="agent/message.c" ;;
 	config) src="config/config.c" ;;
 	blockjson) src="hotplug/blockjson.c hotplug/block.c" ;;
-	*) echo "build.sh: unknown harness '$h' (message, config, blockjson)" >&2; exit 2 ;;
+	journal) src="agent/intentlog.c agent/recordlog.c agent/message.c lib/crc32c.c" ;;
+	*) echo "build.sh: unknown harness '$h' (message, config, blockjson, journal)" >&2; exit 2 ;;
 	esac
 	echo "  FUZZCC  $OUT/fuzz_$h"
 	# shellcheck disable=SC2086 # word splitting of the flag lists is wanted

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Bad input to memgrantctl: a clear error that names the problem, a non-zero
-# exit, and nothing changed (the sim state file and its tree byte-identical).
+# exit, and nothing changed (the sim state file, its state directory and its
+# tree byte-identical).
 set -eu
 BUILD=${BUILD:-build}
 CTL=$BUILD/memgrantctl
@@ -17,7 +18,7 @@ fail=0 n=0
 snapshot() {
 	{
 		cat "$1"
-		find "$1.tree" -type f | LC_ALL=C sort | while read -r f; do
+		find "$1.tree" "$1.d" -type f 2>/dev/null | LC_ALL=C sort | while read -r f; do
 			echo "== $f"
 			cat "$f"
 		done

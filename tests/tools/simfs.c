@@ -163,8 +163,9 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
 		return -errno;
 	while ((de = readdir(d))) {
 		size_t n = strlen(de->d_name);
-		/* the sim's half-written files (NAME.new) are not part of the tree */
-		if (n > 4 && streq(de->d_name + n - 4, ".new"))
+		/* the sim's half-written files and block directories on their way
+		 * in or out (NAME.new, NAME.old) are not part of the tree */
+		if (n > 4 && (streq(de->d_name + n - 4, ".new") || streq(de->d_name + n - 4, ".old")))
 			continue;
 		if (fill(buf, de->d_name, NULL, 0, 0))
 			break;

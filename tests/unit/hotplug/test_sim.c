@@ -11,14 +11,17 @@
 #include <cmocka.h>
 
 #include "hotplug/backend.h"
+#include "hotplug/livetable.h"
 #include "hotplug/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 
 #include <dirent.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -211,7 +214,7 @@ static void test_corrupt_state_rejected(void **state)
 	expect_rejected(f, "", -EBADMSG, "corrupt or truncated");
 	expect_rejected(f, "not json", -EBADMSG, "line 1");
 	expect_rejected(f, "[1,2]", -EINVAL, "not a JSON object");
-	expect_rejected(f, "{\"format\":2}", -EINVAL, "format");
+	expect_rejected(f, "{\"format\":3}", -EINVAL, "format");
 	free(good);
 
 	/* wrong types and inconsistent values in an otherwise good file */
@@ -223,12 +226,9 @@ static void test_corrupt_state_rejected(void **state)
 		{ "\"auto_online\":\"offline\"", "\"auto_online\":\"sometimes\"", "auto_online" },
 		{ "\"latency_ms\":0", "\"latency_ms\":1.5", "latency_ms" },
 		{ "\"configure_eio\":[]", "\"configure_eio\":[\"16\"]", "configure_eio" },
-		{ "\"DMA\"]", "\"HighMem\"]", "block 0: unknown zone" },
-		{ "[true,false,\"online\"", "[true,false,\"busy\"", "block 0: unknown state" },
-		{ "[true,false,\"online\"", "[false,false,\"online\"", "block 0: online but not configured" },
-		{ "[true,false,\"online\",\"DMA\"]", "[true,false,\"online\"]", "block 0: must be" },
-		{ "[true,false,\"online\",\"DMA\"]", "{}", "block 0: must be" },
-		{ "\"blocks\":[", "\"blocks\":7,\"x\":[", "\"blocks\" must be" },
+		{ "\"n_blocks\":32", "\"n_blocks\":7", "\"n_blocks\" must be" },
+		{ "\"n_blocks\":32", "\"n_blocks\":\"32\"", "\"n_blocks\" must be" },
+		{ "\"state_dir\":\"/", "\"state_dir\":\"", "\"state_dir\" must be" },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(edits); i++) {
 		char *text = NULL, *p, *edited;
@@ -245,6 +245,128 @@ static void test_corrupt_state_rejected(void **state)
 		free(text);
 		free(edited);
 	}
+}
+
+/* The seed machine in format 1 (every block in the descriptor), with block
+ * 16 configured and online in Movable and BLOCK0 as block 0's entry. */
+static char *v1_text(struct fx *f, const char *block0)
+{
+	char *text = NULL, *blocks = NULL, *tmp;
+
+	for (int i = 0; i < 32; i++) {
+		const char *b = i == 0 ? block0 : i < 16 ? "[true,false,\"online\",\"DMA\"]"
+					: i == 16 ? "[true,true,\"online\",\"Movable\"]" : "[false,true,\"offline\",\"\"]";
+		assert_true(asprintf(&tmp, "%s%s\n  %s", blocks ? blocks : "", i ? "," : "", b) > 0);
+		free(blocks);
+		blocks = tmp;
+	}
+	assert_true(asprintf(&text,
+			     "{\n \"format\":1,\n \"block_size\":134217728,\n \"boot_blocks\":16,\n \"used_bytes\":0,\n"
+			     " \"memmap_supported\":true,\n \"has_firmware\":true,\n \"refuse_memmap_eopnotsupp\":false,\n"
+			     " \"auto_online\":\"offline\",\n \"tree\":\"%s\",\n"
+			     " \"faults\":{\"configure_eio\":[],\"offline_ebusy\":[],\"online_enomem\":[],\"latency_ms\":0},\n"
+			     " \"blocks\":[%s\n ]\n}\n", f->tree, blocks) > 0);
+	free(blocks);
+	return text;
+}
+
+/* A format 1 state file is converted on open; a bad one is refused as before. */
+static void test_format1_migrated(void **state)
+{
+	struct fx *f = *state;
+	struct mem_block m;
+	char *text, buf[32], msg[256];
+	static const struct { const char *block0, *what; } bad[] = {
+		{ "[true,false,\"online\",\"HighMem\"]", "block 0: unknown zone" },
+		{ "[true,false,\"busy\",\"DMA\"]", "block 0: unknown state" },
+		{ "[false,false,\"online\",\"DMA\"]", "block 0: online but not configured" },
+		{ "[true,false,\"online\"]", "block 0: must be" },
+		{ "{}", "block 0: must be" },
+	};
+
+	fx_init(f, NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		text = v1_text(f, bad[i].block0);
+		expect_rejected(f, text, -EINVAL, bad[i].what);
+		free(text);
+	}
+	hp_backend_close(f->b);
+	f->b = NULL;
+	text = v1_text(f, "[true,false,\"online\",\"DMA\"]");
+	assert_int_equal(file_write_atomic(f->state, text, strlen(text), 0644), 0);
+	free(text);
+	assert_int_equal(sim_check_file(f->state, msg, sizeof(msg)), 0);
+	assert_int_equal(hp_sim_open(f->state, &f->b), 0);
+	assert_int_equal(file_read_all(f->state, 1 << 20, &text, NULL), 0);
+	assert_non_null(strstr(text, "\"format\":2"));
+	assert_null(strstr(text, "\"blocks\""));
+	free(text);
+	assert_int_equal(hp_read_block(f->b, 16, &m), 0);
+	assert_int_equal(m.state, MEM_STATE_ONLINE);
+	assert_string_equal(m.zones, "Movable");
+	read_tree(f, "sys/devices/system/memory/memory16/state", buf, sizeof(buf));
+	assert_string_equal(buf, "online");
+	assert_int_equal(hp_read_block(f->b, 17, &m), 0);
+	assert_false(m.configured);
+	/* and it works on from there */
+	assert_int_equal(block_offline(f->b, 16), 0);
+	assert_int_equal(block_deconfigure(f->b, 16), 0);
+	assert_false(tree_has(f, "sys/devices/system/memory/memory16"));
+}
+
+/* Path of the records file holding block 0. */
+static void records_path(struct fx *f, char *buf, size_t len)
+{
+	glob_t g;
+	char pat[PATH_MAX];
+
+	snprintf(pat, sizeof(pat), "%s.d/s.*/blocks.0", f->state);
+	assert_int_equal(glob(pat, 0, NULL, &g), 0);
+	assert_int_equal(g.gl_pathc, 1);
+	snprintf(buf, len, "%s", g.gl_pathv[0]);
+	globfree(&g);
+}
+
+/* A bad records file is refused by every entry point and left as it is. */
+static void test_corrupt_records_rejected(void **state)
+{
+	struct fx *f = *state;
+	static const struct { const char *from, *to, *what; } edits[] = {
+		{ "\n10oD\n", "\n10oH\n", "block 0: unknown zone" },
+		{ "\n10oD\n", "\n10xD\n", "block 0: unknown state" },
+		{ "\n10oD\n", "\n00oD\n", "block 0: online but not configured" },
+		{ "\n10oD\n", "\n10-D\n", "block 0: offline block with zone" },
+		{ "\n10oD\n", "\n10o\n", "must hold 32 lines" },
+		{ "\n10oD\n", "\n2\noD\n", "block 0: must be 4 characters" },
+		{ "# blocks 0-31", "# blocks 1-32", "must start with" },
+	};
+	char path[PATH_MAX], msg[512], *good = NULL, *after = NULL;
+	struct hp_backend *b2 = NULL;
+	size_t len;
+
+	fx_init(f, NULL);
+	records_path(f, path, sizeof(path));
+	assert_int_equal(file_read_all(path, 1 << 20, &good, &len), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(edits); i++) {
+		char *p = strstr(good, edits[i].from), *edited;
+
+		assert_non_null(p);
+		assert_true(asprintf(&edited, "%.*s%s%s", (int)(p - good), good, edits[i].to,
+				     p + strlen(edits[i].from)) > 0);
+		assert_int_equal(file_write_atomic(path, edited, strlen(edited), 0644), 0);
+		assert_int_equal(sim_check_file(f->state, msg, sizeof(msg)), -EINVAL);
+		if (!strstr(msg, edits[i].what) || !strstr(msg, path))
+			fail_msg("edit %zu: message \"%s\" should name %s and \"%s\"", i, msg, path, edits[i].what);
+		assert_int_equal(hp_sim_open(f->state, &b2), -EINVAL);
+		assert_int_equal(block_configure(f->b, 16), -EINVAL);
+		assert_int_equal(file_read_all(path, 1 << 20, &after, NULL), 0);
+		assert_string_equal(after, edited);
+		free(after);
+		free(edited);
+	}
+	assert_int_equal(file_write_atomic(path, good, len, 0644), 0);
+	assert_int_equal(block_configure(f->b, 16), 0);
+	free(good);
 }
 
 static void test_missing_state_file(void **state)
@@ -559,6 +681,95 @@ static void test_large_sim(void **state)
 	mem_table_free(t);
 }
 
+
+/* A writer that keeps changing blocks 16-23 until it is killed. */
+static void churn(const char *state_path)
+{
+	struct hp_backend *b = NULL;
+
+	if (hp_sim_open(state_path, &b) < 0)
+		_exit(2);
+	for (unsigned n = 0;; n++) {
+		uint64_t id = 16 + n % 8;
+
+		(void)block_set_memmap(b, id, n % 3 != 0);
+		(void)block_configure(b, id);
+		(void)block_online(b, id, n % 2 ? ONLINE_MOVABLE : ONLINE_DEFAULT);
+		if (n % 5 != 0) { /* leave some up: the spans move */
+			(void)block_offline(b, id);
+			(void)block_deconfigure(b, id);
+		}
+	}
+}
+
+/* MemTotal as the records say it must be (C8, P6). */
+static uint64_t expected_total(const struct mem_table *t)
+{
+	uint64_t bs = t->block_size, mm = bs / 64, total = 0, taken = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mem_block *b = &t->blocks[i];
+
+		if (b->configured && b->memmap_on_memory == 0)
+			taken += mm;
+		if (b->state != MEM_STATE_OFFLINE)
+			total += b->memmap_on_memory == 1 ? bs - mm : bs;
+	}
+	return total - taken;
+}
+
+/* SIGKILL a writer at random moments: after each kill the tree says what the
+ * state says (the next open repairs it), and writing goes on. */
+static void test_kill_never_tears(void **state)
+{
+	struct fx *f = *state;
+	unsigned seed = (unsigned)time(NULL);
+
+	fx_init(f, NULL);
+	print_message("seed %u\n", seed);
+	srand(seed);
+	for (int round = 0; round < 40; round++) {
+		struct hp_backend *sim = NULL, *tree = NULL;
+		struct mem_table *a = NULL, *b = NULL;
+		uint64_t total, avail;
+		pid_t pid;
+
+		/* every third round with a migration time: kills during going-offline */
+		assert_int_equal(sim_set_faults(f->state, &(struct sim_faults){ .latency_ms = round % 3 == 0 ? 2 : 0 }), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0)
+			churn(f->state);
+		usleep((useconds_t)(1000 + rand() % 20000));
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, NULL, 0), pid);
+
+		assert_int_equal(hp_sim_open(f->state, &sim), 0);
+		assert_int_equal(hp_discover(sim, &a), 0);
+		assert_int_equal(hp_sysfs_open(f->tree, &tree), 0);
+		assert_int_equal(hp_discover(tree, &b), 0);
+		assert_int_equal(a->n, b->n);
+		for (size_t i = 0; i < a->n; i++)
+			if (!mem_block_equal(&a->blocks[i], &b->blocks[i]))
+				fail_msg("round %d: block %" PRIu64 ": sim %s/%d/%s, tree %s/%d/%s", round, a->blocks[i].id,
+					 mem_state_name(a->blocks[i].state), a->blocks[i].configured, a->blocks[i].zones,
+					 mem_state_name(b->blocks[i].state), b->blocks[i].configured, b->blocks[i].zones);
+		meminfo(f, &total, &avail);
+		if (total != expected_total(a))
+			fail_msg("round %d: MemTotal %" PRIu64 ", records say %" PRIu64, round, total, expected_total(a));
+		/* and later writes do not trip over anything */
+		assert_int_equal(sim_set_faults(f->state, &(struct sim_faults){ 0 }), 0);
+		if (!mem_table_find(a, 30)->configured) {
+			assert_int_equal(block_configure(sim, 30), 0);
+			assert_int_equal(block_deconfigure(sim, 30), 0);
+		}
+		mem_table_free(a);
+		mem_table_free(b);
+		hp_backend_close(tree);
+		hp_backend_close(sim);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -567,6 +778,8 @@ int main(void)
 		T(test_state_persists_across_open),
 		T(test_tree_rebuilt_when_missing),
 		T(test_corrupt_state_rejected),
+		T(test_format1_migrated),
+		T(test_corrupt_records_rejected),
 		T(test_missing_state_file),
 		T(test_faults_persist_and_replace),
 		T(test_latency_applies_to_changes),
@@ -576,6 +789,7 @@ int main(void)
 		T(test_seed_workflows),
 		T(test_lsmem_reads_tree),
 		T(test_large_sim),
+		T(test_kill_never_tears),
 	};
 	return cmocka_run_group_tests_name("sim", tests, NULL, NULL);
 }

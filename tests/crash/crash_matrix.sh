@@ -1,0 +1,299 @@
+#!/bin/sh
+# Crash matrix: SIGKILL memgrantd at many points of grants, revocations by
+# size, by grant and by blocks, and of recovery itself; restart it and check,
+# once everything it acknowledged has settled:
+#   1. every acknowledged request is recorded and final;
+#   2. every configured standby block is online, and the grants own exactly
+#      the standby blocks that are online (none stranded configured but
+#      offline; nothing is brought up outside memgrantd here, so no block
+#      may be foreign);
+#   3. online memory = initial + sum(applied_bytes of grants)
+#                              - sum(applied_bytes of revocations);
+#   4. the operation that finished changed the kernel by exactly its
+#      applied_bytes (a grant: blocks that came online; a revocation: blocks
+#      that went offline, only ones it may take), and each grant's
+#      owned_blocks is the number of blocks it got and still has.
+# The sim is used only through memgrantctl and the daemon's config.  One
+# python3 process drives everything (the machine may be slow to start one).
+#
+#   tests/crash/crash_matrix.sh     BUILD=build CRASH_SECONDS=170 CRASH_LATENCY_MS=30
+#                                   KEEP=1 keeps the work directory and failing logs
+#
+# Prints each failure and "crash_matrix: N points, F failed"; exit 1 when a
+# point failed, 0 otherwise.  A point is deterministic in its operation and
+# kill delays (they follow from its number); the exact moment the kill lands
+# varies with timing.  After a failure the machine starts over clean, so
+# failures are independent.
+set -u
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
+export BUILD
+[ -x "$BUILD/memgrantd" ] && [ -x "$BUILD/memgrantctl" ] || { echo "crash_matrix: build first ($BUILD/memgrantd)"; exit 2; }
+command -v python3 >/dev/null || { echo "crash_matrix: needs python3"; exit 77; }
+exec python3 - <<'PY'
+import json, os, shutil, subprocess, sys, tempfile, time
+
+BUILD = os.environ["BUILD"]
+MEMGRANTD, MEMGRANTCTL = BUILD + "/memgrantd", BUILD + "/memgrantctl"
+BUDGET = float(os.environ.get("CRASH_SECONDS", "170"))
+LATENCY = os.environ.get("CRASH_LATENCY_MS", "30")
+RESET_EVERY = int(os.environ.get("CRASH_RESET_EVERY", "20"))
+KEEP = bool(os.environ.get("KEEP"))
+BS = 128 << 20
+T = tempfile.mkdtemp(prefix="memgrant-crash.")
+SOCK, SIM, CFG, LOG = T + "/api.sock", T + "/sim.json", T + "/memgrant.yaml", T + "/daemon.log"
+FINAL = ("applied", "partial", "failed", "rejected")
+
+
+def run(*args, timeout=60):
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+
+
+def ctl(*args):
+    return run(MEMGRANTCTL, "--socket", SOCK, *args)
+
+
+def ctl_json(*args):
+    r = ctl(*args, "--json")
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+class Failure(Exception):
+    pass
+
+
+class Daemon:
+    def __init__(self):
+        self.proc = None
+
+    def start(self):
+        log = open(LOG, "a")
+        self.proc = subprocess.Popen([MEMGRANTD, "-c", CFG, "--foreground"], stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise Failure("memgrantd exited at start with %d: %s" % (self.proc.returncode, log_tail(3)))
+            if ctl("status").returncode == 0:
+                return
+            time.sleep(0.05)
+        raise Failure("memgrantd did not answer within 20s")
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()  # SIGKILL, this process only
+        if self.proc:
+            self.proc.wait()
+        self.proc = None
+
+
+def log_tail(n):
+    try:
+        return " | ".join(open(LOG).read().splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def sim_blocks():
+    r = run(MEMGRANTCTL, "--sim", SIM, "lsmem", "-J", "-a", "-o", "BLOCK,STATE,CONFIGURED")
+    if r.returncode != 0:
+        raise Failure("lsmem on the sim: %s" % r.stderr.strip())
+    return {int(e["block"]): (e["state"], e.get("configured")) for e in json.loads(r.stdout)["memory"]}
+
+
+daemon = Daemon()
+
+
+class Machine:
+    def reset(self):
+        daemon.kill()
+        for p in ("state", "sim.json", "sim.json.tree", "daemon.log"):
+            path = os.path.join(T, p)
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else (os.path.exists(path) and os.unlink(path))
+        for args in (("sim", "init", SIM, "--online", "2G", "--standby", "2G", "--block-size", "128M"),
+                     ("sim", "fault", SIM, "--latency", LATENCY)):
+            r = run(MEMGRANTCTL, *args)
+            if r.returncode != 0:
+                sys.exit("crash_matrix: %s: %s" % (" ".join(args[:2]), r.stderr))
+        with open(CFG, "w") as f:
+            f.write("""agent:
+  id: crash-guest
+  state_dir: %s/state
+  api_socket: %s
+  log_level: debug
+backend:
+  type: sim
+  own_onlining: true
+  sim:
+    state: %s
+    online: 2G
+    standby: 2G
+    block_size: 128M
+policy:
+  revoke_budget: 2s
+""" % (T, SOCK, SIM))
+        self.initial = sim_blocks()
+        self.boot = sorted(b for b, (st, _) in self.initial.items() if st == "online")
+        self.standby = sorted(b for b, (st, _) in self.initial.items() if st != "online")
+        self.ops = []          # acknowledged ids, in order
+        self.owned = {}        # grant id -> blocks it got and still has (from the kernel)
+        self.online = set()    # standby blocks online after the last check
+        daemon.start()
+
+
+m = Machine()
+
+
+def pick_op(n):
+    owned = {k: v for k, v in m.owned.items() if v}
+    total = sum(len(v) for v in owned.values())
+    k = n % 4
+    if total < 3 or (k == 0 and total <= 9):
+        size = 128 * (2 + n % 3)
+        return "grant", "%dM" % size, ["grant", "%dM" % size]
+    if k in (0, 1):
+        return "size", "256M", ["revoke", "256M"]
+    if k == 2:
+        gid = sorted(owned, key=lambda g: (-len(owned[g]), g))[0]
+        return "grant_rev", gid, ["revoke", "--grant", gid]
+    allb = sorted(b for v in owned.values() for b in v)
+    pick = allb[n % len(allb):][:2]
+    t = ",".join(str(b) for b in pick)
+    return "blocks", t, ["revoke", "--blocks", t]
+
+
+def settle():
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        g, s = ctl_json("grants"), ctl_json("status")
+        if g is not None and s is not None:
+            busy = [x["id"] for x in g["grants"] if x.get("state") not in FINAL]
+            if not busy and not s.get("running") and not s.get("queued"):
+                return g["grants"], s
+        time.sleep(0.1)
+    raise Failure("not settled within 30s: %s" % [(x["id"], x.get("state")) for x in (g or {"grants": []})["grants"]
+                                                    if x.get("state") not in FINAL])
+
+
+def check(kind, target, op_id, grants, status):
+    now = sim_blocks()
+    by_id = {g["id"]: g for g in grants}
+    problems = []
+    m.ops.append(op_id)
+    for i in m.ops:
+        g = by_id.get(i)
+        if g is None:
+            problems.append("acknowledged %s is not recorded any more" % i)
+        elif g.get("state") not in FINAL:
+            problems.append("acknowledged %s is %s, not final" % (i, g.get("state")))
+    for b in m.boot:
+        if now[b][0] != "online":
+            problems.append("boot block %d is %s" % (b, now[b][0]))
+    online = set(b for b in m.standby if now[b][0] == "online")
+    for b in m.standby:
+        st, cf = now[b]
+        if cf == "yes" and st != "online":
+            problems.append("standby block %d is configured but %s (stranded)" % (b, st))
+    owned_total = sum(int(g.get("owned_blocks") or 0) for g in grants)
+    if owned_total != len(online):
+        problems.append("the grants own %d blocks, %d standby blocks are online %s" % (owned_total, len(online), sorted(online)))
+    if status["memory"].get("granted_bytes") != len(online) * BS:
+        problems.append("status says granted %dM, %dM of standby memory is online" %
+                        ((status["memory"].get("granted_bytes") or 0) >> 20, (len(online) * BS) >> 20))
+    granted = sum(int(g.get("applied_bytes") or 0) for g in grants if g.get("kind") == "grant" and g["id"] in m.ops)
+    revoked = sum(int(g.get("applied_bytes") or 0) for g in grants if g.get("kind") == "revoke" and g["id"] in m.ops)
+    online_bytes = sum(BS for st, _ in now.values() if st == "online")
+    initial_bytes = len(m.boot) * BS
+    if online_bytes != initial_bytes + granted - revoked:
+        problems.append("online %dM != initial %dM + granted %dM - revoked %dM" %
+                        (online_bytes >> 20, initial_bytes >> 20, granted >> 20, revoked >> 20))
+    came, went = online - m.online, m.online - online
+    g = by_id.get(op_id)
+    if g is not None:
+        ab = int(g.get("applied_bytes") or 0)
+        if kind == "grant":
+            if went:
+                problems.append("grant %s: blocks %s went offline" % (op_id, sorted(went)))
+            if ab != len(came) * BS:
+                problems.append("grant %s reports applied_bytes %dM, %dM came online %s" %
+                                (op_id, ab >> 20, (len(came) * BS) >> 20, sorted(came)))
+            m.owned.setdefault(op_id, set()).update(came)
+        else:
+            if came:
+                problems.append("revocation %s: blocks %s came online" % (op_id, sorted(came)))
+            if ab != len(went) * BS:
+                problems.append("revocation %s (%s %s) reports applied_bytes %dM, %dM went offline %s" %
+                                (op_id, kind, target, ab >> 20, (len(went) * BS) >> 20, sorted(went)))
+            if kind == "blocks" and went - set(int(x) for x in target.split(",")):
+                problems.append("revocation %s of blocks %s took %s too" %
+                                (op_id, target, sorted(went - set(int(x) for x in target.split(",")))))
+            if kind == "grant_rev" and went - m.owned.get(target, set()):
+                problems.append("revocation %s of grant %s took %s, not that grant's" %
+                                (op_id, target, sorted(went - m.owned.get(target, set()))))
+            for v in m.owned.values():
+                v -= went
+    for k, v in m.owned.items():
+        n = int(by_id[k].get("owned_blocks") or 0) if k in by_id else 0
+        if n != len(v):
+            problems.append("grant %s owns %d blocks; it got and still has %d %s" % (k, n, len(v), sorted(v)))
+    m.online = online
+    return problems
+
+
+def point(n):
+    kind, target, args = pick_op(n)
+    kill_ms = (n * 53) % 480
+    again_ms = (n * 29) % 250 if n % 3 == 2 else None
+    label = "point %d (%s, kill at %dms%s)" % (n, " ".join(args), kill_ms,
+                                               ", again %dms into recovery" % again_ms if again_ms is not None else "")
+    r = ctl(*args)
+    words = r.stdout.split()
+    if r.returncode not in (0, 64) or len(words) < 2 or words[0] not in ("grant", "revoke") or "accepted" not in r.stdout:
+        return label, ["not acknowledged: %s%s" % (r.stdout.strip(), r.stderr.strip())]
+    op_id = words[1].rstrip(":")
+    time.sleep(kill_ms / 1000)
+    daemon.kill()
+    daemon.start()
+    if again_ms is not None:
+        time.sleep(again_ms / 1000)
+        daemon.kill()
+        daemon.start()
+    grants, status = settle()
+    return label, check(kind, target, op_id, grants, status)
+
+
+points = failed = 0
+start = time.monotonic()
+try:
+    m.reset()
+    n = since_reset = 0
+    while time.monotonic() - start < BUDGET:
+        n += 1
+        points += 1
+        try:
+            label, problems = point(n)
+        except Failure as e:
+            label, problems = "point %d" % n, [str(e)]
+        if problems:
+            failed += 1
+            for p in problems:
+                print("FAIL %s: %s" % (label, p), flush=True)
+            if KEEP:
+                shutil.copy(LOG, "%s/failed-%d.log" % (T, n))
+            m.reset()
+            since_reset = 0
+            continue
+        since_reset += 1
+        if since_reset >= RESET_EVERY:
+            m.reset()
+            since_reset = 0
+finally:
+    daemon.kill()
+    if KEEP:
+        print("crash_matrix: work directory kept: %s" % T)
+    else:
+        shutil.rmtree(T, ignore_errors=True)
+print("crash_matrix: %d points, %d failed" % (points, failed))
+sys.exit(1 if failed else 0)
+PY

@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The live block table over the sim and over a sysfs-shaped tree in a
+ * temporary directory: changes made by other processes are seen through
+ * the backend's watch (no polling), only the changed blocks are read again,
+ * and a lost-event overflow leads to a re-scan.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "hotplug/backend.h"
+#include "hotplug/livetable.h"
+#include "hotplug/sim.h"
+#include "hotplug/sysfs_watch.h"
+#include "lib/fileio.h"
+#include "lib/util.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/wait.h>
+
+struct fx {
+	char dir[64];
+	char state[128];
+	char tree[128];
+	struct hp_backend *sim;  /* the machine */
+	struct hp_backend *b;    /* what the table reads: the sim or sysfs on its tree */
+	struct livetable *lt;
+};
+
+static int fx_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct sim_params p;
+
+	if (!f)
+		return -1;
+	/* tmpfs when there is one: the overflow tests rename files 16,000 times */
+	snprintf(f->dir, sizeof(f->dir), "%s/memgrant-lt.XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->state, sizeof(f->state), "%s/sim.json", f->dir);
+	snprintf(f->tree, sizeof(f->tree), "%s/sim.json.tree", f->dir);
+	sim_params_default(&p);
+	if (sim_init(f->state, &p) < 0 || hp_sim_open(f->state, &f->sim) < 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+
+	livetable_free(f->lt);
+	if (f->b != f->sim)
+		hp_backend_close(f->b);
+	hp_backend_close(f->sim);
+	rm_rf(f->dir);
+	free(f);
+	return 0;
+}
+
+static void open_over_sim(struct fx *f)
+{
+	f->b = f->sim;
+	assert_int_equal(livetable_open(f->b, &f->lt), 0);
+}
+
+static void open_over_tree(struct fx *f)
+{
+	assert_int_equal(hp_sysfs_open(f->tree, &f->b), 0);
+	assert_int_equal(livetable_open(f->b, &f->lt), 0);
+}
+
+/* What the change callback saw. */
+struct seen {
+	size_t n;
+	uint64_t ids[64];
+	struct mem_block old[64], nw[64];
+	bool had_old[64], has_new[64];
+};
+
+static void record(const struct lt_change *c, void *data)
+{
+	struct seen *s = data;
+
+	if (s->n == ARRAY_SIZE(s->ids))
+		return;
+	s->ids[s->n] = c->nw ? c->nw->id : c->old->id;
+	s->had_old[s->n] = c->old != NULL;
+	s->has_new[s->n] = c->nw != NULL;
+	if (c->old)
+		s->old[s->n] = *c->old;
+	if (c->nw)
+		s->nw[s->n] = *c->nw;
+	s->n++;
+}
+
+/* Waits (poll, up to 5 s) until BLOCK reads STATE in the table. */
+static void wait_for(struct fx *f, uint64_t id, enum mem_state state, bool configured, struct seen *s)
+{
+	struct mem_block m;
+
+	for (int i = 0; i < 100; i++) {
+		struct pollfd p = { .fd = livetable_fd(f->lt), .events = POLLIN };
+
+		if (livetable_find(f->lt, id, &m) == 0 && m.state == state && m.configured == configured)
+			return;
+		if (poll(&p, 1, 50) < 0)
+			fail_msg("poll: %s", strerror(errno));
+		assert_true(livetable_update(f->lt, record, s) >= 0);
+	}
+	fail_msg("block %" PRIu64 " never became %s (configured %d)", id, mem_state_name(state), configured);
+}
+
+/* Another process changes the machine through its own sim backend. */
+static void other_process(struct fx *f, void (*act)(struct hp_backend *))
+{
+	pid_t pid = fork();
+	int st;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct hp_backend *b = NULL;
+
+		if (hp_sim_open(f->state, &b) < 0)
+			_exit(2);
+		act(b);
+		hp_backend_close(b);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void bring_up_16(struct hp_backend *b)
+{
+	if (block_configure(b, 16) < 0 || block_online(b, 16, ONLINE_MOVABLE) < 0)
+		_exit(3);
+}
+
+static void take_down_5(struct hp_backend *b)
+{
+	if (block_offline(b, 5) < 0 || block_deconfigure(b, 5) < 0)
+		_exit(3);
+}
+
+static void expect_change(const struct seen *s, uint64_t id, enum mem_state from, enum mem_state to)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->ids[i] == id && s->had_old[i] && s->has_new[i] && s->old[i].state == from &&
+		    s->nw[i].state == to)
+			return;
+	fail_msg("no change of block %" PRIu64 " from %s to %s reported", id, mem_state_name(from),
+		 mem_state_name(to));
+}
+
+static void test_sim_outside_changes_seen(void **state)
+{
+	struct fx *f = *state;
+	struct livetable_stats st0, st1;
+	struct seen s = { 0 };
+	struct mem_block m;
+
+	open_over_sim(f);
+	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
+	assert_false(m.configured);
+	livetable_stats(f->lt, &st0);
+	other_process(f, bring_up_16);
+	wait_for(f, 16, MEM_STATE_ONLINE, true, &s);
+	expect_change(&s, 16, MEM_STATE_OFFLINE, MEM_STATE_ONLINE);
+	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
+	assert_string_equal(m.zones, "Movable");
+	livetable_stats(f->lt, &st1);
+	assert_int_equal(st1.rescans, st0.rescans); /* no discovery, only re-reads */
+	assert_true(st1.rereads >= 1 && st1.rereads <= 4);
+	/* boot memory taken down outside: online -> offline, then deconfigured */
+	s.n = 0;
+	other_process(f, take_down_5);
+	wait_for(f, 5, MEM_STATE_OFFLINE, false, &s);
+	expect_change(&s, 5, MEM_STATE_ONLINE, MEM_STATE_OFFLINE);
+	/* a write through the table's own backend is seen the same way */
+	s.n = 0;
+	assert_int_equal(block_offline(f->sim, 16), 0);
+	wait_for(f, 16, MEM_STATE_OFFLINE, true, &s);
+	expect_change(&s, 16, MEM_STATE_ONLINE, MEM_STATE_OFFLINE);
+	/* nothing pending: an update reports nothing */
+	assert_int_equal(livetable_update(f->lt, record, &s), 0);
+}
+
+/* The zone spans move: offline blocks' valid_zones (A9) follow in the table. */
+static void test_sim_neighbour_zones_follow(void **state)
+{
+	struct fx *f = *state;
+	struct seen s = { 0 };
+	struct mem_block m, direct;
+
+	assert_int_equal(block_configure(f->sim, 17), 0);
+	assert_int_equal(block_configure(f->sim, 18), 0);
+	assert_int_equal(block_configure(f->sim, 19), 0);
+	open_over_sim(f);
+	assert_int_equal(block_online(f->sim, 19, ONLINE_MOVABLE), 0);
+	assert_int_equal(block_online(f->sim, 17, ONLINE_MOVABLE), 0);
+	wait_for(f, 17, MEM_STATE_ONLINE, true, &s);
+	for (int i = 0; i < 10; i++) /* the rest of the events */
+		assert_true(livetable_update(f->lt, record, &s) >= 0);
+	/* 18 lies in the Movable span [17, 20) now */
+	assert_int_equal(livetable_find(f->lt, 18, &m), 0);
+	assert_int_equal(hp_read_block(f->sim, 18, &direct), 0);
+	assert_string_equal(m.zones, direct.zones);
+	assert_string_equal(m.zones, "Movable Normal");
+}
+
+/* A flood of events that overflows the inotify queue: one re-scan. */
+static void test_sim_overflow_rescans(void **state)
+{
+	struct fx *f = *state;
+	struct livetable_stats st0, st1;
+	struct seen s = { 0 };
+	char a[PATH_MAX + 16], b[PATH_MAX + 16], dir[PATH_MAX], *text = NULL, *p;
+	int max = 16384, fd, r;
+	struct mem_block m;
+
+	open_over_sim(f);
+	livetable_stats(f->lt, &st0);
+	fd = open("/proc/sys/fs/inotify/max_queued_events", O_RDONLY);
+	if (fd >= 0) {
+		char buf[32] = "";
+		if (read(fd, buf, sizeof(buf) - 1) > 0)
+			max = atoi(buf);
+		close(fd);
+	}
+	if (max > 200000)
+		skip();
+	/* the state directory, from the descriptor */
+	assert_int_equal(file_read_all(f->state, 1 << 20, &text, NULL), 0);
+	p = strstr(text, "\"state_dir\":\"");
+	assert_non_null(p);
+	p += strlen("\"state_dir\":\"");
+	*strchr(p, '"') = '\0';
+	snprintf(dir, sizeof(dir), "%s", p);
+	free(text);
+	snprintf(a, sizeof(a), "%s/flood.a", dir);
+	snprintf(b, sizeof(b), "%s/flood.b", dir);
+	assert_int_equal(file_write_atomic(a, "", 0, 0644), 0);
+	/* a change the flood will hide, then the flood */
+	assert_int_equal(block_configure(f->sim, 20), 0);
+	for (int i = 0; i < max + 64; i++) { /* each one IN_MOVED_TO */
+		r = rename(i % 2 ? b : a, i % 2 ? a : b);
+		assert_int_equal(r, 0);
+	}
+	assert_true(livetable_update(f->lt, record, &s) >= 1);
+	livetable_stats(f->lt, &st1);
+	assert_int_equal(st1.rescans, st0.rescans + 1);
+	assert_int_equal(livetable_find(f->lt, 20, &m), 0);
+	assert_true(m.configured);
+	expect_change(&s, 20, MEM_STATE_OFFLINE, MEM_STATE_OFFLINE);
+}
+
+/* Writes VALUE into REL under the tree, as `echo VALUE > REL` would. */
+static void echo_into(struct fx *f, const char *rel, const char *value)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", f->tree, rel);
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, value, strlen(value)), (ssize_t)strlen(value));
+	close(fd);
+}
+
+static void test_tree_outside_changes_seen(void **state)
+{
+	struct fx *f = *state;
+	struct seen s = { 0 };
+	struct mem_block m;
+
+	open_over_tree(f);
+	/* the sim renders its tree: another process's writes show up */
+	other_process(f, bring_up_16);
+	wait_for(f, 16, MEM_STATE_ONLINE, true, &s);
+	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
+	assert_string_equal(m.zones, "Movable");
+	/* a plain write into a tree file */
+	s.n = 0;
+	echo_into(f, "sys/devices/system/memory/memory7/state", "offline\n");
+	wait_for(f, 7, MEM_STATE_OFFLINE, true, &s);
+	expect_change(&s, 7, MEM_STATE_ONLINE, MEM_STATE_OFFLINE);
+	/* a block directory that goes away (config=0 by the sim) */
+	s.n = 0;
+	other_process(f, take_down_5);
+	wait_for(f, 5, MEM_STATE_OFFLINE, false, &s);
+}
+
+static void test_tree_overflow_rescans(void **state)
+{
+	struct fx *f = *state;
+	struct livetable_stats st0, st1;
+	struct seen s = { 0 };
+	struct mem_block m;
+	int max = 16384, fd;
+
+	fd = open("/proc/sys/fs/inotify/max_queued_events", O_RDONLY);
+	if (fd >= 0) {
+		char buf[32] = "";
+		if (read(fd, buf, sizeof(buf) - 1) > 0)
+			max = atoi(buf);
+		close(fd);
+	}
+	if (max > 200000)
+		skip();
+	open_over_tree(f);
+	livetable_stats(f->lt, &st0);
+	/* alternating files: inotify merges only identical consecutive events */
+	for (int i = 0; i < max + 64; i++)
+		echo_into(f, i % 2 ? "sys/devices/system/memory/memory3/online"
+				   : "sys/devices/system/memory/memory4/online", "1\n");
+	echo_into(f, "sys/devices/system/memory/memory9/state", "offline\n");
+	assert_true(livetable_update(f->lt, record, &s) >= 1);
+	livetable_stats(f->lt, &st1);
+	assert_int_equal(st1.rescans, st0.rescans + 1);
+	assert_int_equal(livetable_find(f->lt, 9, &m), 0);
+	assert_int_equal(m.state, MEM_STATE_OFFLINE);
+	expect_change(&s, 9, MEM_STATE_ONLINE, MEM_STATE_OFFLINE);
+}
+
+/* Lookups, snapshots and in-place reads agree with a discovery. */
+static void test_reads(void **state)
+{
+	struct fx *f = *state;
+	struct mem_table *snap = NULL, *t = NULL;
+	struct mem_block m;
+
+	open_over_sim(f);
+	assert_int_equal(hp_discover(f->sim, &t), 0);
+	assert_int_equal(livetable_snapshot(f->lt, &snap), 0);
+	assert_int_equal(snap->n, t->n);
+	for (size_t i = 0; i < t->n; i++) {
+		assert_int_equal(livetable_find(f->lt, t->blocks[i].id, &m), 0);
+		assert_true(mem_block_equal(&m, &t->blocks[i]));
+		assert_true(mem_block_equal(&snap->blocks[i], &t->blocks[i]));
+	}
+	assert_int_equal(livetable_find(f->lt, 32, &m), -ENOENT);
+	assert_int_equal(livetable_find(f->lt, UINT64_MAX, &m), -ENOENT);
+	livetable_lock(f->lt);
+	assert_int_equal(livetable_table(f->lt)->n, 32);
+	assert_int_equal(livetable_table(f->lt)->block_size, 128u << 20);
+	livetable_unlock(f->lt);
+	/* a snapshot is a copy: it does not follow the machine */
+	assert_int_equal(block_configure(f->sim, 16), 0);
+	wait_for(f, 16, MEM_STATE_OFFLINE, true, &(struct seen){ 0 });
+	assert_false(mem_table_find(snap, 16)->configured);
+	mem_table_free(snap);
+	mem_table_free(t);
+}
+
+/* Readers in other threads while the table follows changes. */
+struct reader {
+	struct livetable *lt;
+	volatile bool stop;
+	unsigned long reads;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+
+	while (!rd->stop) {
+		struct mem_block m;
+		struct mem_table *t = NULL;
+
+		if (livetable_find(rd->lt, rd->reads % 32, &m) < 0 || m.id != rd->reads % 32)
+			abort();
+		if (rd->reads % 64 == 0) {
+			if (livetable_snapshot(rd->lt, &t) < 0 || t->n != 32)
+				abort();
+			mem_table_free(t);
+		}
+		rd->reads++;
+	}
+	return NULL;
+}
+
+static void test_concurrent_readers(void **state)
+{
+	struct fx *f = *state;
+	struct reader rd = { 0 };
+	pthread_t th;
+
+	open_over_sim(f);
+	rd.lt = f->lt;
+	assert_int_equal(pthread_create(&th, NULL, reader_main, &rd), 0);
+	for (int i = 0; i < 500 && rd.reads == 0; i++) /* the reader runs */
+		usleep(10000);
+	for (uint64_t id = 16; id < 24; id++) {
+		assert_int_equal(block_configure(f->sim, id), 0);
+		wait_for(f, id, MEM_STATE_OFFLINE, true, &(struct seen){ 0 });
+	}
+	rd.stop = true;
+	pthread_join(th, NULL);
+	assert_true(rd.reads > 0);
+}
+
+/* The uevent parser keeps memory block events and nothing else. */
+static void test_uevent_parse(void **state)
+{
+	static const char ok[] = "online@/devices/system/memory/memory42\0ACTION=online\0"
+				 "DEVPATH=/devices/system/memory/memory42\0SUBSYSTEM=memory\0SEQNUM=7\0";
+	static const char add[] = "add@/devices/system/memory/memory0\0ACTION=add\0"
+				  "DEVPATH=/devices/system/memory/memory0\0SUBSYSTEM=memory\0";
+	static const char cpu[] = "online@/devices/system/cpu/cpu1\0ACTION=online\0"
+				  "DEVPATH=/devices/system/cpu/cpu1\0SUBSYSTEM=cpu\0";
+	static const char bind[] = "bind@/devices/system/memory/memory3\0ACTION=bind\0"
+				   "DEVPATH=/devices/system/memory/memory3\0SUBSYSTEM=memory\0";
+	static const char padded[] = "add@/devices/system/memory/memory03\0ACTION=add\0"
+				     "DEVPATH=/devices/system/memory/memory03\0SUBSYSTEM=memory\0";
+	static const char unterminated[] = "x@y\0ACTION=add\0SUBSYSTEM=memory\0DEVPATH=/devices/system/memory/memory5";
+	uint64_t id = 0;
+
+	(void)state;
+	assert_int_equal(hp_uevent_parse(ok, sizeof(ok) - 1, &id), 1);
+	assert_int_equal(id, 42);
+	assert_int_equal(hp_uevent_parse(add, sizeof(add) - 1, &id), 1);
+	assert_int_equal(id, 0);
+	assert_int_equal(hp_uevent_parse(cpu, sizeof(cpu) - 1, &id), 0);
+	assert_int_equal(hp_uevent_parse(bind, sizeof(bind) - 1, &id), 0);
+	assert_int_equal(hp_uevent_parse(padded, sizeof(padded) - 1, &id), 0);
+	assert_int_equal(hp_uevent_parse(unterminated, sizeof(unterminated) - 1, &id), 0);
+	assert_int_equal(hp_uevent_parse("", 0, &id), 0);
+}
+
+/* On the real root the watch is a uevent socket: it opens unprivileged and
+ * reads without blocking (nothing is written anywhere). */
+static void test_uevent_socket_opens(void **state)
+{
+	struct hp_backend *b = NULL;
+	uint64_t ids[16];
+	size_t n = 99;
+	bool overflow = true;
+	int fd;
+
+	(void)state;
+	assert_int_equal(hp_sysfs_open("/", &b), 0);
+	fd = hp_watch_open(b);
+	if (fd == -EPROTONOSUPPORT || fd == -EAFNOSUPPORT || fd == -EPERM) {
+		hp_backend_close(b);
+		skip(); /* a sandbox without netlink */
+	}
+	assert_true(fd >= 0);
+	assert_int_equal(hp_watch_open(b), fd); /* the same fd */
+	assert_int_equal(hp_watch_read(b, ids, ARRAY_SIZE(ids), &n, &overflow), 0);
+	assert_false(overflow);
+	hp_backend_close(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+		T(test_sim_outside_changes_seen),
+		T(test_sim_neighbour_zones_follow),
+		T(test_sim_overflow_rescans),
+		T(test_tree_outside_changes_seen),
+		T(test_tree_overflow_rescans),
+		T(test_reads),
+		T(test_concurrent_readers),
+		cmocka_unit_test(test_uevent_parse),
+		cmocka_unit_test(test_uevent_socket_opens),
+	};
+	return cmocka_run_group_tests_name("livetable", tests, NULL, NULL);
+}
