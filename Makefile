@@ -52,7 +52,7 @@ PROGRAMS := $(B)/memgrantd $(B)/memgrant-helper $(B)/memgrantctl $(if $(and $(fi
 UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
-.PHONY: all check check-vm check-unit check-hotplug demo install clean distclean deps
+.PHONY: all check check-vm check-unit check-hotplug demo install clean distclean deps bench
 all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
 
 # --- compile -----------------------------------------------------------------
@@ -137,6 +137,11 @@ deps:
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
+
+# benchmarks, not part of check: bench/run.sh prints each figure against its
+# reference and writes $(B)/bench/summary.json (docs/performance.md)
+bench: all
+	$(Q)BUILD=$(B) sh bench/run.sh
 
 # a real kernel under QEMU (TCG): tests/vm/run.sh, docs/vm-test.md
 check-vm: all

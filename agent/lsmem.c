@@ -233,6 +233,31 @@ int lsmem_opts_finish(struct lsmem_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
+void lsmem_opts_need(const struct lsmem_opts *o, struct lsmem_need *need)
+{
+	bool used[LSMEM_NCOLS] = { false };
+	size_t n = o->ncolumns;
+	const int *cols = o->columns;
+
+	if (n == 0) {
+		cols = default_columns;
+		n = ARRAY_SIZE(default_columns);
+	}
+	/* a column's value is needed when it is shown or splits ranges; the
+	 * summary alone counts states */
+	for (size_t i = 0; o->want_table && i < n; i++)
+		if ((unsigned)cols[i] < LSMEM_NCOLS)
+			used[cols[i]] = true;
+	for (size_t i = 0; o->want_table && o->split_given && i < LSMEM_NCOLS; i++)
+		used[i] |= o->split[i];
+	memset(need, 0, sizeof(*need));
+	need->removable = used[LSMEM_COL_REMOVABLE];
+	need->node = used[LSMEM_COL_NODE];
+	need->zones = used[LSMEM_COL_ZONES];
+	need->memmap = used[LSMEM_COL_MEMMAP];
+	need->memmap_param = o->want_summary;
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* One block as lsmem sees it, and then one range of merged blocks. */
@@ -340,20 +365,19 @@ static bool column_skipped(const struct view *v, int id)
 static int build_view(struct view *v)
 {
 	const struct mem_table *t = v->t;
-	const struct mem_block *first = NULL;
-	const struct mem_block *b0;
 
 	v->have_memconfig = t->has_firmware;
-	/* lsmem looks at the first device directory for a node link and at
-	 * memory0/valid_zones for zones */
-	for (size_t i = 0; i < t->n; i++)
-		if (t->blocks[i].configured) {
-			first = &t->blocks[i];
-			break;
-		}
-	v->have_nodes = first && first->node >= 0;
-	b0 = mem_table_find(t, 0);
-	v->have_zones = b0 && b0->configured && b0->zones[0];
+	/* lsmem walks the device directories until one has a node link, and
+	 * until one has valid_zones: the first block present need not be
+	 * memory0 (aarch64 machines start higher) */
+	for (size_t i = 0; i < t->n && !(v->have_nodes && v->have_zones); i++) {
+		const struct mem_block *b = &t->blocks[i];
+
+		if (!b->configured)
+			continue;
+		v->have_nodes |= b->node >= 0;
+		v->have_zones |= b->zones[0] != '\0';
+	}
 
 	if (v->o->split_given) {
 		memcpy(v->split, v->o->split, sizeof(v->split));

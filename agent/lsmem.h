@@ -7,6 +7,9 @@
  *  - columns RANGE SIZE STATE REMOVABLE BLOCK NODE ZONES CONFIGURED
  *    MEMMAP-ON-MEMORY (MEMMAP_ON_MEMORY accepted as an alias), default
  *    RANGE,SIZE,STATE,REMOVABLE,BLOCK; "-o +COL" appends to the defaults;
+ *  - NODE and ZONES exist when some present block has a node link or
+ *    valid_zones (lsmem walks the device directories for them, so a machine
+ *    without memory0 still shows zones);
  *  - adjacent blocks merge into one range unless they differ in a value of
  *    a shown column (STATE, REMOVABLE, NODE, ZONES, CONFIGURED,
  *    MEMMAP-ON-MEMORY) or of the -S list; -a lists every block;
@@ -27,6 +30,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "agent/lsmemread.h"
 #include "hotplug/block.h"
 
 enum lsmem_col {
@@ -88,6 +92,10 @@ int lsmem_opts_set_format(struct lsmem_opts *o, enum lsmem_format f, char *err, 
 /* Cross-option checks after parsing (like lsmem: -S with -a,
  * --summary=only with -J/-P/-r). */
 int lsmem_opts_finish(struct lsmem_opts *o, char *err, size_t errlen);
+
+/* Which attributes the output of O needs (for lsmem_read_tree): the shown
+ * columns and the split columns; the summary needs only states. */
+void lsmem_opts_need(const struct lsmem_opts *o, struct lsmem_need *need);
 
 /* Prints table and/or summary of T to OUT.  0, -ENOMEM, -EIO (write error). */
 int lsmem_print(const struct mem_table *t, const struct lsmem_opts *o, FILE *out);

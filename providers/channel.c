@@ -8,12 +8,24 @@
  * waiting" into an eventfd the I/O thread can poll.  (The outbox stays
  * non-empty until the host acknowledges, so waiting on it unconditionally
  * would spin.)
+ *
+ * Waiting costs nothing while nothing happens (no timer): a port path that
+ * is missing or refuses is watched with inotify (its nearest existing
+ * directory), and a character device without host (POLLHUP, level
+ * triggered) is watched through an edge-triggered epoll of the port, which
+ * the driver wakes when the host connects (virtio_console wakes the port's
+ * wait queue on VIRTIO_CONSOLE_PORT_OPEN).  A few quick retries follow each
+ * change, for a socket that is bound before it listens.
  */
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <libgen.h>
+#include <limits.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,9 +40,10 @@
 
 #define DEST "channel"
 #define OUT_MAX (4u << 20)        /* pending output beyond this: the host is not reading */
-#define HUP_PROBE_MS 1000         /* how often a port without host is looked at */
+#define HUP_PROBE_MS 1000         /* without epoll: how often a port without host is looked at */
 #define RETRY_MIN_MS 200
 #define RETRY_MAX_MS 2000
+#define QUICK_RETRIES 5           /* timed retries after a change, then only events */
 
 /* ---- the provider ---------------------------------------------------------------- */
 
@@ -53,6 +66,7 @@ struct channel_provider {
 	int fd;
 	bool is_socket;
 	bool hup;             /* character device without a host */
+	int hup_ep;           /* edge-triggered epoll of fd while hup, -1 none */
 	struct channel_reader rd;
 	char *out;
 	size_t out_len, out_cap;
@@ -271,12 +285,50 @@ static const struct channel_reader_ops reader_ops = {
 	.too_long = on_too_long,
 };
 
+/* The port reports POLLHUP until a host connects: POLLHUP is level triggered,
+ * so poll() would return at once; an edge-triggered epoll reports only the
+ * wake-up of the port's wait queue.  0, or -errno (the caller probes on a timer). */
+static int hup_watch_start(struct channel_provider *p)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET };
+
+	if (p->hup_ep >= 0)
+		return 0;
+	p->hup_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (p->hup_ep < 0)
+		return -errno;
+	if (epoll_ctl(p->hup_ep, EPOLL_CTL_ADD, p->fd, &ev) < 0) {
+		int e = errno;
+		close(p->hup_ep);
+		p->hup_ep = -1;
+		return -e;
+	}
+	return 0;
+}
+
+static void hup_watch_end(struct channel_provider *p)
+{
+	if (p->hup_ep >= 0)
+		close(p->hup_ep);
+	p->hup_ep = -1;
+	p->hup = false;
+}
+
+/* Drains the edge-triggered epoll after it fired (the next edge re-arms it). */
+static void hup_watch_drain(struct channel_provider *p)
+{
+	struct epoll_event ev[4];
+
+	while (epoll_wait(p->hup_ep, ev, 4, 0) > 0) {
+	}
+}
+
 static void port_close(struct channel_provider *p)
 {
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
-	p->hup = false;
+	hup_watch_end(p);
 	p->out_len = 0;
 	p->inflight = 0;
 	channel_reader_reset(&p->rd);
@@ -327,7 +379,7 @@ static int port_open(struct channel_provider *p)
 		p->is_socket = false;
 	}
 	p->fd = fd;
-	p->hup = false;
+	hup_watch_end(p);
 	return 0;
 }
 
@@ -337,6 +389,75 @@ static bool sleep_or_stop(struct channel_provider *p, int ms)
 	struct pollfd pf = { .fd = p->stop_fd, .events = POLLIN };
 
 	return poll(&pf, 1, ms) > 0;
+}
+
+/*
+ * Waits until the port's path may have changed or stop is asked (true).
+ * ERR is why the last open failed: for a missing path (ENOENT, ENOTDIR) the
+ * nearest existing directory above it is watched for the next component
+ * appearing; otherwise (a socket that refuses, a device that cannot be
+ * opened) its own directory for events that name it.  Without inotify, or
+ * when nothing can be watched, waits FALLBACK_MS instead.
+ */
+static bool wait_for_path(struct channel_provider *p, int err, int fallback_ms)
+{
+	char dir[PATH_MAX], child[NAME_MAX + 1];
+	_cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	size_t len = strlen(p->path);
+	int wd = -1;
+
+	if (ifd < 0 || len >= sizeof(dir) || p->path[0] != '/')
+		return sleep_or_stop(p, fallback_ms);
+	memcpy(dir, p->path, len + 1);
+	/* dir/child: walk up while dir is missing (only for a missing path) */
+	for (;;) {
+		char *slash = strrchr(dir, '/');
+
+		if (!slash || strlen(slash + 1) > NAME_MAX)
+			return sleep_or_stop(p, fallback_ms);
+		memcpy(child, slash + 1, strlen(slash + 1) + 1);
+		if (slash == dir)
+			slash[1] = '\0'; /* "/" */
+		else
+			*slash = '\0';
+		wd = inotify_add_watch(ifd, dir, IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE |
+						  IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
+		if (wd >= 0)
+			break;
+		if ((errno != ENOENT && errno != ENOTDIR) || streq(dir, "/"))
+			return sleep_or_stop(p, fallback_ms);
+	}
+	/* it may have appeared between the failed open and the watch */
+	if ((err == ENOENT || err == ENOTDIR)) {
+		char probe[PATH_MAX];
+		if (snprintf(probe, sizeof(probe), "%s/%s", streq(dir, "/") ? "" : dir, child) <
+			    (int)sizeof(probe) &&
+		    access(probe, F_OK) == 0)
+			return false;
+	}
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = p->stop_fd, .events = POLLIN }, { .fd = ifd, .events = POLLIN } };
+		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+		ssize_t n;
+
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return sleep_or_stop(p, fallback_ms);
+		}
+		if (pf[0].revents)
+			return true;
+		n = read(ifd, buf, sizeof(buf));
+		for (ssize_t off = 0; n > 0 && off < n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
+
+			off += (ssize_t)(sizeof(*ev) + ev->len);
+			if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+				return false; /* look again from the start */
+			if (ev->len && streq(ev->name, child))
+				return false;
+		}
+	}
 }
 
 /* The host went away: a socket is closed and connected again, a device waits for HUP to clear. */
@@ -399,7 +520,7 @@ static void do_write(struct channel_provider *p)
 static void *io_main(void *arg)
 {
 	struct channel_provider *p = arg;
-	int retry_ms = RETRY_MIN_MS;
+	int retry_ms = RETRY_MIN_MS, quick = 0;
 
 	for (;;) {
 		struct pollfd pf[3];
@@ -409,35 +530,47 @@ static void *io_main(void *arg)
 			r = port_open(p);
 			if (r < 0) {
 				if (!p->warned_missing)
-					log_info(p->log, "channel: cannot open %s: %s; trying again", p->path,
-						 strerror(-r));
+					log_info(p->log, "channel: cannot open %s: %s; trying again when it changes",
+						 p->path, strerror(-r));
 				p->warned_missing = true;
-				if (sleep_or_stop(p, retry_ms))
-					break;
-				retry_ms = retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : retry_ms * 2;
+				if (quick < QUICK_RETRIES) {
+					/* just started or just changed: it may be on its way */
+					quick++;
+					if (sleep_or_stop(p, retry_ms))
+						break;
+					retry_ms = retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : retry_ms * 2;
+				} else {
+					if (wait_for_path(p, -r, RETRY_MAX_MS))
+						break;
+					quick = 0;
+					retry_ms = RETRY_MIN_MS;
+				}
 				continue;
 			}
 			retry_ms = RETRY_MIN_MS;
+			quick = 0;
 			p->warned_missing = false;
 			log_info(p->log, "channel: %s open", p->path);
 			session_start(p);
 		}
 		if (p->hup) {
-			/* a port without host keeps reporting POLLHUP: look again later */
+			/* a port without host keeps reporting POLLHUP: wait for its edge */
 			struct pollfd probe = { .fd = p->fd, .events = POLLIN };
+			if (p->hup_ep >= 0)
+				hup_watch_drain(p);
 			if (poll(&probe, 1, 0) >= 0 && !(probe.revents & (POLLHUP | POLLERR | POLLNVAL))) {
-				p->hup = false;
+				hup_watch_end(p);
 				log_info(p->log, "channel: host connected to %s", p->path);
 				session_start(p);
-			} else {
+			} else if (p->hup_ep < 0 && hup_watch_start(p) < 0) {
 				timeout = HUP_PROBE_MS;
 			}
 		}
 
 		pf[0] = (struct pollfd){ .fd = p->stop_fd, .events = POLLIN };
 		pf[1] = (struct pollfd){ .fd = p->outbox_fd, .events = POLLIN };
-		pf[2] = (struct pollfd){ .fd = p->hup ? -1 : p->fd,
-					 .events = (short)(POLLIN | (p->out_len ? POLLOUT : 0)) };
+		pf[2] = (struct pollfd){ .fd = p->hup ? p->hup_ep : p->fd,
+					 .events = (short)(POLLIN | (!p->hup && p->out_len ? POLLOUT : 0)) };
 		n = poll(pf, 3, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -473,6 +606,8 @@ static void provider_free(struct channel_provider *p)
 {
 	if (p->fd >= 0)
 		close(p->fd);
+	if (p->hup_ep >= 0)
+		close(p->hup_ep);
 	if (p->stop_fd >= 0)
 		close(p->stop_fd);
 	if (p->outbox_fd >= 0)
@@ -497,7 +632,7 @@ int channel_provider_start(const struct mg_channel_config *cfg, struct engine *d
 		return -ENOMEM;
 	p->d = d;
 	p->log = log;
-	p->fd = p->stop_fd = p->outbox_fd = -1;
+	p->fd = p->stop_fd = p->outbox_fd = p->hup_ep = -1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	r = engine_source_add(d, DEST, ENGINE_SOURCE_REPORTS, &p->source);

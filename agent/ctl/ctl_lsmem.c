@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memgrantctl lsmem: util-linux lsmem's options and output over the chosen
- * backend (sim, or sysfs under --sysroot, "/" by default: reading only).
+ * memgrantctl lsmem: util-linux lsmem's options and output.  Where the table
+ * comes from:
+ *   --sim FILE       the sim's model of the machine;
+ *   --sysroot DIR    the tree under DIR, read directly (agent/lsmemread.h:
+ *                    only the attributes the output needs);
+ *   --socket PATH    memgrantd's block table (GET /v1/blocks), nothing read
+ *                    from sysfs here;
+ *   none of these    memgrantd's table when it runs (MEMGRANT_SOCKET or the
+ *                    default socket), else "/" read directly, with a note.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +34,7 @@ static void lsmem_usage(FILE *f)
 	      " -J, --json           use JSON output format\n"
 	      " -P, --pairs          use key=\"value\" output format\n"
 	      " -a, --all            list each individual memory block\n"
+	      "     --annotate[=when] annotate columns with a tooltip (always|never|auto)\n"
 	      " -b, --bytes          print SIZE in bytes rather than in human readable format\n"
 	      " -n, --noheadings     don't print headings\n"
 	      " -o, --output <list>  output columns\n"
@@ -34,6 +44,7 @@ static void lsmem_usage(FILE *f)
 	      " -s, --sysroot <dir>  use the specified directory as system root\n"
 	      "     --summary[=when] print summary information (never,always or only)\n"
 	      " -h, --help           display this help\n"
+	      " -V, --version        display version\n"
 	      "\n"
 	      "Available output columns:\n",
 	      f);
@@ -41,11 +52,32 @@ static void lsmem_usage(FILE *f)
 		fprintf(f, " %16s  %s\n", lsmem_column_name(i), lsmem_column_help(i));
 }
 
+/* A socket file there: the daemon is worth asking (no note when it is not). */
+static bool daemon_socket_exists(const struct ctl_ctx *ctx)
+{
+	return access(ctl_socket_path(ctx), F_OK) == 0;
+}
+
+static int table_from_daemon(const struct ctl_ctx *ctx, struct mem_table **t, char *err, size_t errlen)
+{
+	json_t *reply = NULL;
+	int r = ctl_get_json(ctx, "/v1/blocks", &reply);
+
+	if (r < 0)
+		return r;
+	r = blockjson_to_table(reply, t, err, errlen);
+	json_decref(reply);
+	if (r < 0)
+		ctl_err("lsmem: memgrantd sent a block table that does not parse: %s", err);
+	return r;
+}
+
 int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 {
-	enum { OPT_SUMMARY = 0x100, OPT_OUTPUT_ALL };
+	enum { OPT_SUMMARY = 0x100, OPT_OUTPUT_ALL, OPT_ANNOTATE };
 	static const struct option longopts[] = {
 		{ "all", no_argument, NULL, 'a' },
+		{ "annotate", optional_argument, NULL, OPT_ANNOTATE },
 		{ "bytes", no_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "json", no_argument, NULL, 'J' },
@@ -57,6 +89,7 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 		{ "split", required_argument, NULL, 'S' },
 		{ "sysroot", required_argument, NULL, 's' },
 		{ "summary", optional_argument, NULL, OPT_SUMMARY },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	_cleanup_backend_ struct hp_backend *be = NULL;
@@ -68,7 +101,7 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 
 	lsmem_opts_init(&o);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":abhJno:PrS:s:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":abhJno:PrS:s:V", longopts, NULL)) != -1) {
 		r = 0;
 		switch (c) {
 		case 'a':
@@ -80,6 +113,19 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 		case 'h':
 			lsmem_usage(stdout);
 			return CTL_EXIT_OK;
+		case 'V':
+			/* lsmem's "%s from %s" */
+			printf("memgrantctl lsmem from memgrant %s\n", MEMGRANT_VERSION);
+			return CTL_EXIT_OK;
+		case OPT_ANNOTATE:
+			/* header tooltips need libsmartcols 2.40; the words are checked
+			 * as lsmem checks them, the output is the same without them */
+			if (optarg && !streq(optarg, "always") && !streq(optarg, "never") &&
+			    !streq(optarg, "auto")) {
+				ctl_err("lsmem: invalid argument of --annotate: %s", optarg);
+				return CTL_EXIT_FAILURE;
+			}
+			break;
 		case 'J':
 			r = lsmem_opts_set_format(&o, LSMEM_FMT_JSON, err, sizeof(err));
 			break;
@@ -127,6 +173,8 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 		ctl_err("lsmem: unexpected argument '%s'", argv[optind]);
 		return CTL_EXIT_FAILURE;
 	}
+	if (!outarg)
+		outarg = getenv("LSMEM_COLUMNS"); /* as lsmem: only without -o */
 	if (outarg && lsmem_opts_set_columns(&o, outarg, err, sizeof(err)) < 0) {
 		ctl_err("lsmem: %s", err);
 		return CTL_EXIT_FAILURE;
@@ -136,24 +184,35 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 		return CTL_EXIT_FAILURE;
 	}
 
-	if (ctx->socket && !ctx->sim && !ctx->sysroot) {
+	if (!ctx->sim && !ctx->sysroot && (ctx->socket || daemon_socket_exists(ctx))) {
 		/* through memgrantd: the machine as the agent sees it */
-		json_t *reply = NULL;
-		if (ctl_get_json(ctx, "/v1/blocks", &reply) < 0)
+		r = table_from_daemon(ctx, &t, err, sizeof(err));
+		if (r < 0 && ctx->socket)
 			return CTL_EXIT_FAILURE;
-		r = blockjson_to_table(reply, &t, err, sizeof(err));
-		json_decref(reply);
-		if (r < 0) {
-			ctl_err("lsmem: memgrantd sent a block table that does not parse: %s", err);
-			return CTL_EXIT_FAILURE;
-		}
-	} else {
+		if (r < 0)
+			fprintf(stderr, "memgrantctl: lsmem: memgrantd did not answer at %s: reading /sys directly\n",
+				ctl_socket_path(ctx));
+	}
+	if (!t && ctx->sim) {
 		if (ctl_open_backend(ctx, "/", &be) < 0)
 			return CTL_EXIT_FAILURE;
 		r = hp_discover(be, &t);
 		if (r < 0) {
 			ctl_err("lsmem: cannot read the memory blocks under %s: %s (%s)", be->root,
 				strerror(-r), errno_name(-r));
+			return CTL_EXIT_FAILURE;
+		}
+	} else if (!t) {
+		struct lsmem_need need;
+
+		lsmem_opts_need(&o, &need);
+		r = lsmem_read_tree(ctx->sysroot ? ctx->sysroot : "/", &need, &t, err, sizeof(err));
+		if (r == -ENOENT) {
+			ctl_err("lsmem: this system does not support memory blocks (%s)", err);
+			return CTL_EXIT_FAILURE;
+		}
+		if (r < 0) {
+			ctl_err("lsmem: %s", err);
 			return CTL_EXIT_FAILURE;
 		}
 	}

@@ -79,8 +79,14 @@ cpu() { awk '{print $14 + $15}' "/proc/$DAEMON_PID/stat"; }
 before=$(cpu)
 sleep 3
 after=$(cpu)
-# spinning on POLLHUP would burn ~300 ticks in 3 s; probing once a second costs nothing
+# spinning on POLLHUP would burn ~300 ticks in 3 s
 [ $((after - before)) -le 10 ] || fail "the agent spins while the host is away: $((after - before)) ticks in 3 s"
+# and it does not wake up either: the port's edge, not a timer, tells when a host comes
+ctxsw() { cat /proc/"$DAEMON_PID"/task/*/status | awk '/ctxt_switches/ { s += $2 } END { print s }'; }
+before=$(ctxsw)
+sleep 3
+after=$(ctxsw)
+[ $((after - before)) -le 1 ] || fail "the agent wakes up while the host is away: $((after - before)) context switches in 3 s"
 $CTL status >/dev/null || fail "API while the channel has no host"
 stop_daemon
 echo ok

@@ -25,6 +25,10 @@ grep -qx '0x0000000080000000-0x00000000bfffffff 16-23 online Movable yes' "$T/ls
 $CTL lsmem -a -J > "$T/via-daemon.json" || fail "lsmem through the daemon"
 $MEMGRANTCTL --sim "$SIM" lsmem -a -J > "$T/direct.json"
 cmp -s "$T/via-daemon.json" "$T/direct.json" || fail "lsmem via the daemon differs from the sim's own"
+# without --socket: the daemon when its socket is there (MEMGRANT_SOCKET), no note
+MEMGRANT_SOCKET=$SOCK $MEMGRANTCTL lsmem -a -J > "$T/default.json" 2> "$T/default.err" || fail "lsmem without --socket"
+cmp -s "$T/default.json" "$T/direct.json" || fail "lsmem without --socket did not ask the daemon"
+[ ! -s "$T/default.err" ] || fail "lsmem through the daemon wrote to stderr: $(cat "$T/default.err")"
 
 $CTL revoke 512M --wait > "$T/revoke.out" || fail "revoke 512M exited $?"
 grep -q "applied, 512M of 512M" "$T/revoke.out" || fail "revoke summary: $(cat "$T/revoke.out")"

@@ -4,6 +4,7 @@
  * firmware view (kernel.md C0, C14), summary lines (P1), -o parsing,
  * JSON/raw/pairs forms, sizes like util-linux.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,8 @@
 #include <jansson.h>
 
 #include "agent/lsmem.h"
+#include "agent/lsmemread.h"
+#include "tests/fixtures/gentree.h"
 #include "hotplug/block.h"
 #include "lib/size.h"
 #include "lib/util.h"
@@ -414,6 +417,116 @@ static void test_size_format_like_util_linux(void **state)
 	}
 }
 
+/*
+ * The shape of util-linux's aarch64 dump: 128M blocks from memory8192 on,
+ * no memory0, a hole (8317-8318), valid_zones and node links.  ZONES and NODE
+ * must show: lsmem finds them on the first block present.
+ */
+static void make_aarch64_tree(const char *root)
+{
+	gt_put(root, "sys/devices/system/memory/block_size_bytes", "8000000\n");
+	gt_put(root, "sys/devices/system/memory/auto_online_blocks", "offline\n");
+	for (uint64_t id = 8192; id <= 8319; id++) {
+		if (id == 8317 || id == 8318)
+			continue;
+		gt_dev_block(root, id, "online", id < 8200 ? "DMA" : "Normal", 0);
+	}
+}
+
+static char *render_tree(const char *root, struct lsmem_opts *o)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct lsmem_need need;
+	char err[256];
+
+	lsmem_opts_need(o, &need);
+	assert_int_equal(lsmem_read_tree(root, &need, &t, err, sizeof(err)), 0);
+	return render(t, o);
+}
+
+static void test_tree_first_block_not_memory0(void **state)
+{
+	char *root = gt_mktemp();
+	struct lsmem_opts o;
+	_cleanup_free_ char *out = NULL;
+
+	make_aarch64_tree(root);
+	opts_cols(&o, "RANGE,SIZE,STATE,BLOCK,NODE,ZONES");
+	out = render_tree(root, &o);
+	expect_text(out, "RANGE                                  SIZE  STATE     BLOCK NODE  ZONES\n"
+			 "0x0000010000000000-0x000001003fffffff    1G online 8192-8199    0    DMA\n"
+			 "0x0000010040000000-0x00000103e7ffffff 14.6G online 8200-8316    0 Normal\n"
+			 "0x00000103f8000000-0x00000103ffffffff  128M online      8319    0 Normal\n"
+			 "\n"
+			 "Memory block size:                128M\n"
+			 "Total online memory:             15.8G\n"
+			 "Total offline memory:               0B\n");
+	gt_rm(root);
+}
+
+/* Only what the output needs is read: a block with a broken valid_zones or
+ * removable does not matter unless those columns are asked for. */
+static void test_tree_reads_only_needed(void **state)
+{
+	char *root = gt_mktemp();
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct lsmem_opts o;
+	struct lsmem_need need;
+	char err[256];
+
+	gt_machine(root, 4, 4, 1);
+	opts_cols(&o, NULL);
+	lsmem_opts_need(&o, &need);
+	assert_true(need.removable);
+	assert_false(need.zones);
+	assert_false(need.node);
+	assert_false(need.memmap);
+	assert_true(need.memmap_param);
+	assert_int_equal(lsmem_read_tree(root, &need, &t, err, sizeof(err)), 0);
+	assert_int_equal(t->n, 8);
+	assert_true(t->has_firmware);
+	assert_string_equal(t->memmap_param, "Y");
+	assert_int_equal(t->blocks[0].state, MEM_STATE_ONLINE);
+	assert_int_equal(t->blocks[0].removable, 1);
+	assert_string_equal(t->blocks[0].zones, ""); /* not read */
+	assert_int_equal(t->blocks[0].node, -1);      /* not read */
+	assert_false(t->blocks[5].configured);         /* config 0: standby */
+	assert_int_equal(t->blocks[5].memmap_on_memory, -1);
+	mem_table_free(TAKE_PTR(t));
+
+	/* -S NODE with -o RANGE: the split column is read, the summary alone reads states */
+	opts_cols(&o, "RANGE");
+	assert_int_equal(lsmem_opts_set_split(&o, "NODE,MEMMAP-ON-MEMORY", err, sizeof(err)), 0);
+	lsmem_opts_need(&o, &need);
+	assert_true(need.node);
+	assert_true(need.memmap);
+	assert_false(need.removable);
+	assert_int_equal(lsmem_read_tree(root, &need, &t, err, sizeof(err)), 0);
+	assert_int_equal(t->blocks[0].node, 0);
+	assert_int_equal(t->blocks[5].memmap_on_memory, 1);
+	lsmem_opts_init(&o);
+	assert_int_equal(lsmem_opts_set_summary(&o, "only", err, sizeof(err)), 0);
+	lsmem_opts_need(&o, &need);
+	assert_false(need.removable || need.node || need.zones || need.memmap);
+	gt_rm(root);
+}
+
+/* No block_size_bytes: ENOENT naming the file; not hex: EINVAL. */
+static void test_tree_errors(void **state)
+{
+	char *root = gt_mktemp();
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct lsmem_need need = { 0 };
+	char err[512];
+
+	assert_int_equal(lsmem_read_tree(root, &need, &t, err, sizeof(err)), -ENOENT);
+	gt_put(root, "sys/devices/system/memory/block_size_bytes", "zz\n");
+	assert_int_equal(lsmem_read_tree(root, &need, &t, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "block_size_bytes"));
+	assert_null(t);
+	gt_rm(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -430,6 +543,9 @@ int main(void)
 		cmocka_unit_test(test_summary_only_bytes),
 		cmocka_unit_test(test_column_parsing),
 		cmocka_unit_test(test_size_format_like_util_linux),
+		cmocka_unit_test(test_tree_first_block_not_memory0),
+		cmocka_unit_test(test_tree_reads_only_needed),
+		cmocka_unit_test(test_tree_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
