@@ -34,44 +34,55 @@ static int open_through_helper(const struct mg_config *cfg, const struct mg_log 
 	return hp_privsep_open(helper_fd, reader, out);
 }
 
+int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
+{
+	int r;
+
+	if (access(s->state, F_OK) < 0) {
+		struct sim_params p = {
+			.online_bytes = s->online,
+			.standby_bytes = s->standby,
+			.block_size = s->block_size,
+			.memmap_supported = s->memmap_on_memory_supported,
+			.has_firmware = s->has_firmware,
+			.used_bytes = s->used,
+			.auto_online = mem_auto_online_name(s->auto_online_blocks),
+			.tree = s->tree,
+		};
+		r = sim_init(s->state, &p);
+		if (r < 0) {
+			log_err(log, "cannot create the sim %s: %s", s->state, strerror(-r));
+			return r;
+		}
+		log_notice(log, "created sim machine %s", s->state);
+	}
+	if (s->faults.configure_eio.n || s->faults.offline_ebusy.n || s->faults.latency_ms) {
+		struct sim_faults f = {
+			.configure_eio = s->faults.configure_eio.ids,
+			.n_configure_eio = s->faults.configure_eio.n,
+			.offline_ebusy = s->faults.offline_ebusy.ids,
+			.n_offline_ebusy = s->faults.offline_ebusy.n,
+			.latency_ms = s->faults.latency_ms,
+		};
+		r = sim_set_faults(s->state, &f);
+		if (r < 0) {
+			log_err(log, "cannot set the faults of the sim %s: %s", s->state, strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
 int backend_open(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct hp_backend **out)
 {
 	if (helper_fd >= 0)
 		return open_through_helper(cfg, log, helper_fd, out);
 	if (cfg->backend.type == MG_BACKEND_SIM) {
 		const struct mg_sim_config *s = &cfg->backend.sim;
-		int r;
+		int r = backend_prepare_sim(s, log);
 
-		if (access(s->state, F_OK) < 0) {
-			struct sim_params p = {
-				.online_bytes = s->online,
-				.standby_bytes = s->standby,
-				.block_size = s->block_size,
-				.memmap_supported = s->memmap_on_memory_supported,
-				.has_firmware = s->has_firmware,
-				.used_bytes = s->used,
-				.auto_online = mem_auto_online_name(s->auto_online_blocks),
-				.tree = s->tree,
-			};
-			r = sim_init(s->state, &p);
-			if (r < 0) {
-				log_err(log, "cannot create the sim %s: %s", s->state, strerror(-r));
-				return r;
-			}
-			log_notice(log, "created sim machine %s", s->state);
-		}
-		if (s->faults.configure_eio.n || s->faults.offline_ebusy.n || s->faults.latency_ms) {
-			struct sim_faults f = {
-				.configure_eio = s->faults.configure_eio.ids,
-				.n_configure_eio = s->faults.configure_eio.n,
-				.offline_ebusy = s->faults.offline_ebusy.ids,
-				.n_offline_ebusy = s->faults.offline_ebusy.n,
-				.latency_ms = s->faults.latency_ms,
-			};
-			r = sim_set_faults(s->state, &f);
-			if (r < 0)
-				return r;
-		}
+		if (r < 0)
+			return r;
 		r = hp_sim_open(s->state, out);
 		if (r < 0) {
 			char why[256] = "";

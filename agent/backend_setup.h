@@ -18,11 +18,15 @@
 struct engine;
 struct hp_backend;
 struct mg_config;
+struct mg_sim_config;
 struct mg_log;
 
 /* With HELPER_FD >= 0 (always closed): reads here, writes through the
  * privileged helper at its end, which opened (and for the sim created) the
  * machine already.  With -1: the backend itself, the sim created when missing. */
 int backend_open(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct hp_backend **out);
+/* Creates the sim S describes when it is missing and applies its faults (the
+ * helper does this before the split; tests and demos). */
+int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log);
 void backend_take_over_onlining(struct engine *e);
 void backend_give_back_onlining(struct engine *e);

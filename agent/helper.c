@@ -6,53 +6,13 @@
 #include "sandbox.h"
 #include "../hotplug/privhelper.h"
 #include "../hotplug/sim.h"
+#include "backend_setup.h"
 #include "../lib/util.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-
-/* Creates the sim when it is missing and applies the configured faults, as
- * the configuration describes the machine (tests and demos). */
-static int prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
-{
-	int r;
-
-	if (access(s->state, F_OK) < 0) {
-		struct sim_params p = {
-			.online_bytes = s->online,
-			.standby_bytes = s->standby,
-			.block_size = s->block_size,
-			.memmap_supported = s->memmap_on_memory_supported,
-			.has_firmware = s->has_firmware,
-			.used_bytes = s->used,
-			.auto_online = mem_auto_online_name(s->auto_online_blocks),
-			.tree = s->tree,
-		};
-		r = sim_init(s->state, &p);
-		if (r < 0) {
-			log_err(log, "cannot create the sim %s: %s", s->state, strerror(-r));
-			return r;
-		}
-		log_notice(log, "created sim machine %s", s->state);
-	}
-	if (s->faults.configure_eio.n || s->faults.offline_ebusy.n || s->faults.latency_ms) {
-		struct sim_faults f = {
-			.configure_eio = s->faults.configure_eio.ids,
-			.n_configure_eio = s->faults.configure_eio.n,
-			.offline_ebusy = s->faults.offline_ebusy.ids,
-			.n_offline_ebusy = s->faults.offline_ebusy.n,
-			.latency_ms = s->faults.latency_ms,
-		};
-		r = sim_set_faults(s->state, &f);
-		if (r < 0) {
-			log_err(log, "cannot set the faults of the sim %s: %s", s->state, strerror(-r));
-			return r;
-		}
-	}
-	return 0;
-}
 
 /* The child: only stderr (for the log) and the socket, as fd 3, stay. */
 __attribute__((noreturn))
@@ -105,7 +65,7 @@ int helper_start(const struct mg_config *cfg, const struct mg_log *log, const ch
 	pid_t pid;
 
 	if (cfg->backend.type == MG_BACKEND_SIM) {
-		int r = prepare_sim(&cfg->backend.sim, log);
+		int r = backend_prepare_sim(&cfg->backend.sim, log);
 		if (r < 0)
 			return r;
 	}
