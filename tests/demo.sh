@@ -20,6 +20,7 @@ cat > "$D/memgrant.yaml" <<YAML
 agent:
   id: demo-guest
   state_dir: $D/state
+  user: $(id -un)   # a demo keeps its own user (a package runs as memgrant)
   api_socket: $SOCK
 backend:
   type: sim
