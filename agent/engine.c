@@ -189,7 +189,7 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, struct eng
 	r = events_new(1024, &e->events);
 	if (r < 0)
 		goto fail;
-	r = journal_open(e->state_dir, NULL, &e->journal, err, sizeof(err));
+	r = intentlog_open(e->state_dir, NULL, &e->journal, NULL, err, sizeof(err));
 	if (r < 0) {
 		log_err(&e->log, "journal %s: %s", e->state_dir, err[0] ? err : strerror(-r));
 		goto fail;
@@ -237,7 +237,7 @@ void engine_free(struct engine *e)
 		op_free(o);
 	}
 	hp_backend_close(e->backend);
-	journal_close(e->journal);
+	intentlog_close(e->journal);
 	events_free(e->events);
 	metrics_free(e->metrics);
 	if (e->notify_fd >= 0)
