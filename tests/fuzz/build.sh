@@ -36,7 +36,7 @@ for h in $HARNESSES; do
 	message) src="agent/message.c" ;;
 	config) src="config/config.c" ;;
 	blockjson) src="hotplug/blockjson.c hotplug/block.c" ;;
-	journal) src="agent/intentlog.c agent/recordlog.c agent/message.c lib/crc32c.c" ;;
+	journal) src="agent/intentlog.c agent/intentlog_replay.c agent/intentlog_migrate.c agent/recordlog.c agent/message.c lib/crc32c.c" ;;
 	*) echo "build.sh: unknown harness '$h' (message, config, blockjson, journal)" >&2; exit 2 ;;
 	esac
 	echo "  FUZZCC  $OUT/fuzz_$h"
