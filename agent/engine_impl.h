@@ -50,6 +50,7 @@ struct engine {
 	/* parts */
 	struct hp_backend *backend;
 	struct intentlog *journal;
+	bool journal_fresh;         /* the state dir had no journal at all (recovery warns) */
 	struct metrics *metrics;
 	struct event_bus *events;
 	int notify_fd;

@@ -236,10 +236,48 @@ static int requeue_unfinished(struct engine *e)
 	return r;
 }
 
+/*
+ * No journal at all (a first start, or a state_dir that was lost) next to
+ * standby memory that is online: those blocks were brought up by someone we
+ * cannot know (an earlier install, an operator).  They stay foreign: no
+ * grant owns them and no revocation takes them; say so loudly, once.
+ * Standby memory is told from boot memory by memmap_on_memory=1 (kernel.md
+ * C2: boot blocks read 0); where the kernel cannot do memmap on memory the
+ * two look alike and nothing is named.
+ */
+static void warn_foreign_standby(struct engine *e)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_free_ char *list = NULL;
+	size_t n = 0, len = 0;
+
+	if (!e->journal_fresh || hp_discover(e->backend, &t) < 0)
+		return;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mem_block *b = &t->blocks[i];
+		char *grown;
+		int k;
+
+		if (!b->in_firmware || !b->configured || b->state == MEM_STATE_OFFLINE || b->memmap_on_memory != 1)
+			continue;
+		grown = realloc(list, len + 24);
+		if (!grown)
+			return;
+		list = grown;
+		k = snprintf(list + len, 24, "%s%llu", n ? " " : "", (unsigned long long)b->id);
+		len += (size_t)k;
+		n++;
+	}
+	if (n)
+		log_warn(&e->log, "no journal in %s, but %zu standby block%s online (%s): "
+			 "they stay foreign, owned by no grant and never revoked", e->state_dir, n, n == 1 ? " is" : "s are", list);
+}
+
 int recovery_run(struct engine *e)
 {
 	if (e->own_onlining)
 		backend_take_over_onlining(e);
+	warn_foreign_standby(e);
 	reconcile_step(e);
 	reconcile_owned(e);
 	return requeue_unfinished(e);
