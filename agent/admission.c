@@ -20,10 +20,10 @@
 /* Ownership list for the planner from the journal; called with e->lock held. */
 int owned_list_locked(struct engine *e, struct owned_block **out, size_t *n)
 {
-	_cleanup_free_ struct journal_block *jb = NULL;
+	_cleanup_free_ struct intentlog_block *jb = NULL;
 	struct owned_block *ob;
 	size_t k = 0;
-	int r = journal_owned_blocks(e->journal, &jb, &k);
+	int r = intentlog_owned_blocks(e->journal, &jb, &k);
 
 	if (r < 0)
 		return r;
@@ -265,11 +265,11 @@ static int precheck_locked(struct engine *e, const struct msg *m, const struct m
 
 static bool id_taken(struct engine *e, const char *id)
 {
-	struct journal_grant g = { 0 };
+	struct intentlog_grant g = { 0 };
 
-	if (journal_get_grant(e->journal, id, &g) < 0)
+	if (intentlog_get_grant(e->journal, id, &g) < 0)
 		return false;
-	journal_grant_done(&g);
+	intentlog_grant_done(&g);
 	return true;
 }
 
@@ -282,7 +282,7 @@ static bool id_taken(struct engine *e, const char *id)
  */
 static int number_locked(struct engine *e, const struct engine_source *src, struct msg *m, struct msg_error *err)
 {
-	uint64_t last = journal_last_generation(e->journal, src->name), gen;
+	uint64_t last = intentlog_last_generation(e->journal, src->name), gen;
 
 	if (m->generation) {
 		/* numbered by the operator: then the id is theirs to give too */
@@ -333,27 +333,27 @@ static int refuse(struct engine_verdict *v, int r)
 static int check_generation_locked(struct engine *e, const struct engine_source *src, const struct msg *m,
 				   struct engine_verdict *v)
 {
-	struct journal_grant rec = { 0 };
-	int r = journal_lookup_generation(e->journal, src->name, m->generation, &rec);
+	struct intentlog_grant rec = { 0 };
+	int r = intentlog_lookup_generation(e->journal, src->name, m->generation, &rec);
 
-	if (r == JOURNAL_GEN_REPLAY) {
+	if (r == ILOG_GEN_REPLAY) {
 		/* a replay: the recorded answer, nothing applied */
 		v->kind = ENGINE_REPLAY;
-		v->report = rec.status ? json_incref(rec.status) : journal_grant_json(e->journal, rec.id);
-		journal_grant_done(&rec);
+		v->report = rec.status ? json_incref(rec.status) : intentlog_grant_json(e->journal, rec.id);
+		intentlog_grant_done(&rec);
 		log_info(&e->log, "%s from %s: generation %llu already seen, answering with the recorded status", m->id,
 			 src->name, (unsigned long long)m->generation);
 		return 1;
 	}
-	if (r == JOURNAL_GEN_STALE)
+	if (r == ILOG_GEN_STALE)
 		return msg_error_set(&v->error, ESTALE,
 				     "generation %llu is not above the last generation %llu from %s: stale, nothing applied",
 				     (unsigned long long)m->generation,
-				     (unsigned long long)journal_last_generation(e->journal, src->name), src->name);
+				     (unsigned long long)intentlog_last_generation(e->journal, src->name), src->name);
 	if (r < 0)
 		return msg_error_set(&v->error, r, "bad source \"%s\"", src->name);
-	if (journal_get_grant(e->journal, m->id, &rec) == 0) {
-		journal_grant_done(&rec);
+	if (intentlog_get_grant(e->journal, m->id, &rec) == 0) {
+		intentlog_grant_done(&rec);
 		return msg_error_set(&v->error, EEXIST, "id \"%s\" is already used by another grant or revocation",
 				     m->id);
 	}
@@ -371,7 +371,7 @@ static void record_rejection_locked(struct engine *e, struct op *o, const struct
 	snprintf(o->err_code, sizeof(o->err_code), "%s", err->code);
 	snprintf(o->err_msg, sizeof(o->err_msg), "%s", err->message);
 	report = op_report(e, o, t);
-	r = journal_record_grant(e->journal, o->src->name, o->msg, MSG_STATE_REJECTED, report, op_report_dest(o));
+	r = intentlog_accept(e->journal, o->src->name, o->msg, MSG_STATE_REJECTED, report, op_report_dest(o));
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal the rejection: %s", o->msg->id, strerror(-r));
 	log_notice(&e->log, "%s %s from %s rejected: %s", msg_type_name(o->msg->type), o->msg->id, o->src->name,
@@ -452,7 +452,7 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	o->state = MSG_STATE_ACCEPTED;
 	report = op_report(e, o, t);
 	/* durable before acknowledged */
-	r = report ? journal_record_grant(e->journal, src->name, o->msg, MSG_STATE_ACCEPTED, report,
+	r = report ? intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_ACCEPTED, report,
 					  op_report_dest(o))
 		   : -ENOMEM;
 	if (r < 0) {

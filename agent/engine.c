@@ -157,6 +157,7 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 	struct engine *e = calloc(1, sizeof(*e));
 	pthread_condattr_t ca;
 	char err[256] = "";
+	struct intentlog_opened opened = { 0 };
 	int r;
 
 	if (!e) {
@@ -192,11 +193,18 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 	r = events_new(1024, &e->events);
 	if (r < 0)
 		goto fail;
-	r = journal_open(e->state_dir, NULL, &e->journal, err, sizeof(err));
+	r = intentlog_open(e->state_dir, NULL, &e->journal, &opened, err, sizeof(err));
 	if (r < 0) {
 		log_err(&e->log, "journal %s: %s", e->state_dir, err[0] ? err : strerror(-r));
 		goto fail;
 	}
+	e->journal_fresh = opened.fresh;
+	if (opened.migrated)
+		log_notice(&e->log, "journal %s: journal.json migrated to journal.log (kept as journal.json.migrated)",
+			   e->state_dir);
+	if (opened.torn)
+		log_warn(&e->log, "journal %s: cut a torn last record at byte %llu (%s)", e->state_dir,
+			 (unsigned long long)opened.torn_offset, opened.torn_why);
 	r = backend_open(cfg, &e->log, helper_fd, &e->backend);
 	helper_fd = -1;
 	if (r < 0) {
@@ -243,7 +251,7 @@ void engine_free(struct engine *e)
 		op_free(o);
 	}
 	hp_backend_close(e->backend);
-	journal_close(e->journal);
+	intentlog_close(e->journal);
 	events_free(e->events);
 	metrics_free(e->metrics);
 	if (e->notify_fd >= 0)

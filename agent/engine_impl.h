@@ -17,7 +17,7 @@
 #include "../hotplug/backend.h"
 #include "../hotplug/policy.h"
 #include "engine.h"
-#include "journal.h"
+#include "intentlog.h"
 #include "metrics.h"
 #include "ops.h"
 
@@ -49,7 +49,8 @@ struct engine {
 	struct engine_settings set;
 	/* parts */
 	struct hp_backend *backend;
-	struct journal *journal;
+	struct intentlog *journal;
+	bool journal_fresh;         /* the state dir had no journal at all (recovery warns) */
 	struct metrics *metrics;
 	struct event_bus *events;
 	int notify_fd;

@@ -195,14 +195,14 @@ static int abort_op(struct engine *e, struct op *o, int err, const struct mem_ta
 
 int exec_block_step(struct engine *e, const struct exec_step *s, struct block_result *res)
 {
-	bool up = s->kind == JOURNAL_STEP_BRING_UP;
+	bool up = s->kind == ILOG_STEP_BRING_UP;
 	struct budget_timer bt = { 0 };
 	double t0;
 	int r = 0, owned = 0;
 
 	memset(res, 0, sizeof(*res));
 	if (!s->resume) {
-		struct journal_step step = {
+		struct intentlog_step step = {
 			.kind = s->kind,
 			.block = s->block,
 			.memmap = up ? s->memmap : -1,
@@ -210,7 +210,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 		};
 		snprintf(step.op, sizeof(step.op), "%s", s->owner);
 		pthread_mutex_lock(&e->lock);
-		r = journal_begin_step(e->journal, &step);
+		r = intentlog_begin_step(e->journal, &step);
 		pthread_mutex_unlock(&e->lock);
 		if (r < 0)
 			return r;
@@ -227,7 +227,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 
 	pthread_mutex_lock(&e->lock);
 	if (res->err == 0 && up) {
-		r = journal_add_owned_block(e->journal, s->owner, s->block, mem_block_zone(&res->after),
+		r = intentlog_add_owned_block(e->journal, s->owner, s->block, mem_block_zone(&res->after),
 					    res->after.memmap_on_memory == 1, NULL);
 		/* -EEXIST: a resumed step whose block was recorded before the crash */
 		if (r < 0 && r != -EEXIST)
@@ -235,11 +235,11 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 				(unsigned long long)s->block, strerror(-r));
 		owned = r == 0;
 	} else if (res->err == 0) {
-		owned = journal_remove_owned_block(e->journal, s->block) == 0;
+		owned = intentlog_remove_owned_block(e->journal, s->block) == 0;
 	}
 	if (s->record_locked)
 		s->record_locked(e, s->ctx, res);
-	journal_end_step(e->journal);
+	intentlog_end_step(e->journal);
 	pthread_mutex_unlock(&e->lock);
 	return owned;
 }
@@ -386,7 +386,7 @@ static int run_grant(struct engine *e, struct op *o)
 	for (size_t i = 0; i < p->n; i++) {
 		const struct policy_block *pb = &pd->blocks[i];
 		struct grant_step gs = { .o = o, .pb = pb, .t = t, .ok = &ok };
-		struct exec_step step = { .kind = JOURNAL_STEP_BRING_UP, .block = pb->id, .memmap = pb->memmap,
+		struct exec_step step = { .kind = ILOG_STEP_BRING_UP, .block = pb->id, .memmap = pb->memmap,
 					  .online = pb->online, .owner = o->msg->id, .record_locked = record_grant_step,
 					  .ctx = &gs };
 		struct block_result res;
@@ -539,7 +539,7 @@ static int run_revoke(struct engine *e, struct op *o)
 		}
 		for (size_t i = 0; i < n && o->applied_bytes < want; i++) {
 			struct revoke_step rs = { .o = o, .block = cand[i], .t = t, .busy = busy, .n_busy = &next_busy };
-			struct exec_step step = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = cand[i], .deadline = deadline,
+			struct exec_step step = { .kind = ILOG_STEP_TAKE_DOWN, .block = cand[i], .deadline = deadline,
 						  .owner = o->msg->id, .record_locked = record_revoke_step, .ctx = &rs };
 			struct block_result res;
 

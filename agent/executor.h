@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "../hotplug/executor.h"
-#include "journal.h"
+#include "intentlog.h"
 
 struct engine;
 struct op;
@@ -32,7 +32,7 @@ struct op;
  * changed, 0 when not; RES->err is 0 or the -errno of the failed step
  * (-EINTR: the deadline ran out). */
 struct exec_step {
-	enum journal_step_kind kind;
+	enum intentlog_step_kind kind;
 	uint64_t block;
 	int memmap;                 /* bring-up: 0/1, -1 as it is */
 	enum online_type online;    /* bring-up */

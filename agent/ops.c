@@ -219,7 +219,7 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 
 	if (!report)
 		return -ENOMEM;
-	r = journal_set_state(e->journal, o->msg->id, o->state, report,
+	r = intentlog_set_state(e->journal, o->msg->id, o->state, report,
 			      msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
 												   : NULL);
 	if (r < 0)

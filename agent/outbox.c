@@ -37,7 +37,7 @@ uint64_t engine_last_generation(struct engine *e, const struct engine_source *s)
 	uint64_t g;
 
 	pthread_mutex_lock(&e->lock);
-	g = journal_last_generation(e->journal, s->name);
+	g = intentlog_last_generation(e->journal, s->name);
 	pthread_mutex_unlock(&e->lock);
 	return g;
 }
@@ -47,7 +47,7 @@ int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, json_t
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	r = journal_outbox_peek(e->journal, dest, seq, report);
+	r = intentlog_outbox_peek(e->journal, dest, seq, report);
 	pthread_mutex_unlock(&e->lock);
 	return r;
 }
@@ -57,7 +57,7 @@ int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq)
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	r = journal_outbox_ack(e->journal, dest, seq);
+	r = intentlog_outbox_ack(e->journal, dest, seq);
 	pthread_mutex_unlock(&e->lock);
 	if (r == 0)
 		engine_notify(e);
@@ -69,7 +69,7 @@ size_t engine_outbox_count(struct engine *e, const char *dest)
 	size_t n;
 
 	pthread_mutex_lock(&e->lock);
-	n = journal_outbox_count(e->journal, dest);
+	n = intentlog_outbox_count(e->journal, dest);
 	pthread_mutex_unlock(&e->lock);
 	return n;
 }
@@ -84,7 +84,7 @@ int engine_outbox_wait(struct engine *e, const char *dest, int timeout_ms)
 	pthread_mutex_lock(&e->lock);
 	gen = e->wake_gen;
 	for (;;) {
-		waiting = journal_outbox_count(e->journal, dest) > 0;
+		waiting = intentlog_outbox_count(e->journal, dest) > 0;
 		if (waiting || e->wake_gen != gen || e->stopping)
 			break;
 		if (timeout_ms < 0)
@@ -110,7 +110,7 @@ int engine_outbox_push(struct engine *e, const char *dest, json_t *report)
 
 	pthread_mutex_lock(&e->lock);
 	outbox_register_locked(e, dest);
-	r = journal_outbox_push(e->journal, dest, report, NULL);
+	r = intentlog_outbox_push(e->journal, dest, report, NULL);
 	if (r == 0)
 		pthread_cond_broadcast(&e->outbox_cond);
 	pthread_mutex_unlock(&e->lock);

@@ -18,12 +18,12 @@
  */
 static void credit_revocation(struct engine *e, const char *op, uint64_t block, uint64_t block_size)
 {
-	struct journal_grant g = { 0 };
+	struct intentlog_grant g = { 0 };
 	json_t *status, *blocks, *entry = NULL, *je;
 	size_t i;
 
-	if (journal_get_grant(e->journal, op, &g) < 0 || g.type != MSG_REVOKE || !g.status) {
-		journal_grant_done(&g);
+	if (intentlog_get_grant(e->journal, op, &g) < 0 || g.type != MSG_REVOKE || !g.status) {
+		intentlog_grant_done(&g);
 		return;
 	}
 	status = json_deep_copy(g.status);
@@ -35,7 +35,7 @@ static void credit_revocation(struct engine *e, const char *op, uint64_t block, 
 	    streq(json_string_value(json_object_get(entry, "state")) ?: "", "offline")) {
 		/* its report counts it already: the crash came after it was recorded */
 		json_decref(status);
-		journal_grant_done(&g);
+		intentlog_grant_done(&g);
 		return;
 	}
 	if (!entry) {
@@ -51,35 +51,35 @@ static void credit_revocation(struct engine *e, const char *op, uint64_t block, 
 					 (json_int_t)block_size));
 	json_object_set_new(status, "blocks_done",
 			    json_integer(json_integer_value(json_object_get(status, "blocks_done")) + 1));
-	journal_set_state(e->journal, op, g.state, status, NULL);
+	intentlog_set_state(e->journal, op, g.state, status, NULL);
 	json_decref(status);
-	journal_grant_done(&g);
+	intentlog_grant_done(&g);
 }
 
 /* Finishes or undoes the block step a crash interrupted (journal marker). */
 static void reconcile_step(struct engine *e)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
-	struct journal_step st;
+	struct intentlog_step st;
 	struct mem_block b;
 	struct block_result res;
 	bool done = false;
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	r = journal_pending_step(e->journal, &st);
+	r = intentlog_pending_step(e->journal, &st);
 	pthread_mutex_unlock(&e->lock);
 	if (r < 0)
 		return;
 	hp_discover(e->backend, &t);
 	r = hp_read_block(e->backend, st.block, &b);
 	log_notice(&e->log, "%s of block %llu for %s was interrupted (%s); the block is %s",
-		   st.kind == JOURNAL_STEP_BRING_UP ? "bringing up" : "taking down", (unsigned long long)st.block,
+		   st.kind == ILOG_STEP_BRING_UP ? "bringing up" : "taking down", (unsigned long long)st.block,
 		   st.op, st.phase[0] ? st.phase : "no phase recorded",
 		   r < 0 ? "unreadable" : !b.configured ? "deconfigured" : mem_state_name(b.state));
-	if (st.kind == JOURNAL_STEP_BRING_UP && r == 0 && b.configured) {
+	if (st.kind == ILOG_STEP_BRING_UP && r == 0 && b.configured) {
 		/* ours: the marker says we were bringing exactly this block up; finish it */
-		struct exec_step s = { .kind = JOURNAL_STEP_BRING_UP, .block = st.block, .memmap = -1,
+		struct exec_step s = { .kind = ILOG_STEP_BRING_UP, .block = st.block, .memmap = -1,
 					.online = mem_zone_online_type(st.zone),
 					.owner = st.op, .resume = true };
 		exec_block_step(e, &s, &res);
@@ -90,15 +90,15 @@ static void reconcile_step(struct engine *e)
 		}
 		log_warn(&e->log, "block %llu: cannot finish bringing it up (%s), undoing", (unsigned long long)st.block,
 			 strerror(-res.err));
-		s.kind = JOURNAL_STEP_TAKE_DOWN;
+		s.kind = ILOG_STEP_TAKE_DOWN;
 		s.resume = false;
 		exec_block_step(e, &s, &res);
 		return;
 	}
-	if (st.kind == JOURNAL_STEP_TAKE_DOWN && r == 0) {
+	if (st.kind == ILOG_STEP_TAKE_DOWN && r == 0) {
 		if (b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
 			/* finish: config=0 */
-			struct exec_step s = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = st.block, .owner = st.op,
+			struct exec_step s = { .kind = ILOG_STEP_TAKE_DOWN, .block = st.block, .owner = st.op,
 						.resume = true };
 			done = exec_block_step(e, &s, &res) == 1;
 			if (done && t) {
@@ -110,11 +110,11 @@ static void reconcile_step(struct engine *e)
 			/* the kernel finished it before the agent died; the journal may
 			 * have recorded that too (then the block is no longer owned) */
 			pthread_mutex_lock(&e->lock);
-			journal_remove_owned_block(e->journal, st.block);
+			intentlog_remove_owned_block(e->journal, st.block);
 			done = true;
 			if (t)
 				credit_revocation(e, st.op, st.block, t->block_size);
-			journal_end_step(e->journal);
+			intentlog_end_step(e->journal);
 			pthread_mutex_unlock(&e->lock);
 		}
 		if (done) {
@@ -123,7 +123,7 @@ static void reconcile_step(struct engine *e)
 		}
 	}
 	pthread_mutex_lock(&e->lock);
-	journal_end_step(e->journal);
+	intentlog_end_step(e->journal);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -135,12 +135,12 @@ static void reconcile_step(struct engine *e)
  */
 static void reconcile_owned(struct engine *e)
 {
-	_cleanup_free_ struct journal_block *jb = NULL;
+	_cleanup_free_ struct intentlog_block *jb = NULL;
 	size_t n = 0;
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	r = journal_owned_blocks(e->journal, &jb, &n);
+	r = intentlog_owned_blocks(e->journal, &jb, &n);
 	pthread_mutex_unlock(&e->lock);
 	if (r < 0)
 		return;
@@ -152,7 +152,7 @@ static void reconcile_owned(struct engine *e)
 		if (r == 0 && b.configured && b.state != MEM_STATE_OFFLINE)
 			continue;
 		if (r == 0 && b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
-			struct exec_step s = { .kind = JOURNAL_STEP_TAKE_DOWN, .block = jb[i].block,
+			struct exec_step s = { .kind = ILOG_STEP_TAKE_DOWN, .block = jb[i].block,
 						.owner = jb[i].grant_id };
 			int k = exec_block_step(e, &s, &res);
 			r = k < 0 ? k : res.err;
@@ -163,7 +163,7 @@ static void reconcile_owned(struct engine *e)
 			 (unsigned long long)jb[i].block, jb[i].grant_id,
 			 r < 0 ? "gone" : !b.configured ? "deconfigured" : "offline");
 		pthread_mutex_lock(&e->lock);
-		journal_remove_owned_block(e->journal, jb[i].block);
+		intentlog_remove_owned_block(e->journal, jb[i].block);
 		pthread_mutex_unlock(&e->lock);
 	}
 }
@@ -196,12 +196,12 @@ static void restore_revocation(struct op *o, json_t *status)
 /* Grants a crash or stop left accepted or in progress go back into the queue. */
 static int requeue_unfinished(struct engine *e)
 {
-	struct journal_grant *gs = NULL;
+	struct intentlog_grant *gs = NULL;
 	size_t n = 0;
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	r = journal_list_grants(e->journal, &gs, &n);
+	r = intentlog_list_grants(e->journal, &gs, &n);
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		const struct engine_source *src;
 		struct msg_error err;
@@ -212,7 +212,7 @@ static int requeue_unfinished(struct engine *e)
 			continue;
 		if (msg_from_json(gs[i].request, &m, &err) < 0) {
 			log_err(&e->log, "%s: journaled request unreadable (%s): marking it failed", gs[i].id, err.message);
-			journal_set_state(e->journal, gs[i].id, MSG_STATE_FAILED, NULL, NULL);
+			intentlog_set_state(e->journal, gs[i].id, MSG_STATE_FAILED, NULL, NULL);
 			continue;
 		}
 		src = engine_source_intern_locked(e, gs[i].source);
@@ -232,14 +232,52 @@ static int requeue_unfinished(struct engine *e)
 		engine_enqueue_locked(e, o);
 	}
 	pthread_mutex_unlock(&e->lock);
-	journal_grants_free(gs, n);
+	intentlog_grants_free(gs, n);
 	return r;
+}
+
+/*
+ * No journal at all (a first start, or a state_dir that was lost) next to
+ * standby memory that is online: those blocks were brought up by someone we
+ * cannot know (an earlier install, an operator).  They stay foreign: no
+ * grant owns them and no revocation takes them; say so loudly, once.
+ * Standby memory is told from boot memory by memmap_on_memory=1 (kernel.md
+ * C2: boot blocks read 0); where the kernel cannot do memmap on memory the
+ * two look alike and nothing is named.
+ */
+static void warn_foreign_standby(struct engine *e)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_free_ char *list = NULL;
+	size_t n = 0, len = 0;
+
+	if (!e->journal_fresh || hp_discover(e->backend, &t) < 0)
+		return;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mem_block *b = &t->blocks[i];
+		char *grown;
+		int k;
+
+		if (!b->in_firmware || !b->configured || b->state == MEM_STATE_OFFLINE || b->memmap_on_memory != 1)
+			continue;
+		grown = realloc(list, len + 24);
+		if (!grown)
+			return;
+		list = grown;
+		k = snprintf(list + len, 24, "%s%llu", n ? " " : "", (unsigned long long)b->id);
+		len += (size_t)k;
+		n++;
+	}
+	if (n)
+		log_warn(&e->log, "no journal in %s, but %zu standby block%s online (%s): "
+			 "they stay foreign, owned by no grant and never revoked", e->state_dir, n, n == 1 ? " is" : "s are", list);
 }
 
 int recovery_run(struct engine *e)
 {
 	if (e->own_onlining)
 		backend_take_over_onlining(e);
+	warn_foreign_standby(e);
 	reconcile_step(e);
 	reconcile_owned(e);
 	return requeue_unfinished(e);

@@ -12,10 +12,10 @@
 
 static uint64_t granted_bytes_locked(struct engine *e, uint64_t block_size)
 {
-	_cleanup_free_ struct journal_block *jb = NULL;
+	_cleanup_free_ struct intentlog_block *jb = NULL;
 	size_t n = 0;
 
-	if (journal_owned_blocks(e->journal, &jb, &n) < 0)
+	if (intentlog_owned_blocks(e->journal, &jb, &n) < 0)
 		return 0;
 	return (uint64_t)n * block_size;
 }
@@ -53,13 +53,13 @@ int engine_blocks_json(struct engine *e, json_t **out)
 
 json_t *engine_grant_json(struct engine *e, const char *id)
 {
-	struct journal_grant g = { 0 };
+	struct intentlog_grant g = { 0 };
 	json_t *j = NULL;
 
 	pthread_mutex_lock(&e->lock);
-	if (journal_get_grant(e->journal, id, &g) == 0) {
+	if (intentlog_get_grant(e->journal, id, &g) == 0) {
 		j = g.status ? json_deep_copy(g.status) : NULL;
-		journal_grant_done(&g);
+		intentlog_grant_done(&g);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return j;
@@ -67,19 +67,19 @@ json_t *engine_grant_json(struct engine *e, const char *id)
 
 json_t *engine_grants_json(struct engine *e)
 {
-	struct journal_grant *gs = NULL;
+	struct intentlog_grant *gs = NULL;
 	size_t n = 0;
 	json_t *arr = json_array();
 
 	pthread_mutex_lock(&e->lock);
-	if (journal_list_grants(e->journal, &gs, &n) == 0) {
+	if (intentlog_list_grants(e->journal, &gs, &n) == 0) {
 		for (size_t i = 0; i < n; i++) {
 			json_t *s = gs[i].status ? json_deep_copy(gs[i].status) : json_object();
 			json_object_set_new(s, "created", json_integer((json_int_t)gs[i].created));
 			json_object_set_new(s, "owned_blocks", json_integer((json_int_t)gs[i].n_blocks));
 			json_array_append_new(arr, s);
 		}
-		journal_grants_free(gs, n);
+		intentlog_grants_free(gs, n);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return json_pack("{s:o}", "grants", arr);
@@ -156,7 +156,7 @@ int engine_metrics_text(struct engine *e, char **out)
 		g.granted_bytes = granted_bytes_locked(e, t->block_size);
 	/* every destination: control planes and webhooks alike */
 	for (size_t i = 0; i < e->n_outboxes; i++)
-		g.outbox_pending += journal_outbox_count(e->journal, e->outboxes[i]);
+		g.outbox_pending += intentlog_outbox_count(e->journal, e->outboxes[i]);
 	pthread_mutex_unlock(&e->lock);
 	return metrics_render(e->metrics, &g, out);
 }

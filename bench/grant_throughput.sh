@@ -39,5 +39,5 @@ $CTL revoke 128M --wait > /dev/null 2>&1 || true
 t1=$(now)
 echo "50 small grants accepted + 1 revoke: $(echo "$t0 $t1" | awk '{printf "%.2f s", $2-$1}')"
 echo "RSS at end: $(rss)"
-echo "journal: $(wc -c < "$T/state/journal.json") bytes; sim state: $(wc -c < "$T/sim.json") bytes"
+echo "journal: $(wc -c < "$T/state/journal.log") bytes (journal.log); sim state: $(wc -c < "$T/sim.json") bytes"
 curl -s --unix-socket "$T/api.sock" http://x/metrics | grep -E '^memgrant_block_operation_seconds_(sum|count)'

@@ -181,7 +181,7 @@ int sim_tree_block(const struct sim_settings *s, uint64_t id, const struct sim_b
 			if (unlink(link) < 0 && errno != ENOENT)
 				return -errno;
 			snprintf(gone, sizeof(gone), "%s.old", dir);
-			(void)rm_rf(gone); /* left by a writer that was killed */
+			(void)rm_rf(gone); /* left by a writer killed before it removed it */
 			if (rename(dir, gone) == 0)
 				r = rm_rf(gone);
 			else

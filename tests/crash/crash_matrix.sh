@@ -31,7 +31,7 @@ export BUILD
 [ -x "$BUILD/memgrantd" ] && [ -x "$BUILD/memgrantctl" ] || { echo "crash_matrix: build first ($BUILD/memgrantd)"; exit 2; }
 command -v python3 >/dev/null || { echo "crash_matrix: needs python3"; exit 77; }
 exec python3 - <<'PY'
-import json, os, shutil, subprocess, sys, tempfile, time
+import json, os, pwd, shutil, subprocess, sys, tempfile, time
 
 BUILD = os.environ["BUILD"]
 MEMGRANTD, MEMGRANTCTL = BUILD + "/memgrantd", BUILD + "/memgrantctl"
@@ -130,6 +130,7 @@ class Machine:
   state_dir: %s/state
   api_socket: %s
   log_level: debug
+  user: %s
 backend:
   type: sim
   own_onlining: true
@@ -140,7 +141,7 @@ backend:
     block_size: 128M
 policy:
   revoke_budget: 2s
-""" % (d, SOCK, SIM))
+""" % (d, SOCK, pwd.getpwuid(os.getuid()).pw_name, SIM))
         self.initial = sim_blocks()
         self.boot = sorted(b for b, (st, _) in self.initial.items() if st == "online")
         self.standby = sorted(b for b, (st, _) in self.initial.items() if st != "online")

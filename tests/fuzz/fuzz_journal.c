@@ -10,7 +10,7 @@
  *   - a replayed state written back as one snapshot record replays to the
  *     same state (what compaction relies on).
  * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: agent/intentlog.c agent/recordlog.c agent/message.c lib/crc32c.c
+ * Sources: agent/intentlog.c agent/intentlog_replay.c agent/intentlog_migrate.c agent/recordlog.c agent/message.c lib/crc32c.c
  */
 #include <ctype.h>
 #include <errno.h>

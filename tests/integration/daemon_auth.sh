@@ -54,7 +54,7 @@ snapshot() {
 	mkdir -p "$1"
 	$MEMGRANTCTL --sim "$SIM" lsmem -J > "$1/lsmem.json"
 	cp "$SIM" "$1/sim.json"
-	cp "$T/state/journal.json" "$1/journal.json"
+	"$BUILD/tests/tools/journal_dump" "$T/state" > "$1/journal.json" || fail "journal_dump failed"
 }
 same() {
 	for f in lsmem.json sim.json journal.json; do

@@ -76,7 +76,7 @@ snapshot() { # DIR: what must not change
 	mkdir -p "$1"
 	$MEMGRANTCTL --sim "$SIM" lsmem -J > "$1/lsmem.json" || fail "lsmem on the sim failed"
 	cp "$SIM" "$1/sim.json"
-	cp "$T/state/journal.json" "$1/journal.json"
+	"$BUILD/tests/tools/journal_dump" "$T/state" > "$1/journal.json" || fail "journal_dump failed"
 	$CTL grants --json > "$1/grants.json" || fail "grants --json failed"
 	$CTL status --json > "$1/status.json" || fail "status --json failed"
 }
