@@ -396,6 +396,7 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 		return -EINVAL;
 	}
 	memset(v, 0, sizeof(*v));
+	machine_sync(e); /* the table as of now: before e->lock, which its callback takes */
 	if (m->type == MSG_SYNC) {
 		v->kind = ENGINE_ANSWERED;
 		v->report = msg_sync_reply_json(m->nonce);
@@ -430,7 +431,7 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 		r = msg_error_set(&v->error, ENOMEM, "out of memory");
 		goto refused;
 	}
-	r = hp_discover(e->backend, &t);
+	r = machine_snapshot(e, &t);
 	if (r < 0) {
 		msg_error_set(&v->error, r, "cannot read the memory blocks: %s", strerror(-r));
 		goto refused;

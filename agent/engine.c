@@ -174,6 +174,7 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 	e->log = *log;
 	e->log.level = (int)cfg->agent.log_level;
 	e->notify_fd = -1;
+	e->machine_stop_fd = -1;
 	e->agent_id = strdup(cfg->agent.id);
 	e->state_dir = strdup(cfg->agent.state_dir);
 	e->own_onlining = cfg->backend.own_onlining;
@@ -211,6 +212,11 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 		log_err(&e->log, "%s backend: %s", mg_backend_type_name(cfg->backend.type), strerror(-r));
 		goto fail;
 	}
+	r = machine_open(e);
+	if (r < 0) {
+		log_err(&e->log, "cannot read the memory blocks: %s", strerror(-r));
+		goto fail;
+	}
 	*out = e;
 	return 0;
 fail:
@@ -222,7 +228,12 @@ fail:
 
 int engine_start(struct engine *e)
 {
-	return exec_start(e);
+	int r = exec_start(e);
+
+	/* after recovery, whose writes are the engine's own */
+	if (r == 0)
+		r = machine_start(e);
+	return r;
 }
 
 void engine_stop(struct engine *e)
@@ -235,6 +246,7 @@ void engine_stop(struct engine *e)
 		pthread_join(e->executor, NULL);
 		e->executor_started = false;
 	}
+	machine_stop(e);
 	events_close(e->events);
 	engine_outbox_wake(e);
 	if (e->own_onlining && e->backend)
@@ -250,6 +262,7 @@ void engine_free(struct engine *e)
 		e->queue_head = o->next;
 		op_free(o);
 	}
+	machine_free(e);
 	hp_backend_close(e->backend);
 	intentlog_close(e->journal);
 	events_free(e->events);

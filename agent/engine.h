@@ -111,6 +111,7 @@ void engine_verdict_done(struct engine_verdict *v);
 enum engine_transition_kind {
 	ENGINE_T_STATE,        /* a request reached STATE (once per request and state) */
 	ENGINE_T_BLOCK_FAILED, /* BLOCK of the request failed (once per request and block) */
+	ENGINE_T_BLOCK_CHANGED, /* BLOCK of grant ID was taken down outside memgrant: it left the grant */
 };
 
 struct engine_transition {
@@ -121,7 +122,7 @@ struct engine_transition {
 	enum msg_state state;
 	const char *source;
 	uint64_t requested_bytes, applied_bytes;
-	uint64_t block;              /* BLOCK_FAILED */
+	uint64_t block;              /* BLOCK_FAILED, BLOCK_CHANGED */
 	const json_t *block_report;  /* BLOCK_FAILED: the block's entry of REPORT */
 	const json_t *report;        /* the request's status report, borrowed */
 };

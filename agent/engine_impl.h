@@ -15,9 +15,11 @@
 #include <stdint.h>
 
 #include "../hotplug/backend.h"
+#include "../hotplug/livetable.h"
 #include "../hotplug/policy.h"
 #include "engine.h"
 #include "intentlog.h"
+#include "machine.h"
 #include "metrics.h"
 #include "ops.h"
 
@@ -74,6 +76,13 @@ struct engine {
 	pthread_t executor;
 	pid_t executor_tid;
 	char auto_online_saved[24]; /* "" when the engine did not change it */
+	/* the machine (machine.c) */
+	struct livetable *live;
+	pthread_mutex_t machine_update_lock; /* serializes livetable_update() */
+	int machine_stop_fd;
+	pthread_t machine_thread;
+	bool machine_started;
+	uint64_t boot_end;          /* blocks below it, online at start and not owned: boot memory */
 };
 
 /* Wakes the main loop (the state changed). */

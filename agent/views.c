@@ -10,15 +10,7 @@
 #include "../lib/util.h"
 #include "engine_impl.h"
 
-static uint64_t granted_bytes_locked(struct engine *e, uint64_t block_size)
-{
-	_cleanup_free_ struct intentlog_block *jb = NULL;
-	size_t n = 0;
-
-	if (intentlog_owned_blocks(e->journal, &jb, &n) < 0)
-		return 0;
-	return (uint64_t)n * block_size;
-}
+#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
 const char *engine_backend_root(struct engine *e)
 {
@@ -27,28 +19,54 @@ const char *engine_backend_root(struct engine *e)
 
 int engine_memory(struct engine *e, struct engine_memory *out)
 {
-	_cleanup_mem_table_ struct mem_table *t = NULL;
-	int r = hp_discover(e->backend, &t);
+	struct machine_figures f;
+	uint64_t granted = 0;
+	int r = machine_figures(e, &f, &granted);
 
 	memset(out, 0, sizeof(*out));
 	if (r < 0)
 		return r;
-	out->block_size = t->block_size;
-	memory_figures(t, &out->online_bytes, &out->standby_bytes);
-	pthread_mutex_lock(&e->lock);
-	out->granted_bytes = granted_bytes_locked(e, t->block_size);
-	pthread_mutex_unlock(&e->lock);
+	out->granted_bytes = granted;
+	out->block_size = f.block_size;
+	out->online_bytes = f.online_bytes;
+	out->standby_bytes = f.standby_bytes;
 	return 0;
 }
 
+/* Who holds each online block: the grant's id, "foreign" (brought up
+ * outside memgrant) or null (boot memory, or not online). */
 int engine_blocks_json(struct engine *e, json_t **out)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
-	int r = hp_discover(e->backend, &t);
+	_cleanup_json_ json_t *j = NULL;
+	json_t *b;
+	size_t i;
+	int r;
 
+	machine_sync(e);
+	r = machine_snapshot(e, &t);
 	if (r < 0)
 		return r;
-	return blockjson_from_table(t, out);
+	r = blockjson_from_table(t, &j);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&e->lock);
+	json_array_foreach(json_object_get(j, "blocks"), i, b) {
+		const struct mem_block *mb = &t->blocks[i];
+		struct intentlog_block jb;
+		json_t *owner = json_null();
+
+		if (mb->configured && mb->state == MEM_STATE_ONLINE) {
+			if (intentlog_find_owned_block(e->journal, mb->id, &jb) == 0)
+				owner = json_string(jb.grant_id);
+			else if (mb->id >= e->boot_end)
+				owner = json_string("foreign");
+		}
+		json_object_set_new(b, "owner", owner);
+	}
+	pthread_mutex_unlock(&e->lock);
+	*out = TAKE_PTR(j);
+	return 0;
 }
 
 json_t *engine_grant_json(struct engine *e, const char *id)
@@ -87,19 +105,20 @@ json_t *engine_grants_json(struct engine *e)
 
 json_t *engine_status_json(struct engine *e)
 {
-	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct machine_figures f;
 	uint64_t online = 0, standby = 0, granted = 0;
 	char auto_online[32] = "";
 	json_t *j, *running = json_null();
 	size_t queued = 0;
+	bool have = machine_figures(e, &f, &granted) == 0;
 
-	if (hp_discover(e->backend, &t) == 0)
-		memory_figures(t, &online, &standby);
+	if (have) {
+		online = f.online_bytes;
+		standby = f.standby_bytes;
+	}
 	if (e->backend->ops->read_auto_online(e->backend, auto_online, sizeof(auto_online)) < 0)
 		auto_online[0] = '\0';
 	pthread_mutex_lock(&e->lock);
-	if (t)
-		granted = granted_bytes_locked(e, t->block_size);
 	for (struct op *o = e->queue_head; o; o = o->next)
 		queued++;
 	if (e->running)
@@ -107,11 +126,13 @@ json_t *engine_status_json(struct engine *e)
 				    msg_type_name(e->running->msg->type), "state", msg_state_name(e->running->state),
 				    "blocks_done", (json_int_t)e->running->blocks_done, "blocks_total",
 				    (json_int_t)e->running->blocks_total);
-	j = json_pack("{s:s,s:s,s:s,s:s,s:b,s:{s:I,s:I,s:I,s:I},s:s?,s:o,s:I,s:{s:s,s:s,s:I,s:I}}",
+	j = json_pack("{s:s,s:s,s:s,s:s,s:b,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s?,s:o,s:I,s:{s:s,s:s,s:I,s:I}}",
 		      "agent", e->agent_id, "version", MEMGRANT_VERSION, "backend", e->backend->ops->name, "root",
 		      e->backend->root, "stopping", e->stopping, "memory", "block_size",
-		      (json_int_t)(t ? t->block_size : 0), "online_bytes", (json_int_t)online, "standby_bytes",
-		      (json_int_t)standby, "granted_bytes", (json_int_t)granted, "auto_online_blocks",
+		      (json_int_t)(have ? f.block_size : 0), "online_bytes", (json_int_t)online, "standby_bytes",
+		      (json_int_t)standby, "granted_bytes", (json_int_t)granted, "foreign_blocks",
+		      (json_int_t)(have ? f.foreign_blocks : 0), "foreign_bytes",
+		      (json_int_t)(have ? f.foreign_blocks * f.block_size : 0), "auto_online_blocks",
 		      auto_online[0] ? auto_online : NULL, "running", running, "queued", (json_int_t)queued,
 		      "policy", "memmap_on_memory", policy_memmap_name(e->set.policy.memmap), "zone",
 		      mem_zone_name(e->set.policy.zone), "reserve", (json_int_t)e->set.policy.reserve,
@@ -122,15 +143,13 @@ json_t *engine_status_json(struct engine *e)
 
 void engine_status_line(struct engine *e, char *buf, size_t len)
 {
-	_cleanup_mem_table_ struct mem_table *t = NULL;
-	uint64_t online = 0, standby = 0, granted = 0;
+	struct machine_figures f;
+	uint64_t online = 0, granted = 0;
 	char on[16], gr[16];
 
-	if (hp_discover(e->backend, &t) == 0)
-		memory_figures(t, &online, &standby);
+	if (machine_figures(e, &f, &granted) == 0)
+		online = f.online_bytes;
 	pthread_mutex_lock(&e->lock);
-	if (t)
-		granted = granted_bytes_locked(e, t->block_size);
 	size_format(online, on, sizeof(on));
 	size_format(granted, gr, sizeof(gr));
 	if (e->running)
@@ -144,16 +163,15 @@ void engine_status_line(struct engine *e, char *buf, size_t len)
 
 int engine_metrics_text(struct engine *e, char **out)
 {
-	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct machine_figures f;
 	struct metrics_gauges g = { 0 };
 
-	if (hp_discover(e->backend, &t) == 0) {
-		g.block_size = t->block_size;
-		memory_figures(t, &g.online_bytes, &g.standby_bytes);
+	if (machine_figures(e, &f, &g.granted_bytes) == 0) {
+		g.block_size = f.block_size;
+		g.online_bytes = f.online_bytes;
+		g.standby_bytes = f.standby_bytes;
 	}
 	pthread_mutex_lock(&e->lock);
-	if (t)
-		g.granted_bytes = granted_bytes_locked(e, t->block_size);
 	/* every destination: control planes and webhooks alike */
 	for (size_t i = 0; i < e->n_outboxes; i++)
 		g.outbox_pending += intentlog_outbox_count(e->journal, e->outboxes[i]);

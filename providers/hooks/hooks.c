@@ -298,6 +298,11 @@ static void on_transition(void *ctx, const struct engine_transition *t)
 		snprintf(p->event, sizeof(p->event), "block.failed");
 		p->fields = json_pack("{s:s,s:s,s:s,s:O?,s:O?}", "id", t->id, "kind", kind, "state", state, "block",
 				      (json_t *)t->block_report, "status", (json_t *)t->report);
+	} else if (t->kind == ENGINE_T_BLOCK_CHANGED) {
+		snprintf(p->event, sizeof(p->event), "block.changed");
+		p->fields = json_pack("{s:s,s:s,s:s,s:I,s:I,s:O?}", "id", t->id, "kind", kind, "state", state, "block",
+				      (json_int_t)t->block, "applied_bytes", (json_int_t)t->applied_bytes, "status",
+				      (json_t *)t->report);
 	} else {
 		snprintf(p->event, sizeof(p->event), "%s.%s", kind, state);
 		p->fields = json_pack("{s:s,s:s,s:s,s:O?}", "id", t->id, "kind", kind, "state", state, "status",
