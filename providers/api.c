@@ -51,7 +51,6 @@ typedef enum MHD_Result MHD_Result_t;
 #define API_UID_STREAMS_MAX 4           /* event streams of one unprivileged uid */
 #define API_REQUEST_DEADLINE_MS 10000   /* a whole request, headers and body */
 #define API_KEEPALIVE_MS 15000          /* ": keep-alive" after this much silence */
-#define API_GUARD_TICK_MS 250
 
 /* One accepted connection, from MHD_CONNECTION_NOTIFY_STARTED to _CLOSED. */
 struct conn {
@@ -253,6 +252,8 @@ static void refuse_log(struct api *a, uid_t uid)
 			 (unsigned)uid, API_UID_CONN_MAX, a->others_max, (unsigned long long)n);
 }
 
+static void guard_wake(struct api *a);
+
 static void conn_admit(struct api *a, struct conn *n)
 {
 	unsigned same = 0;
@@ -306,6 +307,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 				(a->have_group && (cred.gid == a->group_gid || uid_in_group(cred.uid, a->group_gid)));
 		*socket_context = n;
 		conn_admit(a, n);
+		guard_wake(a);
 		return;
 	}
 	if (!n)
@@ -439,6 +441,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 			s->suspended = true;
 			MHD_suspend_connection(s->conn->c);
 			pthread_mutex_unlock(&a->lock);
+			guard_wake(a);
 			return 0;
 		}
 		pthread_mutex_unlock(&a->lock);
@@ -564,6 +567,34 @@ static MHD_Result_t serve_events(struct api *a, struct MHD_Connection *c)
 
 /* --- the guard: hung-up streams, keep-alives, request deadlines ------------ */
 
+/* Tells the guard a deadline may have come nearer (a new connection, a
+ * stream suspended, a kept-alive connection waiting for its next request). */
+static void guard_wake(struct api *a)
+{
+	uint64_t one = 1;
+
+	(void)!write(a->wakefd, &one, sizeof(one));
+}
+
+/* How long the guard may sleep: until the nearest keep-alive or request
+ * deadline, forever (-1) when there is none, so an idle agent never wakes. */
+static int guard_timeout_ms(struct api *a)
+{
+	uint64_t now = now_ms(), next = UINT64_MAX;
+
+	pthread_mutex_lock(&a->lock);
+	for (struct conn *i = a->conns; i; i = i->next) {
+		if (i->sse && i->sse->suspended && i->sse->last_sent_ms + API_KEEPALIVE_MS < next)
+			next = i->sse->last_sent_ms + API_KEEPALIVE_MS;
+		if (!i->answering && !i->cut && !i->refused && i->since_ms + API_REQUEST_DEADLINE_MS < next)
+			next = i->since_ms + API_REQUEST_DEADLINE_MS;
+	}
+	pthread_mutex_unlock(&a->lock);
+	if (next == UINT64_MAX)
+		return -1;
+	return next <= now ? 0 : (int)(next - now < INT32_MAX ? next - now : INT32_MAX);
+}
+
 static void guard_sweep(struct api *a)
 {
 	uint64_t now = now_ms();
@@ -586,19 +617,19 @@ static void guard_sweep(struct api *a)
 static void *guard_main(void *arg)
 {
 	struct api *a = arg;
-	uint64_t last_sweep = now_ms();
-
 	for (;;) {
 		struct epoll_event evs[64];
-		int n = epoll_wait(a->epfd, evs, ARRAY_SIZE(evs), API_GUARD_TICK_MS);
+		int n = epoll_wait(a->epfd, evs, ARRAY_SIZE(evs), guard_timeout_ms(a));
 		bool stop;
 
 		pthread_mutex_lock(&a->lock);
 		stop = a->stopping;
 		for (int k = 0; k < n; k++) {
-			uint64_t id = evs[k].data.u64;
-			if (id == 0)
-				continue; /* the wake eventfd */
+			uint64_t id = evs[k].data.u64, count;
+			if (id == 0) { /* the wake eventfd */
+				(void)!read(a->wakefd, &count, sizeof(count));
+				continue;
+			}
 			/* by id: the event may be older than a resume that let the
 			 * connection end in the meantime */
 			for (struct conn *c = a->conns; c; c = c->next) {
@@ -614,10 +645,7 @@ static void *guard_main(void *arg)
 		pthread_mutex_unlock(&a->lock);
 		if (stop)
 			break;
-		if (now_ms() - last_sweep >= API_GUARD_TICK_MS) {
-			guard_sweep(a);
-			last_sweep = now_ms();
-		}
+		guard_sweep(a);
 	}
 	return NULL;
 }
@@ -808,6 +836,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		n->answering = false;
 		n->since_ms = now_ms();
 		pthread_mutex_unlock(&a->lock);
+		guard_wake(a);
 	}
 	if (rq) {
 		api_body_free(&rq->body);

@@ -242,9 +242,12 @@ static int on_line(void *ctx, const char *line, size_t len)
 	{
 		struct engine_verdict v = { 0 };
 		struct msg_error err = { 0 };
-		struct msg *m = NULL;
 
-		if (msg_parse(line, len, len + 1, &m, &err) < 0 || engine_submit(p->d, p->source, m, &v) < 0 ||
+		if (!cl.msg) {
+			snprintf(err.code, sizeof(err.code), "%s", cl.code);
+			snprintf(err.message, sizeof(err.message), "%s", cl.message);
+		}
+		if (!cl.msg || engine_submit(p->d, p->source, cl.msg, &v) < 0 ||
 		    (v.kind == ENGINE_REJECTED && !v.recorded)) {
 			const struct msg_error *e = err.code[0] ? &err : &v.error;
 			log_info(p->log, "channel: %s %s refused: %s", type ? type : "message", id ? id : "",

@@ -33,6 +33,8 @@
 
 #include "../agent/lines.h" /* the line framing, channel_reader_* */
 
+struct msg;
+
 #define CHANNEL_DEFAULT_PATH "/dev/virtio-ports/org.memgrant.0"
 #define CHANNEL_LINE_MAX 65536 /* bytes a line, not counting the newline */
 
@@ -50,7 +52,7 @@ void channel_provider_stop(struct channel_provider *p);
  * tests/fuzz/fuzz_channel.c).  Never fails: a line that is not usable is
  * CHANNEL_LINE_BAD with the error to send back (CODE, MESSAGE; ID set only
  * when the error is about that grant).  CHANNEL_LINE_MESSAGE (grant, revoke,
- * sync or no type) goes to the engine as it is.
+ * sync or no type) goes to the engine as MSG, parsed here once.
  */
 enum channel_line_kind {
 	CHANNEL_LINE_EMPTY,   /* a keep-alive */
@@ -67,6 +69,9 @@ struct channel_line {
 	char id[64];          /* a valid id, or "" */
 	char code[16];
 	char message[256];
+	/* CHANNEL_LINE_MESSAGE: the message parsed once (the caller owns it), or
+	 * NULL with CODE and MESSAGE saying why it is not one */
+	struct msg *msg;
 };
 
 void channel_parse_line(const char *line, size_t len, struct channel_line *out);

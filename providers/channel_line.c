@@ -67,7 +67,13 @@ void channel_parse_line(const char *line, size_t len, struct channel_line *out)
 			 "field \"type\": \"%.40s\" is not a channel message (expected grant, revoke, sync, ack or query)",
 			 type);
 	} else {
+		struct msg_error err = { 0 };
+
 		out->kind = CHANNEL_LINE_MESSAGE; /* the engine judges the rest */
+		if (msg_from_json(obj, &out->msg, &err) < 0) {
+			snprintf(out->code, sizeof(out->code), "%s", err.code[0] ? err.code : "EINVAL");
+			snprintf(out->message, sizeof(out->message), "%s", err.message);
+		}
 	}
 	json_decref(obj);
 }

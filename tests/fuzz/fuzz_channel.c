@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/message.h"
 #include "providers/channel.h"
 
 #define LINE_MAX_FUZZ 256
@@ -41,7 +42,11 @@ static int on_line(void *ctx, const char *line, size_t len)
 			abort();
 		break;
 	case CHANNEL_LINE_QUERY:
+		break;
 	case CHANNEL_LINE_MESSAGE:
+		if (!cl.msg && (!cl.code[0] || !cl.message[0]))
+			abort();
+		msg_free(cl.msg);
 		break;
 	default:
 		abort();
