@@ -17,13 +17,14 @@
 /* How far an operator's own numbering may jump ahead of the last generation. */
 #define OPERATOR_GENERATION_STEP_MAX 1000000
 
-/* Ownership list for the planner from the journal; called with e->lock held. */
+/* Ownership list for the planner (the journal and the running operation's
+ * open intent, machine.h); called with e->lock held. */
 int owned_list_locked(struct engine *e, struct owned_block **out, size_t *n)
 {
 	_cleanup_free_ struct intentlog_block *jb = NULL;
 	struct owned_block *ob;
 	size_t k = 0;
-	int r = intentlog_owned_blocks(e->journal, &jb, &k);
+	int r = machine_owned_blocks_locked(e, &jb, &k);
 
 	if (r < 0)
 		return r;

@@ -35,6 +35,8 @@ void op_free(struct op *o)
 	for (size_t i = 0; i < o->n_decisions; i++)
 		free(o->decisions[i]);
 	free(o->decisions);
+	free(o->done);
+	json_decref(o->live);
 	free(o);
 }
 
@@ -212,6 +214,96 @@ void op_announce_locked(struct engine *e, struct op *o, json_t *report)
 	engine_notify(e);
 }
 
+int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap)
+{
+	if (o->n_done == o->cap_done) {
+		size_t cap = o->cap_done ? o->cap_done * 2 : 16;
+		struct intentlog_done *nd = reallocarray(o->done, cap, sizeof(*nd));
+		if (!nd)
+			return -ENOMEM;
+		o->done = nd;
+		o->cap_done = cap;
+	}
+	o->done[o->n_done++] = (struct intentlog_done){ .block = block, .zone = zone, .memmap = memmap };
+	return 0;
+}
+
+const struct intentlog_done *op_done_find(const struct op *o, uint64_t block)
+{
+	for (size_t i = 0; i < o->n_done; i++)
+		if (o->done[i].block == block)
+			return &o->done[i];
+	return NULL;
+}
+
+bool op_done_remove(struct op *o, uint64_t block)
+{
+	for (size_t i = 0; i < o->n_done; i++)
+		if (o->done[i].block == block) {
+			memmove(&o->done[i], &o->done[i + 1], (o->n_done - i - 1) * sizeof(*o->done));
+			o->n_done--;
+			return true;
+		}
+	return false;
+}
+
+static void keep_live(struct op *o, json_t *report)
+{
+	json_decref(o->live);
+	o->live = json_incref(report);
+}
+
+int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, const struct intentlog_target *targets,
+		     size_t n, const struct mem_table *t)
+{
+	_cleanup_json_ json_t *report = NULL;
+	int r;
+
+	o->state = MSG_STATE_IN_PROGRESS;
+	report = op_report(e, o, t);
+	if (!report)
+		return -ENOMEM;
+	r = intentlog_intent(e->journal, o->msg->id, dir, targets, n, report, op_report_dest(o));
+	if (r < 0)
+		return r;
+	o->intent_open = true;
+	o->intent_dir = dir;
+	o->n_done = 0;
+	keep_live(o, report);
+	op_announce_locked(e, o, report);
+	return 0;
+}
+
+/* One durable result closing O's intent with REPORT. */
+static int write_result_locked(struct engine *e, struct op *o, json_t *report)
+{
+	int r = intentlog_result(e->journal, o->msg->id, o->state, o->applied_bytes, o->done, o->n_done, report,
+				 op_report_dest(o));
+
+	/* on failure the intent stays open on disk: the next start re-reads
+	 * the kernel for its blocks, which is what this result would say */
+	o->intent_open = false;
+	o->n_done = 0;
+	return r;
+}
+
+int op_close_intent_locked(struct engine *e, struct op *o, const struct mem_table *t)
+{
+	_cleanup_json_ json_t *report = NULL;
+	int r;
+
+	if (!o->intent_open)
+		return 0;
+	report = op_report(e, o, t);
+	if (!report)
+		return -ENOMEM;
+	r = write_result_locked(e, o, report);
+	if (r < 0)
+		log_err(&e->log, "%s: cannot journal its result: %s", o->msg->id, strerror(-r));
+	keep_live(o, report);
+	return r;
+}
+
 int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 {
 	_cleanup_json_ json_t *report = op_report(e, o, t);
@@ -219,12 +311,22 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 
 	if (!report)
 		return -ENOMEM;
-	r = intentlog_set_state(e->journal, o->msg->id, o->state, report,
-			      msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
-												   : NULL);
+	if (o->intent_open && !msg_state_is_final(o->state)) {
+		/* progress under an open intent: the kernel records it */
+		keep_live(o, report);
+		op_announce_locked(e, o, report);
+		return 0;
+	}
+	if (o->intent_open)
+		r = write_result_locked(e, o, report);
+	else
+		r = intentlog_set_state(e->journal, o->msg->id, o->state, report,
+					msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
+													   : NULL);
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal state %s: %s", o->msg->id, msg_state_name(o->state),
 			strerror(-r));
+	keep_live(o, report);
 	op_announce_locked(e, o, report);
 	return r;
 }
