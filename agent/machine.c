@@ -86,7 +86,7 @@ int machine_forget_block_locked(struct engine *e, uint64_t block)
  * owns and no open intent names, as found at start (kernel.md: boot memory
  * is online from address 0).  Online blocks above it that no grant owns are
  * foreign.  A block an interrupted intent brought up is not boot memory:
- * recovery decides about it. */
+ * recovery decides about it; nor is one with memmap_on_memory=1. */
 static uint64_t boot_end_of(struct engine *e, const struct mem_table *t)
 {
 	struct intentlog_intent *its = NULL;
@@ -104,7 +104,8 @@ static uint64_t boot_end_of(struct engine *e, const struct mem_table *t)
 		stop = st.block;
 	for (size_t i = 0; i < t->n; i++) {
 		const struct mem_block *b = &t->blocks[i];
-		if (!b->configured || b->state != MEM_STATE_ONLINE || b->id >= stop ||
+		/* memmap_on_memory=1 is never boot memory (kernel.md C2: boot blocks read 0) */
+		if (!b->configured || b->state != MEM_STATE_ONLINE || b->id >= stop || b->memmap_on_memory == 1 ||
 		    intentlog_find_owned_block(e->journal, b->id, NULL) == 0)
 			break;
 		end = b->id + 1;
