@@ -192,6 +192,12 @@ int engine_metrics_text(struct engine *e, char **out)
 	/* every destination: control planes and webhooks alike */
 	for (size_t i = 0; i < e->n_outboxes; i++)
 		g.outbox_pending += intentlog_outbox_count(e->journal, e->outboxes[i]);
+	{
+		struct intentlog_stats js;
+		intentlog_stats(e->journal, &js);
+		g.journal_syncs = js.syncs;
+		g.journal_bytes_written = js.bytes_written;
+	}
 	pthread_mutex_unlock(&e->lock);
 	return metrics_render(e->metrics, &g, out);
 }
