@@ -6,6 +6,7 @@
 #include "ops.h"
 
 #include <stdarg.h>
+#include <time.h>
 
 #include "../lib/util.h"
 #include "engine_impl.h"
@@ -247,25 +248,44 @@ bool op_done_remove(struct op *o, uint64_t block)
 	return false;
 }
 
+static double mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void keep_live(struct op *o, json_t *report)
 {
 	json_decref(o->live);
 	o->live = json_incref(report);
+	o->live_at = mono_now();
+}
+
+/* Whether a progress report of O is due now (op_publish_locked). */
+static bool progress_due(const struct op *o)
+{
+	const struct outcome *last = o->n_outcomes ? &o->outcomes[o->n_outcomes - 1] : NULL;
+
+	return !o->live || (last && last->err_code[0] && !last->failure_told) || o->blocks_done >= o->blocks_total ||
+	       mono_now() - o->live_at >= OP_LIVE_INTERVAL;
 }
 
 int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, const struct intentlog_target *targets,
 		     size_t n, const struct mem_table *t)
 {
 	_cleanup_json_ json_t *report = NULL;
+	enum msg_state was = o->state;
 	int r;
 
 	o->state = MSG_STATE_IN_PROGRESS;
 	report = op_report(e, o, t);
-	if (!report)
-		return -ENOMEM;
-	r = intentlog_intent(e->journal, o->msg->id, dir, targets, n, report, op_report_dest(o));
-	if (r < 0)
+	r = report ? intentlog_intent(e->journal, o->msg->id, dir, targets, n, report, op_report_dest(o)) : -ENOMEM;
+	if (r < 0) {
+		o->state = was; /* nothing was written: the caller ends it as it was */
 		return r;
+	}
 	o->intent_open = true;
 	o->intent_dir = dir;
 	o->n_done = 0;
@@ -306,9 +326,14 @@ int op_close_intent_locked(struct engine *e, struct op *o, const struct mem_tabl
 
 int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 {
-	_cleanup_json_ json_t *report = op_report(e, o, t);
+	_cleanup_json_ json_t *report = NULL;
 	int r;
 
+	if (o->intent_open && !msg_state_is_final(o->state) && !progress_due(o)) {
+		engine_notify(e); /* status reads the counters from O itself */
+		return 0;
+	}
+	report = op_report(e, o, t);
 	if (!report)
 		return -ENOMEM;
 	if (o->intent_open && !msg_state_is_final(o->state)) {

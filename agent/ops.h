@@ -59,6 +59,7 @@ struct op {
 	struct intentlog_done *done;
 	size_t n_done, cap_done;
 	json_t *live;                 /* the last report published, for the views */
+	double live_at;               /* when (CLOCK_MONOTONIC seconds) */
 };
 
 /* A new op for M (taken) from SRC; NULL on ENOMEM (M freed). */
@@ -86,7 +87,11 @@ int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, con
  * final, in memory only (views, event bus, subscribers: the kernel holds the
  * progress); a final state closes the intent with one durable result (the
  * blocks done, applied_bytes, the report queued); without an intent, a
- * durable state record as before. */
+ * durable state record as before.  Progress reports (each carries every
+ * block's outcome) are built at most every OP_LIVE_INTERVAL seconds, and at
+ * once for a block that failed or the last block: a per-block report would
+ * cost O(blocks) per block. */
+#define OP_LIVE_INTERVAL 0.1
 int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t);
 /* Closes O's open intent with its state as it is (a stop: the operation
  * resumes at the next start from what the result made its own). */

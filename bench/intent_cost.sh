@@ -5,8 +5,10 @@
 # journal's fsyncs and bytes (memgrant_journal_* in /metrics) per operation,
 # and the time per block as a ratio to the same blocks brought up with
 # `memgrantctl --sim FILE block configure/online` (no daemon, no journal).
-# Prints figures; asserts nothing.
+# Prints figures; asserts nothing.  With BENCH_FIGS=1 it also prints lines
+# "FIG KEY VALUE UNIT [REFERENCE LABEL]" for bench/run.sh.
 #   bench/intent_cost.sh [N...]      (default: 64 4096; BUILD=build)
+# 4,096 blocks take minutes on the sim (its write costs grow with its size).
 set -eu
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
@@ -53,4 +55,11 @@ YAML
 	rper=$(echo "$t1 $t2 $N" | awk '{printf "%.3f", ($2-$1)*1000/$3}')
 	echo "blocks $N: grant fsyncs $((s1 - s0)), journal bytes $((b1 - b0)); revoke fsyncs $((s2 - s1)), journal bytes $((b2 - b1))"
 	echo "blocks $N: grant $per ms/block, revoke $rper ms/block; memgrantctl --sim configure+online $ref ms/block; grant/reference $(echo "$per $ref" | awk '{printf "%.2f", $1/$2}')x"
+	if [ -n "${BENCH_FIGS:-}" ]; then
+		echo "FIG intent_grant_fsyncs@$N $((s1 - s0)) fsyncs"
+		echo "FIG intent_revoke_fsyncs@$N $((s2 - s1)) fsyncs"
+		echo "FIG intent_grant_journal_bytes@$N $((b1 - b0)) B"
+		echo "FIG intent_revoke_journal_bytes@$N $((b2 - b1)) B"
+		echo "FIG intent_grant_ms_per_block@$N $per ms $ref memgrantctl_configure+online"
+	fi
 done
