@@ -266,8 +266,12 @@ static int recover_intents(struct engine *e)
 	pthread_mutex_lock(&e->lock);
 	r = intentlog_open_intents(e->journal, &its, &n);
 	pthread_mutex_unlock(&e->lock);
-	if (r < 0 || n == 0)
+	if (r < 0)
 		return r;
+	if (n == 0) {
+		intentlog_intents_free(its, n);
+		return 0;
+	}
 	r = hp_discover(e->backend, &t);
 	for (size_t i = 0; r == 0 && i < n; i++)
 		r = recover_intent(e, &its[i], t->block_size);
