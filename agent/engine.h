@@ -106,6 +106,19 @@ struct engine_verdict {
 int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v);
 void engine_verdict_done(struct engine_verdict *v);
 
+/*
+ * An operator adopts the N BLOCKS (found online, owned by no grant: brought
+ * up outside memgrant or before its journal) into a new grant record of SRC
+ * (numbered like an operator's grant, state applied); they then count as
+ * granted and can be revoked.  Durable (one write) before the verdict.
+ * Refusals are verdicts (ENGINE_REJECTED, V->error says which block and
+ * why): ENOENT unknown block, EPERM boot memory, EINVAL standby or offline
+ * or a repeated block, EEXIST owned already, EBUSY being changed now,
+ * ESHUTDOWN stopping.  On success ENGINE_ANSWERED with the grant's report.
+ */
+int engine_adopt(struct engine *e, const struct engine_source *src, const uint64_t *blocks, size_t n,
+		 struct engine_verdict *v);
+
 /* ---- transitions --------------------------------------------------------------- */
 
 enum engine_transition_kind {

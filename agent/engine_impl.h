@@ -69,6 +69,8 @@ struct engine {
 	/* work */
 	struct op *queue_head, *queue_tail;
 	struct op *running;
+	bool step_active;           /* the executor is writing to the kernel for STEP_BLOCK */
+	uint64_t step_block;
 	bool stopping;
 	bool executor_started;
 	bool recovered;             /* recovery finished (RECOVERY_ERR its result) */

@@ -198,23 +198,14 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	bool up = s->kind == ILOG_STEP_BRING_UP;
 	struct budget_timer bt = { 0 };
 	double t0;
-	int r = 0, owned = 0;
 
 	memset(res, 0, sizeof(*res));
-	if (!s->resume) {
-		struct intentlog_step step = {
-			.kind = s->kind,
-			.block = s->block,
-			.memmap = up ? s->memmap : -1,
-			.zone = !up ? MEM_ZONE_AUTO : s->online == ONLINE_MOVABLE ? MEM_ZONE_MOVABLE : MEM_ZONE_NORMAL,
-		};
-		snprintf(step.op, sizeof(step.op), "%s", s->owner);
-		pthread_mutex_lock(&e->lock);
-		r = intentlog_begin_step(e->journal, &step);
-		pthread_mutex_unlock(&e->lock);
-		if (r < 0)
-			return r;
-	}
+	/* nothing durable here: the operation's intent names the block, the
+	 * kernel records what became of it */
+	pthread_mutex_lock(&e->lock);
+	e->step_active = true;
+	e->step_block = s->block;
+	pthread_mutex_unlock(&e->lock);
 	t0 = exec_now();
 	if (s->deadline > 0)
 		budget_arm(e, &bt, s->deadline);
@@ -226,26 +217,14 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	count_result(e, res, exec_now() - t0, up);
 
 	pthread_mutex_lock(&e->lock);
-	if (res->err == 0 && up) {
-		r = intentlog_add_owned_block(e->journal, s->owner, s->block, mem_block_zone(&res->after),
-					    res->after.memmap_on_memory == 1, NULL);
-		/* -EEXIST: a resumed step whose block was recorded before the crash */
-		if (r < 0 && r != -EEXIST)
-			log_err(&e->log, "%s: block %llu is online but cannot be journaled: %s", s->owner,
-				(unsigned long long)s->block, strerror(-r));
-		owned = r == 0;
-	} else if (res->err == 0) {
-		owned = intentlog_remove_owned_block(e->journal, s->block) == 0;
-	}
 	if (s->record_locked)
 		s->record_locked(e, s->ctx, res);
-	intentlog_end_step(e->journal);
+	e->step_active = false;
 	pthread_mutex_unlock(&e->lock);
-	return owned;
+	return res->err == 0;
 }
 
-/* A block of a grant went up (or failed): its outcome, published before
- * the step's marker is cleared. */
+/* A block of a grant went up (or failed): its outcome, in memory. */
 struct grant_step {
 	struct op *o;
 	const struct policy_block *pb;
@@ -264,6 +243,9 @@ static void record_grant_step(struct engine *e, void *ctx, const struct block_re
 		outcome_from_block(oc, &res->after);
 	o->blocks_done++;
 	if (res->err == 0) {
+		if (op_done_add(o, pb->id, mem_block_zone(&res->after), res->after.memmap_on_memory == 1) < 0)
+			log_err(&e->log, "grant %s: block %llu is online but out of memory to record it; "
+				"the next start adopts it from the kernel", o->msg->id, (unsigned long long)pb->id);
 		(*gs->ok)++;
 		o->applied_bytes += gs->t->block_size;
 		if (res->auto_onlined) {
@@ -291,6 +273,7 @@ static int run_grant(struct engine *e, struct op *o)
 	_cleanup_free_ uint64_t *ids = NULL;
 	_cleanup_plan_ struct plan *p = NULL;
 	_cleanup_policy_decision_ struct policy_decision *pd = NULL;
+	_cleanup_free_ struct intentlog_target *targets = NULL;
 	struct grant_request req;
 	struct policy_request preq = { .memmap = -1 };
 	struct policy_settings ps;
@@ -375,13 +358,24 @@ static int run_grant(struct engine *e, struct op *o)
 	log_info(&e->log, "grant %s: %s", o->msg->id, pd->memmap_reason);
 	log_info(&e->log, "grant %s: %s", o->msg->id, pd->zone_reason);
 
+	targets = calloc(p->n + 1, sizeof(*targets));
+	if (!targets)
+		return abort_op(e, o, -ENOMEM, t, "out of memory");
+	for (size_t i = 0; i < p->n; i++)
+		targets[i] = (struct intentlog_target){
+			.block = pd->blocks[i].id,
+			.memmap = pd->blocks[i].memmap,
+			.zone = pd->blocks[i].online == ONLINE_MOVABLE ? MEM_ZONE_MOVABLE : MEM_ZONE_NORMAL,
+		};
+	/* one durable record before the first kernel write; none per block */
 	pthread_mutex_lock(&e->lock);
 	op_add_decision(o, "%s", pd->memmap_reason);
 	op_add_decision(o, "%s", pd->zone_reason);
 	o->blocks_total = mine + p->n;
-	o->state = MSG_STATE_IN_PROGRESS;
-	op_publish_locked(e, o, t);
+	r = op_intent_locked(e, o, ILOG_UP, targets, p->n, t);
 	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return abort_op(e, o, r, t, "cannot journal the intent: %s", strerror(-r));
 
 	for (size_t i = 0; i < p->n; i++) {
 		const struct policy_block *pb = &pd->blocks[i];
@@ -394,16 +388,14 @@ static int run_grant(struct engine *e, struct op *o)
 		if (stop_requested(e)) {
 			log_notice(&e->log, "grant %s: stopping after %zu of %zu blocks; it resumes at the next start",
 				   o->msg->id, o->blocks_done, o->blocks_total);
+			pthread_mutex_lock(&e->lock);
+			op_close_intent_locked(e, o, t);
+			pthread_mutex_unlock(&e->lock);
 			return -ECANCELED;
 		}
 		if (op_timeout_ms)
 			step.deadline = exec_now() + (double)op_timeout_ms / 1000.0;
-		r = exec_block_step(e, &step, &res);
-		if (r < 0) {
-			abort_op(e, o, r, t, "cannot journal the step for block %llu: %s", (unsigned long long)pb->id,
-				 strerror(-r));
-			return r;
-		}
+		exec_block_step(e, &step, &res);
 	}
 	finish_op(e, o, mine + ok, o->blocks_total);
 	return 0;
@@ -420,8 +412,7 @@ static bool revoke_done(const struct op *o, uint64_t id)
 			return true;
 	return false;
 }
-/* A block of a revocation went down (or did not): its outcome, published
- * before the step's marker is cleared. */
+/* A block of a revocation went down (or did not): its outcome, in memory. */
 struct revoke_step {
 	struct op *o;
 	uint64_t block;
@@ -441,6 +432,9 @@ static void record_revoke_step(struct engine *e, void *ctx, const struct block_r
 		outcome_from_block(oc, &res->after);
 	}
 	if (res->err == 0) {
+		if (op_done_add(o, rs->block, MEM_ZONE_AUTO, false) < 0)
+			log_err(&e->log, "revocation %s: block %llu went back but out of memory to record it; "
+				"the next start credits it from the kernel", o->msg->id, (unsigned long long)rs->block);
 		o->applied_bytes += rs->t->block_size;
 		o->blocks_done++;
 	} else {
@@ -461,6 +455,7 @@ static int run_revoke(struct engine *e, struct op *o)
 	_cleanup_free_ uint64_t *ids = NULL;
 	_cleanup_plan_ struct plan *p = NULL;
 	_cleanup_free_ uint64_t *busy = NULL;
+	_cleanup_free_ struct intentlog_target *targets = NULL;
 	struct revoke_request req;
 	size_t n_owned = 0, n_busy = 0, k = 0;
 	bool resumed = o->applied_bytes > 0;
@@ -508,18 +503,23 @@ static int run_revoke(struct engine *e, struct op *o)
 	if (r < 0)
 		return abort_op(e, o, r, t, "%s", p ? p->reason : strerror(-r));
 
+	busy = calloc(p->n + 1, sizeof(*busy));
+	targets = calloc(p->n + 1, sizeof(*targets));
+	if (!busy || !targets)
+		return abort_op(e, o, -ENOMEM, t, "out of memory");
+	for (size_t i = 0; i < p->n; i++)
+		targets[i] = (struct intentlog_target){ .block = p->blocks[i], .memmap = -1, .zone = MEM_ZONE_AUTO };
+	/* one durable record before the first kernel write: every candidate, in
+	 * order (by size the revocation stops when enough went back) */
 	pthread_mutex_lock(&e->lock);
 	if (!resumed)
 		o->requested_bytes = p->want_bytes;
 	o->blocks_total = (size_t)(o->requested_bytes / t->block_size);
 	op_add_decision(o, "revoke: %s", p->reason);
-	o->state = MSG_STATE_IN_PROGRESS;
-	op_publish_locked(e, o, t);
+	r = op_intent_locked(e, o, ILOG_DOWN, targets, p->n, t);
 	pthread_mutex_unlock(&e->lock);
-
-	busy = calloc(p->n + 1, sizeof(*busy));
-	if (!busy)
-		return abort_op(e, o, -ENOMEM, t, "out of memory");
+	if (r < 0)
+		return abort_op(e, o, r, t, "cannot journal the intent: %s", strerror(-r));
 	want = o->requested_bytes;
 	deadline = exec_now() + (double)budget_ms / 1000.0;
 
@@ -545,21 +545,19 @@ static int run_revoke(struct engine *e, struct op *o)
 
 			if (stop_requested(e)) {
 				log_notice(&e->log, "revocation %s: stopping; it resumes at the next start", o->msg->id);
+				pthread_mutex_lock(&e->lock);
+				op_close_intent_locked(e, o, t);
+				pthread_mutex_unlock(&e->lock);
 				return -ECANCELED;
 			}
 			if (exec_now() >= deadline) {
 				busy[next_busy++] = cand[i];
 				continue;
 			}
-			r = exec_block_step(e, &step, &res);
-			if (r < 0) {
-				log_err(&e->log, "revocation %s: cannot journal the step: %s", o->msg->id, strerror(-r));
-				goto done;
-			}
+			exec_block_step(e, &step, &res);
 		}
 		n_busy = next_busy;
 	}
-done:
 	finish_op(e, o, o->blocks_done, o->blocks_total);
 	return 0;
 }

@@ -20,17 +20,15 @@
 struct engine;
 struct op;
 
-/* One block step: the journal's marker first (unless RESUME: the marker of
- * a step a crash interrupted is already there), the kernel write bounded by
- * DEADLINE (monotonic seconds, 0: none), the metrics, the ownership in the
- * journal (the block joins OWNER on a bring-up, leaves on a take-down), the
- * the caller's RECORD_LOCKED (may be NULL: the block's outcome in the
- * request's report, under the engine lock), the marker cleared.  In that
- * order: a crash between any two leaves the marker, and recovery finishes
- * the bookkeeping from the kernel.  Returns -errno when the journal failed
- * before the kernel write (nothing written), else 1 when the ownership
- * changed, 0 when not; RES->err is 0 or the -errno of the failed step
- * (-EINTR: the deadline ran out). */
+/* One block step: the kernel write bounded by DEADLINE (monotonic seconds,
+ * 0: none), the metrics, then the caller's RECORD_LOCKED (may be NULL: the
+ * block's outcome in the operation's memory, under the engine lock).
+ * Nothing is journaled per block: the operation's intent (written before
+ * its first step) names the block, and after a crash recovery reads from
+ * the kernel what became of it.  While the write runs, e->step_block names
+ * the block, so the watcher leaves it to the executor.  Returns 1 when the
+ * block changed as asked (RES->err 0), else 0; RES->err is the -errno of
+ * the failed step (-EINTR: the deadline ran out). */
 struct exec_step {
 	enum intentlog_step_kind kind;
 	uint64_t block;
@@ -38,7 +36,6 @@ struct exec_step {
 	enum online_type online;    /* bring-up */
 	double deadline;
 	const char *owner;          /* the grant or revocation */
-	bool resume;
 	void (*record_locked)(struct engine *e, void *ctx, const struct block_result *res);
 	void *ctx;
 };

@@ -302,6 +302,19 @@ int intentlog_batch_end(struct intentlog *il)
 	return r;
 }
 
+void intentlog_batch_abort(struct intentlog *il)
+{
+	if (!il->in_batch)
+		return;
+	for (size_t i = 0; i < il->n_batch; i++)
+		free(il->batch[i].data);
+	il->n_batch = 0;
+	il->in_batch = false;
+	json_decref(il->root);
+	il->root = il->batch_saved;
+	il->batch_saved = NULL;
+}
+
 /* "status" and "outbox" members of a record. */
 static int add_report(json_t *rec, json_t *status, const char *outbox_dest)
 {

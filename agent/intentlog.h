@@ -203,6 +203,8 @@ int intentlog_end_step(struct intentlog *il);
  * is back to where batch_begin found it.  -EBUSY when a batch is open. */
 int intentlog_batch_begin(struct intentlog *il);
 int intentlog_batch_end(struct intentlog *il);
+/* Drops the open batch: nothing written, memory back to where batch_begin found it. */
+void intentlog_batch_abort(struct intentlog *il);
 
 /* Rewrites the log as one snapshot now (it also happens by itself). */
 int intentlog_compact(struct intentlog *il);

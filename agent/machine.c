@@ -14,27 +14,104 @@
 
 #define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
+/* The running operation when it has an open intent, else NULL. */
+static struct op *intent_op_locked(struct engine *e)
+{
+	return e->running && e->running->intent_open ? e->running : NULL;
+}
+
+int machine_find_owned_locked(struct engine *e, uint64_t block, struct intentlog_block *out)
+{
+	struct op *o = intent_op_locked(e);
+	const struct intentlog_done *d = o ? op_done_find(o, block) : NULL;
+
+	if (d && o->intent_dir == ILOG_DOWN)
+		return -ENOENT;
+	if (d) {
+		if (out) {
+			*out = (struct intentlog_block){ .block = block, .seq = UINT64_MAX, .zone = d->zone,
+							 .memmap = d->memmap };
+			snprintf(out->grant_id, sizeof(out->grant_id), "%s", o->msg->id);
+		}
+		return 0;
+	}
+	return intentlog_find_owned_block(e->journal, block, out);
+}
+
+int machine_owned_blocks_locked(struct engine *e, struct intentlog_block **out, size_t *n)
+{
+	_cleanup_free_ struct intentlog_block *jb = NULL;
+	struct op *o = intent_op_locked(e);
+	struct intentlog_block *all;
+	size_t k = 0, m = 0;
+	uint64_t seq = 0;
+	int r = intentlog_owned_blocks(e->journal, &jb, &k);
+
+	if (r < 0)
+		return r;
+	all = calloc(k + (o ? o->n_done : 0) + 1, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	for (size_t i = 0; i < k; i++) {
+		if (o && o->intent_dir == ILOG_DOWN && op_done_find(o, jb[i].block))
+			continue;
+		all[m++] = jb[i];
+		if (jb[i].seq >= seq)
+			seq = jb[i].seq + 1;
+	}
+	/* brought up under the open intent: the newest, in the order done */
+	for (size_t i = 0; o && o->intent_dir == ILOG_UP && i < o->n_done; i++) {
+		all[m] = (struct intentlog_block){ .block = o->done[i].block, .seq = seq++, .zone = o->done[i].zone,
+						   .memmap = o->done[i].memmap };
+		snprintf(all[m].grant_id, sizeof(all[m].grant_id), "%s", o->msg->id);
+		m++;
+	}
+	*out = all;
+	*n = m;
+	return 0;
+}
+
 int machine_forget_block_locked(struct engine *e, uint64_t block)
 {
+	struct op *o = intent_op_locked(e);
+
+	/* brought up by the running operation and not journaled yet: it just
+	 * leaves the operation's result */
+	if (o && o->intent_dir == ILOG_UP && op_done_remove(o, block))
+		return 0;
 	return intentlog_remove_owned_block(e->journal, block);
 }
 
 /* Boot memory: the run of online blocks from the lowest id that no grant
- * owns, as found at start (kernel.md: boot memory is online from address
- * 0).  Online blocks above it that no grant owns are foreign. */
+ * owns and no open intent names, as found at start (kernel.md: boot memory
+ * is online from address 0).  Online blocks above it that no grant owns are
+ * foreign.  A block an interrupted intent brought up is not boot memory:
+ * recovery decides about it; nor is one with memmap_on_memory=1. */
 static uint64_t boot_end_of(struct engine *e, const struct mem_table *t)
 {
-	uint64_t end = 0;
+	struct intentlog_intent *its = NULL;
+	struct intentlog_step st;
+	size_t n_its = 0;
+	uint64_t end = 0, stop = UINT64_MAX;
 
 	pthread_mutex_lock(&e->lock);
+	if (intentlog_open_intents(e->journal, &its, &n_its) == 0)
+		for (size_t i = 0; i < n_its; i++)
+			for (size_t j = 0; j < its[i].n_blocks; j++)
+				if (its[i].blocks[j].block < stop)
+					stop = its[i].blocks[j].block;
+	if (intentlog_pending_step(e->journal, &st) == 0 && st.block < stop)
+		stop = st.block;
 	for (size_t i = 0; i < t->n; i++) {
 		const struct mem_block *b = &t->blocks[i];
-		if (!b->configured || b->state != MEM_STATE_ONLINE ||
+		/* memmap_on_memory=1 is never boot memory (kernel.md C2: boot blocks read 0) */
+		if (!b->configured || b->state != MEM_STATE_ONLINE || b->id >= stop || b->memmap_on_memory == 1 ||
 		    intentlog_find_owned_block(e->journal, b->id, NULL) == 0)
 			break;
 		end = b->id + 1;
 	}
 	pthread_mutex_unlock(&e->lock);
+	intentlog_intents_free(its, n_its);
 	return end;
 }
 
@@ -144,20 +221,20 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 /* The table says BLOCK changed: when a grant owns it and the kernel (read
  * now, not the notification's row, which may be older than the executor's
  * last write) says it is not online, it left the grant.  The block the
- * executor has a step on is the executor's to judge. */
+ * executor is writing to is the executor's to judge. */
 static void reconcile_block(struct engine *e, uint64_t block)
 {
 	struct intentlog_block jb;
-	struct intentlog_step st;
 	struct mem_block now = { 0 };
 	int r;
 
 	pthread_mutex_lock(&e->lock);
 	if (!e->recovered || e->recovery_err < 0 || e->stopping)
 		goto out;
-	if (intentlog_pending_step(e->journal, &st) == 0 && st.block == block)
+	if (e->step_active && e->step_block == block)
 		goto out;
-	if (intentlog_find_owned_block(e->journal, block, &jb) < 0)
+	/* a block the running revocation took down is nobody's already */
+	if (machine_find_owned_locked(e, block, &jb) < 0)
 		goto out;
 	r = hp_read_block(e->backend, block, &now);
 	if (r < 0 && r != -ENOENT)
@@ -233,7 +310,7 @@ int machine_start(struct engine *e)
 	e->machine_started = true;
 	/* what changed while nobody watched (before start, during recovery) */
 	pthread_mutex_lock(&e->lock);
-	r = intentlog_owned_blocks(e->journal, &jb, &n);
+	r = machine_owned_blocks_locked(e, &jb, &n);
 	pthread_mutex_unlock(&e->lock);
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		struct mem_block b;
@@ -295,7 +372,7 @@ int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *gra
 		return -ENODEV;
 	machine_sync(e);
 	pthread_mutex_lock(&e->lock);
-	r = intentlog_owned_blocks(e->journal, &jb, &n);
+	r = machine_owned_blocks_locked(e, &jb, &n);
 	pthread_mutex_unlock(&e->lock);
 	if (r < 0)
 		n = 0;

@@ -12,7 +12,8 @@
  *
  * Outside changes are facts: a block a grant owns that is found not online
  * (offlined, deconfigured or gone) while the executor has no step on it
- * leaves the grant: its owned-block record, the grant's applied_bytes, a new
+ * leaves the grant: its owned-block record (or, for a block the running
+ * operation brought up, its place in that operation's result), the grant's applied_bytes, a new
  * status report for the source (outbox), and an ENGINE_T_BLOCK_CHANGED
  * transition plus a "block.changed" event on the bus.  A block brought up
  * outside is never recorded as owned: views call it foreign.
@@ -47,6 +48,18 @@ struct machine_figures {
  * caller must NOT hold. */
 int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *granted_bytes);
 
-/* Whoever owned BLOCK in the journal no longer does (the one place the
- * engine forgets a block on the kernel's word); e->lock held. */
+/* Who owns BLOCK now (e->lock held): the journal's record, corrected by
+ * the running operation's open intent: blocks it brought up so far are its
+ * own, blocks it took down nobody's, although neither is journaled before
+ * its result.  0 (OUT may be NULL) or -ENOENT.  Every reader of ownership
+ * (views, figures, planner, reconciliation) goes through these two. */
+struct intentlog_block;
+int machine_find_owned_locked(struct engine *e, uint64_t block, struct intentlog_block *out);
+/* Every owned block, that way: the journal's oldest seq first, then the
+ * running operation's, newest last; *OUT freed by the caller. */
+int machine_owned_blocks_locked(struct engine *e, struct intentlog_block **out, size_t *n);
+
+/* Whoever owned BLOCK no longer does (the one place the engine forgets a
+ * block on the kernel's word): the running operation's result, or the
+ * journal; e->lock held. */
 int machine_forget_block_locked(struct engine *e, uint64_t block);

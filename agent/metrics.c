@@ -159,6 +159,12 @@ int metrics_render(struct metrics *m, const struct metrics_gauges *g, char **out
 	buf_printf(&b, "# HELP memgrant_outbox_pending Status reports not yet delivered.\n"
 		       "# TYPE memgrant_outbox_pending gauge\nmemgrant_outbox_pending %llu\n",
 		   (unsigned long long)g->outbox_pending);
+	buf_printf(&b, "# HELP memgrant_journal_syncs_total fsync and fdatasync calls of the journal since start.\n"
+		       "# TYPE memgrant_journal_syncs_total counter\nmemgrant_journal_syncs_total %llu\n",
+		   (unsigned long long)g->journal_syncs);
+	buf_printf(&b, "# HELP memgrant_journal_written_bytes_total Bytes written to the journal since start.\n"
+		       "# TYPE memgrant_journal_written_bytes_total counter\nmemgrant_journal_written_bytes_total %llu\n",
+		   (unsigned long long)g->journal_bytes_written);
 
 	pthread_mutex_lock(&m->lock);
 	buf_printf(&b, "# HELP memgrant_requests_total Grants and revocations by outcome.\n"

@@ -32,6 +32,8 @@ struct metrics_gauges {
 	uint64_t standby_bytes;
 	uint64_t granted_bytes;
 	uint64_t outbox_pending;
+	uint64_t journal_syncs;          /* fsync + fdatasync of the journal since start */
+	uint64_t journal_bytes_written;  /* appended and compacted since start */
 };
 
 /* Renders the text exposition format into a malloc'd string. */

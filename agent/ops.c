@@ -6,6 +6,7 @@
 #include "ops.h"
 
 #include <stdarg.h>
+#include <time.h>
 
 #include "../lib/util.h"
 #include "engine_impl.h"
@@ -35,6 +36,8 @@ void op_free(struct op *o)
 	for (size_t i = 0; i < o->n_decisions; i++)
 		free(o->decisions[i]);
 	free(o->decisions);
+	free(o->done);
+	json_decref(o->live);
 	free(o);
 }
 
@@ -212,19 +215,143 @@ void op_announce_locked(struct engine *e, struct op *o, json_t *report)
 	engine_notify(e);
 }
 
-int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
+int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap)
 {
-	_cleanup_json_ json_t *report = op_report(e, o, t);
+	if (o->n_done == o->cap_done) {
+		size_t cap = o->cap_done ? o->cap_done * 2 : 16;
+		struct intentlog_done *nd = reallocarray(o->done, cap, sizeof(*nd));
+		if (!nd)
+			return -ENOMEM;
+		o->done = nd;
+		o->cap_done = cap;
+	}
+	o->done[o->n_done++] = (struct intentlog_done){ .block = block, .zone = zone, .memmap = memmap };
+	return 0;
+}
+
+const struct intentlog_done *op_done_find(const struct op *o, uint64_t block)
+{
+	for (size_t i = 0; i < o->n_done; i++)
+		if (o->done[i].block == block)
+			return &o->done[i];
+	return NULL;
+}
+
+bool op_done_remove(struct op *o, uint64_t block)
+{
+	for (size_t i = 0; i < o->n_done; i++)
+		if (o->done[i].block == block) {
+			memmove(&o->done[i], &o->done[i + 1], (o->n_done - i - 1) * sizeof(*o->done));
+			o->n_done--;
+			return true;
+		}
+	return false;
+}
+
+static double mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void keep_live(struct op *o, json_t *report)
+{
+	json_decref(o->live);
+	o->live = json_incref(report);
+	o->live_at = mono_now();
+}
+
+/* Whether a progress report of O is due now (op_publish_locked). */
+static bool progress_due(const struct op *o)
+{
+	const struct outcome *last = o->n_outcomes ? &o->outcomes[o->n_outcomes - 1] : NULL;
+
+	return !o->live || (last && last->err_code[0] && !last->failure_told) || o->blocks_done >= o->blocks_total ||
+	       mono_now() - o->live_at >= OP_LIVE_INTERVAL;
+}
+
+int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, const struct intentlog_target *targets,
+		     size_t n, const struct mem_table *t)
+{
+	_cleanup_json_ json_t *report = NULL;
+	enum msg_state was = o->state;
 	int r;
 
+	o->state = MSG_STATE_IN_PROGRESS;
+	report = op_report(e, o, t);
+	r = report ? intentlog_intent(e->journal, o->msg->id, dir, targets, n, report, op_report_dest(o)) : -ENOMEM;
+	if (r < 0) {
+		o->state = was; /* nothing was written: the caller ends it as it was */
+		return r;
+	}
+	o->intent_open = true;
+	o->intent_dir = dir;
+	o->n_done = 0;
+	keep_live(o, report);
+	op_announce_locked(e, o, report);
+	return 0;
+}
+
+/* One durable result closing O's intent with REPORT. */
+static int write_result_locked(struct engine *e, struct op *o, json_t *report)
+{
+	int r = intentlog_result(e->journal, o->msg->id, o->state, o->applied_bytes, o->done, o->n_done, report,
+				 op_report_dest(o));
+
+	/* on failure the intent stays open on disk: the next start re-reads
+	 * the kernel for its blocks, which is what this result would say */
+	o->intent_open = false;
+	o->n_done = 0;
+	return r;
+}
+
+int op_close_intent_locked(struct engine *e, struct op *o, const struct mem_table *t)
+{
+	_cleanup_json_ json_t *report = NULL;
+	int r;
+
+	if (!o->intent_open)
+		return 0;
+	report = op_report(e, o, t);
 	if (!report)
 		return -ENOMEM;
-	r = intentlog_set_state(e->journal, o->msg->id, o->state, report,
-			      msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
-												   : NULL);
+	r = write_result_locked(e, o, report);
+	if (r < 0)
+		log_err(&e->log, "%s: cannot journal its result: %s", o->msg->id, strerror(-r));
+	keep_live(o, report);
+	return r;
+}
+
+int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
+{
+	_cleanup_json_ json_t *report = NULL;
+	int r;
+
+	if (o->intent_open && !msg_state_is_final(o->state) && !progress_due(o)) {
+		engine_notify(e); /* status reads the counters from O itself */
+		return 0;
+	}
+	report = op_report(e, o, t);
+	if (!report)
+		return -ENOMEM;
+	if (o->intent_open && !msg_state_is_final(o->state)) {
+		/* progress under an open intent: the kernel records it */
+		keep_live(o, report);
+		op_announce_locked(e, o, report);
+		return 0;
+	}
+	if (o->intent_open)
+		r = write_result_locked(e, o, report);
+	else
+		r = intentlog_set_state(e->journal, o->msg->id, o->state, report,
+					msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
+													   : NULL);
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal state %s: %s", o->msg->id, msg_state_name(o->state),
 			strerror(-r));
+	keep_live(o, report);
 	op_announce_locked(e, o, report);
 	return r;
 }

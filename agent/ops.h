@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "../hotplug/block.h"
+#include "intentlog.h"
 #include "message.h"
 
 struct engine;
@@ -50,6 +51,15 @@ struct op {
 	size_t n_decisions;
 	char err_code[16];
 	char err_msg[256];
+	/* The operation's open intent (docs/journal.md): the blocks done so far
+	 * are the operation's in memory only (brought up: its own; taken down:
+	 * nobody's) until op_publish_locked() writes the result. */
+	bool intent_open;
+	enum intentlog_dir intent_dir;
+	struct intentlog_done *done;
+	size_t n_done, cap_done;
+	json_t *live;                 /* the last report published, for the views */
+	double live_at;               /* when (CLOCK_MONOTONIC seconds) */
 };
 
 /* A new op for M (taken) from SRC; NULL on ENOMEM (M freed). */
@@ -68,7 +78,29 @@ json_t *op_report(struct engine *e, const struct op *o, const struct mem_table *
 const char *op_report_dest(const struct op *o);
 /* Sends the transitions REPORT shows for O to the subscribers. */
 void op_tell_locked(struct engine *e, struct op *o, const json_t *report);
-/* Journals O's state and report and tells everybody. */
+/* Writes O's intent to bring up (DIR ILOG_UP) or take down the N TARGETS,
+ * in that order, durable, with O in_progress and its report queued; then
+ * tells everybody.  O's progress stays in memory until its result. */
+int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, const struct intentlog_target *targets,
+		     size_t n, const struct mem_table *t);
+/* Publishes O's state and report: while O has an open intent and is not
+ * final, in memory only (views, event bus, subscribers: the kernel holds the
+ * progress); a final state closes the intent with one durable result (the
+ * blocks done, applied_bytes, the report queued); without an intent, a
+ * durable state record as before.  Progress reports (each carries every
+ * block's outcome) are built at most every OP_LIVE_INTERVAL seconds, and at
+ * once for a block that failed or the last block: a per-block report would
+ * cost O(blocks) per block. */
+#define OP_LIVE_INTERVAL 0.1
 int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t);
+/* Closes O's open intent with its state as it is (a stop: the operation
+ * resumes at the next start from what the result made its own). */
+int op_close_intent_locked(struct engine *e, struct op *o, const struct mem_table *t);
+/* BLOCK was done under O's open intent (ZONE and MEMMAP: how it came up). */
+int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap);
+/* The entry of BLOCK among O's done blocks, NULL when not done. */
+const struct intentlog_done *op_done_find(const struct op *o, uint64_t block);
+/* BLOCK is no longer among O's done blocks (it left outside memgrant); true when it was. */
+bool op_done_remove(struct op *o, uint64_t block);
 /* Puts REPORT on the event bus and tells the subscribers (no journal write). */
 void op_announce_locked(struct engine *e, struct op *o, json_t *report);

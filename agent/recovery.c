@@ -11,33 +11,26 @@
 #include "executor.h"
 
 /*
- * A revocation's take-down of BLOCK finished although the agent died before
- * it could record it: the revocation's stored report gets the block, so
- * that it resumes with the right count.  Idempotent: a block the report
- * already shows given back is not counted twice.
+ * Credits BLOCK to a revocation's report STATUS (changed in place): the
+ * block given back, applied_bytes and blocks_done raised.  Idempotent: a
+ * block the report already shows given back is not counted twice.  Returns
+ * true when it credited.
  */
-static void credit_revocation(struct engine *e, const char *op, uint64_t block, uint64_t block_size)
+static bool credit_status(json_t *status, uint64_t block, uint64_t block_size)
 {
-	struct intentlog_grant g = { 0 };
-	json_t *status, *blocks, *entry = NULL, *je;
+	json_t *blocks = json_object_get(status, "blocks"), *entry = NULL, *je;
 	size_t i;
 
-	if (intentlog_get_grant(e->journal, op, &g) < 0 || g.type != MSG_REVOKE || !g.status) {
-		intentlog_grant_done(&g);
-		return;
+	if (!json_is_array(blocks)) {
+		blocks = json_array();
+		json_object_set_new(status, "blocks", blocks);
 	}
-	status = json_deep_copy(g.status);
-	blocks = json_object_get(status, "blocks");
 	json_array_foreach(blocks, i, je)
 		if ((uint64_t)json_integer_value(json_object_get(je, "block")) == block)
 			entry = je;
 	if (entry && json_is_null(json_object_get(entry, "error")) &&
-	    streq(json_string_value(json_object_get(entry, "state")) ?: "", "offline")) {
-		/* its report counts it already: the crash came after it was recorded */
-		json_decref(status);
-		intentlog_grant_done(&g);
-		return;
-	}
+	    streq(json_string_value(json_object_get(entry, "state")) ?: "", "offline"))
+		return false; /* its report counts it already: the crash came after it was recorded */
 	if (!entry) {
 		char range[64];
 		plan_format_range(block_size, block, range, sizeof(range));
@@ -45,18 +38,41 @@ static void credit_revocation(struct engine *e, const char *op, uint64_t block, 
 		json_array_append_new(blocks, entry);
 	}
 	json_object_set_new(entry, "state", json_string("offline"));
+	json_object_set_new(entry, "configured", json_false());
 	json_object_set_new(entry, "error", json_null());
 	json_object_set_new(status, "applied_bytes",
 			    json_integer(json_integer_value(json_object_get(status, "applied_bytes")) +
 					 (json_int_t)block_size));
 	json_object_set_new(status, "blocks_done",
 			    json_integer(json_integer_value(json_object_get(status, "blocks_done")) + 1));
-	intentlog_set_state(e->journal, op, g.state, status, NULL);
+	return true;
+}
+
+/* The earlier engine's marker: a revocation's take-down of BLOCK finished
+ * although the agent died before it could record it; its stored report
+ * gets the block, so that it resumes with the right count. */
+static void credit_revocation(struct engine *e, const char *op, uint64_t block, uint64_t block_size)
+{
+	struct intentlog_grant g = { 0 };
+	json_t *status;
+
+	if (intentlog_get_grant(e->journal, op, &g) < 0 || g.type != MSG_REVOKE || !g.status) {
+		intentlog_grant_done(&g);
+		return;
+	}
+	status = json_deep_copy(g.status);
+	if (status && credit_status(status, block, block_size))
+		intentlog_set_state(e->journal, op, g.state, status, NULL);
 	json_decref(status);
 	intentlog_grant_done(&g);
 }
 
-/* Finishes or undoes the block step a crash interrupted (journal marker). */
+/*
+ * Finishes or undoes the block step the marker of the earlier,
+ * block-by-block engine says was interrupted (a journal written by the
+ * previous version; this one never writes the marker).  The bookkeeping the
+ * old engine did per block is done here, durably.
+ */
 static void reconcile_step(struct engine *e)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
@@ -77,54 +93,192 @@ static void reconcile_step(struct engine *e)
 		   st.kind == ILOG_STEP_BRING_UP ? "bringing up" : "taking down", (unsigned long long)st.block,
 		   st.op, st.phase[0] ? st.phase : "no phase recorded",
 		   r < 0 ? "unreadable" : !b.configured ? "deconfigured" : mem_state_name(b.state));
-	if (st.kind == ILOG_STEP_BRING_UP && r == 0 && b.configured) {
+	if (st.kind == ILOG_STEP_BRING_UP && r == 0 && b.configured && st.block >= e->boot_end &&
+	    intentlog_find_owned_block(e->journal, st.block, NULL) < 0) {
 		/* ours: the marker says we were bringing exactly this block up; finish it */
 		struct exec_step s = { .kind = ILOG_STEP_BRING_UP, .block = st.block, .memmap = -1,
-					.online = mem_zone_online_type(st.zone),
-					.owner = st.op, .resume = true };
+					.online = mem_zone_online_type(st.zone), .owner = st.op };
 		exec_block_step(e, &s, &res);
 		if (res.err == 0) {
-			log_notice(&e->log, "block %llu: finished bringing it up for %s", (unsigned long long)st.block,
-				   st.op);
-			return;
+			pthread_mutex_lock(&e->lock);
+			r = intentlog_add_owned_block(e->journal, st.op, st.block, mem_block_zone(&res.after),
+						      res.after.memmap_on_memory == 1, NULL);
+			pthread_mutex_unlock(&e->lock);
+			log_notice(&e->log, "block %llu: finished bringing it up for %s%s", (unsigned long long)st.block,
+				   st.op, r < 0 ? " (but cannot journal it)" : "");
+		} else {
+			log_warn(&e->log, "block %llu: cannot finish bringing it up (%s), undoing",
+				 (unsigned long long)st.block, strerror(-res.err));
+			s.kind = ILOG_STEP_TAKE_DOWN;
+			exec_block_step(e, &s, &res);
 		}
-		log_warn(&e->log, "block %llu: cannot finish bringing it up (%s), undoing", (unsigned long long)st.block,
-			 strerror(-res.err));
-		s.kind = ILOG_STEP_TAKE_DOWN;
-		s.resume = false;
-		exec_block_step(e, &s, &res);
-		return;
-	}
-	if (st.kind == ILOG_STEP_TAKE_DOWN && r == 0) {
+	} else if (st.kind == ILOG_STEP_TAKE_DOWN && r == 0) {
 		if (b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
 			/* finish: config=0 */
-			struct exec_step s = { .kind = ILOG_STEP_TAKE_DOWN, .block = st.block, .owner = st.op,
-						.resume = true };
+			struct exec_step s = { .kind = ILOG_STEP_TAKE_DOWN, .block = st.block, .owner = st.op };
 			done = exec_block_step(e, &s, &res) == 1;
-			if (done && t) {
-				pthread_mutex_lock(&e->lock);
-				credit_revocation(e, st.op, st.block, t->block_size);
-				pthread_mutex_unlock(&e->lock);
-			}
 		} else if (mem_block_is_standby(&b) || (!b.in_firmware && b.state == MEM_STATE_OFFLINE)) {
-			/* the kernel finished it before the agent died; the journal may
-			 * have recorded that too (then the block is no longer owned) */
-			pthread_mutex_lock(&e->lock);
-			intentlog_remove_owned_block(e->journal, st.block);
+			/* the kernel finished it before the agent died */
 			done = true;
-			if (t)
-				credit_revocation(e, st.op, st.block, t->block_size);
-			intentlog_end_step(e->journal);
-			pthread_mutex_unlock(&e->lock);
 		}
 		if (done) {
+			pthread_mutex_lock(&e->lock);
+			/* the old journal may have recorded that too (then it is no longer owned) */
+			intentlog_remove_owned_block(e->journal, st.block);
+			if (t)
+				credit_revocation(e, st.op, st.block, t->block_size);
+			pthread_mutex_unlock(&e->lock);
 			log_notice(&e->log, "block %llu: given back for %s", (unsigned long long)st.block, st.op);
-			return;
 		}
 	}
 	pthread_mutex_lock(&e->lock);
 	intentlog_end_step(e->journal);
 	pthread_mutex_unlock(&e->lock);
+}
+
+enum intent_block_fate recovery_block_fate(enum intentlog_dir dir, int rb, const struct mem_block *b,
+					   const char *owner, uint64_t boot_end)
+{
+	if (rb < 0)
+		return FATE_UNTOUCHED; /* gone or unreadable: nothing to adopt or credit */
+	if (dir == ILOG_UP) {
+		if (!b->configured)
+			return FATE_UNTOUCHED;
+		if (owner[0] || b->id < boot_end)
+			return FATE_REFUSED;
+		return b->state == MEM_STATE_ONLINE ? FATE_DONE : FATE_HALF;
+	}
+	/* down: only a block the journal still calls owned is credited */
+	if (!owner[0])
+		return FATE_UNTOUCHED;
+	if (mem_block_is_standby(b) || (!b->in_firmware && b->state == MEM_STATE_OFFLINE))
+		return FATE_DONE;
+	if (b->in_firmware && b->configured && b->state == MEM_STATE_OFFLINE)
+		return FATE_HALF;
+	return FATE_UNTOUCHED; /* still online: stays owned */
+}
+
+/*
+ * One intent a crash left open: each named block is read from the kernel
+ * and judged (recovery_block_fate); a half-done one is finished (up: or
+ * undone when it cannot be); then one result closes the intent with the
+ * blocks found done, in a non-final state: the operation is queued again
+ * and resumes from what the result made its own.
+ */
+static int recover_intent(struct engine *e, const struct intentlog_intent *it, uint64_t block_size)
+{
+	_cleanup_free_ struct intentlog_done *done = calloc(it->n_blocks + 1, sizeof(*done));
+	struct intentlog_grant g = { 0 };
+	json_t *status = NULL;
+	size_t n_done = 0, n_half = 0, n_refused = 0, mine = 0;
+	uint64_t applied;
+	bool up = it->dir == ILOG_UP;
+	int r;
+
+	if (!done)
+		return -ENOMEM;
+	for (size_t i = 0; i < it->n_blocks; i++) {
+		const struct intentlog_target *tg = &it->blocks[i];
+		struct intentlog_block jb = { 0 };
+		struct mem_block b = { 0 };
+		struct block_result res;
+		enum intent_block_fate fate;
+		int rb = hp_read_block(e->backend, tg->block, &b);
+
+		pthread_mutex_lock(&e->lock);
+		if (intentlog_find_owned_block(e->journal, tg->block, &jb) < 0)
+			jb.grant_id[0] = '\0';
+		pthread_mutex_unlock(&e->lock);
+		fate = recovery_block_fate(it->dir, rb, &b, jb.grant_id, e->boot_end);
+		if (fate == FATE_REFUSED) {
+			n_refused++;
+			log_warn(&e->log, "%s: block %llu of its intent is online but %s: not adopted", it->op,
+				 (unsigned long long)tg->block, jb.grant_id[0] ? "owned by another grant" : "boot memory");
+			continue;
+		}
+		if (fate == FATE_HALF && up) {
+			struct exec_step s = { .kind = ILOG_STEP_BRING_UP, .block = tg->block, .memmap = -1,
+						.online = mem_zone_online_type(tg->zone), .owner = it->op };
+			n_half++;
+			if (exec_block_step(e, &s, &res) == 1) {
+				b = res.after;
+				fate = FATE_DONE;
+			} else {
+				log_warn(&e->log, "%s: block %llu: cannot finish bringing it up (%s), undoing", it->op,
+					 (unsigned long long)tg->block, strerror(-res.err));
+				s.kind = ILOG_STEP_TAKE_DOWN;
+				exec_block_step(e, &s, &res);
+			}
+		} else if (fate == FATE_HALF) {
+			struct exec_step s = { .kind = ILOG_STEP_TAKE_DOWN, .block = tg->block, .owner = it->op };
+			n_half++;
+			if (exec_block_step(e, &s, &res) == 1)
+				fate = FATE_DONE;
+			else
+				log_warn(&e->log, "%s: block %llu: cannot finish taking it down (%s)", it->op,
+					 (unsigned long long)tg->block, strerror(-res.err));
+		}
+		if (fate != FATE_DONE)
+			continue;
+		done[n_done++] = (struct intentlog_done){ .block = tg->block, .zone = up ? mem_block_zone(&b) : MEM_ZONE_AUTO,
+							  .memmap = b.memmap_on_memory == 1 };
+	}
+
+	pthread_mutex_lock(&e->lock);
+	r = intentlog_get_grant(e->journal, it->op, &g);
+	if (r < 0)
+		goto out;
+	if (up) {
+		mine = g.n_blocks + n_done;
+		applied = (uint64_t)mine * block_size;
+	} else {
+		status = g.status ? json_deep_copy(g.status) : json_object();
+		if (!status) {
+			r = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < n_done; i++)
+			credit_status(status, done[i].block, block_size);
+		applied = (uint64_t)json_integer_value(json_object_get(status, "applied_bytes"));
+	}
+	/* not final: the operation is queued again and finishes from here */
+	r = intentlog_result(e->journal, it->op, msg_state_is_final(g.state) ? MSG_STATE_IN_PROGRESS : g.state, applied,
+			     done, n_done, status, NULL);
+out:
+	pthread_mutex_unlock(&e->lock);
+	log_notice(&e->log, "%s: its %s of %zu block%s was interrupted: %zu found done%s, %zu half done, %zu refused%s%s",
+		   it->op, up ? "bring-up" : "take-down", it->n_blocks, it->n_blocks == 1 ? "" : "s", n_done,
+		   up ? " (adopted)" : " (given back)", n_half, n_refused, r < 0 ? "; cannot journal the result: " : "",
+		   r < 0 ? strerror(-r) : "");
+	json_decref(status);
+	intentlog_grant_done(&g);
+	return r;
+}
+
+/* Every intent a crash left open, in the order written. */
+static int recover_intents(struct engine *e)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct intentlog_intent *its = NULL;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = intentlog_open_intents(e->journal, &its, &n);
+	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return r;
+	if (n == 0) {
+		intentlog_intents_free(its, n);
+		return 0;
+	}
+	r = hp_discover(e->backend, &t);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		r = recover_intent(e, &its[i], t->block_size);
+	if (r < 0)
+		log_err(&e->log, "recovery of the open intents: %s", strerror(-r));
+	intentlog_intents_free(its, n);
+	return r;
 }
 
 /*
@@ -275,10 +429,15 @@ static void warn_foreign_standby(struct engine *e)
 
 int recovery_run(struct engine *e)
 {
+	int r;
+
 	if (e->own_onlining)
 		backend_take_over_onlining(e);
 	warn_foreign_standby(e);
 	reconcile_step(e);
+	r = recover_intents(e);
+	if (r < 0)
+		return r;
 	reconcile_owned(e);
 	return requeue_unfinished(e);
 }

@@ -57,7 +57,7 @@ int engine_blocks_json(struct engine *e, json_t **out)
 		json_t *owner = json_null();
 
 		if (mb->configured && mb->state == MEM_STATE_ONLINE) {
-			if (intentlog_find_owned_block(e->journal, mb->id, &jb) == 0)
+			if (machine_find_owned_locked(e, mb->id, &jb) == 0)
 				owner = json_string(jb.grant_id);
 			else if (mb->id >= e->boot_end)
 				owner = json_string("foreign");
@@ -75,7 +75,10 @@ json_t *engine_grant_json(struct engine *e, const char *id)
 	json_t *j = NULL;
 
 	pthread_mutex_lock(&e->lock);
-	if (intentlog_get_grant(e->journal, id, &g) == 0) {
+	if (e->running && e->running->live && streq(e->running->msg->id, id))
+		/* running: its progress is in memory (the kernel records it) */
+		j = json_deep_copy(e->running->live);
+	else if (intentlog_get_grant(e->journal, id, &g) == 0) {
 		j = g.status ? json_deep_copy(g.status) : NULL;
 		intentlog_grant_done(&g);
 	}
@@ -91,10 +94,24 @@ json_t *engine_grants_json(struct engine *e)
 
 	pthread_mutex_lock(&e->lock);
 	if (intentlog_list_grants(e->journal, &gs, &n) == 0) {
+		struct op *o = e->running && e->running->intent_open ? e->running : NULL;
+
 		for (size_t i = 0; i < n; i++) {
-			json_t *s = gs[i].status ? json_deep_copy(gs[i].status) : json_object();
+			bool live = o && o->live && streq(o->msg->id, gs[i].id);
+			size_t owned = gs[i].n_blocks;
+			json_t *s = live ? json_deep_copy(o->live)
+				    : gs[i].status ? json_deep_copy(gs[i].status) : json_object();
+			/* the running operation's open intent changes ownership in memory */
+			if (o && o->intent_dir == ILOG_UP && streq(o->msg->id, gs[i].id))
+				owned += o->n_done;
+			for (size_t k = 0; o && o->intent_dir == ILOG_DOWN && k < o->n_done; k++) {
+				struct intentlog_block jb;
+				if (owned && intentlog_find_owned_block(e->journal, o->done[k].block, &jb) == 0 &&
+				    streq(jb.grant_id, gs[i].id))
+					owned--;
+			}
 			json_object_set_new(s, "created", json_integer((json_int_t)gs[i].created));
-			json_object_set_new(s, "owned_blocks", json_integer((json_int_t)gs[i].n_blocks));
+			json_object_set_new(s, "owned_blocks", json_integer((json_int_t)owned));
 			json_array_append_new(arr, s);
 		}
 		intentlog_grants_free(gs, n);
@@ -175,6 +192,12 @@ int engine_metrics_text(struct engine *e, char **out)
 	/* every destination: control planes and webhooks alike */
 	for (size_t i = 0; i < e->n_outboxes; i++)
 		g.outbox_pending += intentlog_outbox_count(e->journal, e->outboxes[i]);
+	{
+		struct intentlog_stats js;
+		intentlog_stats(e->journal, &js);
+		g.journal_syncs = js.syncs;
+		g.journal_bytes_written = js.bytes_written;
+	}
 	pthread_mutex_unlock(&e->lock);
 	return metrics_render(e->metrics, &g, out);
 }

@@ -17,6 +17,8 @@
 #   BENCH_PAIRS         grant+revoke pairs       default 10000, fewer when the
 #                                                sim is slow (fits BENCH_PAIRS_SECS, 150)
 #   BENCH_RSS_BLOCKS    grant for the RSS figure default the largest grant size
+#   BENCH_INTENT_4096   1: the journal-cost figures (bench/intent_cost.sh) also
+#                       at 4,096 blocks (minutes on the sim); default 64 only
 #   LSMEM_UPSTREAM      util-linux lsmem to compare with (bench/upstream-lsmem.sh);
 #                       else $OUT/lsmem-upstream if built, else the system's lsmem
 #   UTIL_LINUX_SRC      a util-linux checkout: build $OUT/lsmem-upstream from it
@@ -285,6 +287,16 @@ if command -v strace >/dev/null 2>&1; then
 else
 	note "strace not installed: no fsync counts"
 fi
+
+# journal cost per operation: one intent and one result, whatever the size
+echo
+echo "   journal per grant and revocation (bench/intent_cost.sh; BENCH_INTENT_4096=1 adds 4096 blocks)"
+isizes=64
+[ "${BENCH_INTENT_4096:-}" = 1 ] && isizes="64 4096"
+# shellcheck disable=SC2086
+BUILD=$BUILD BENCH_FIGS=1 sh "$BENCH/intent_cost.sh" $isizes >"$T/intent.out" 2>&1 ||
+	{ echo "bench: intent_cost.sh failed: $(tail -3 "$T/intent.out")"; exit 1; }
+sed -n 's/^FIG //p' "$T/intent.out" | while read -r k v u r rl; do fig "$k" "$v" "$u" "${r:-}" "${rl:-}"; done
 
 # ---- 4. lsmem at BENCH_DISCOVER blocks -----------------------------------------------
 N=${BENCH_DISCOVER:-65536}

@@ -313,6 +313,57 @@ static MHD_Result_t submit(struct api *a, struct MHD_Connection *c, struct reque
 	return api_send_error(c, status, v.error.code, "%s", v.error.message);
 }
 
+/* POST /v1/adopt {"blocks": [N, ...]}: online blocks no grant owns become
+ * a local grant record (engine_adopt). */
+static MHD_Result_t adopt(struct api *a, struct MHD_Connection *c, struct request *rq)
+{
+	_cleanup_free_ uint64_t *ids = NULL;
+	struct engine_verdict v;
+	json_error_t jerr;
+	json_t *body, *list, *it, *reply;
+	unsigned status;
+	size_t n, i;
+	int r;
+
+	body = json_loadb(rq->body.data ? rq->body.data : "", rq->body.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!body)
+		return api_send_error(c, 400, "EBADMSG", "body is not JSON: %s (line %d, column %d)", jerr.text,
+				      jerr.line, jerr.column);
+	list = json_object_get(body, "blocks");
+	if (!json_is_object(body) || json_object_size(body) != 1 || !json_is_array(list) || json_array_size(list) == 0) {
+		json_decref(body);
+		return api_send_error(c, 400, "EINVAL", "body must be {\"blocks\": [N, ...]} with at least one block number");
+	}
+	n = json_array_size(list);
+	if (n > 65536) {
+		json_decref(body);
+		return api_send_error(c, 413, "E2BIG", "%zu blocks: at most 65536 at a time", n);
+	}
+	ids = calloc(n, sizeof(*ids));
+	if (!ids) {
+		json_decref(body);
+		return api_send_error(c, 500, "ENOMEM", "out of memory");
+	}
+	json_array_foreach(list, i, it) {
+		if (!json_is_integer(it) || json_integer_value(it) < 0) {
+			json_decref(body);
+			return api_send_error(c, 400, "EINVAL", "blocks[%zu]: not a block number (a non-negative integer)", i);
+		}
+		ids[i] = (uint64_t)json_integer_value(it);
+	}
+	json_decref(body);
+	r = engine_adopt(a->e, a->source, ids, n, &v);
+	if (r < 0)
+		return api_send_error(c, 500, errno_name(r), "cannot adopt: %s", strerror(-r));
+	status = v.kind == ENGINE_ANSWERED ? 200 : -v.err == ENOENT ? 404 : -v.err == EPERM ? 403
+		 : -v.err == EEXIST || -v.err == EBUSY ? 409 : http_status_of(&v);
+	reply = v.report ? json_incref(v.report) : NULL;
+	engine_verdict_done(&v);
+	if (reply)
+		return api_send_json(c, status, reply);
+	return api_send_error(c, status, v.error.code, "%s", v.error.message);
+}
+
 static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct request *rq, const char *url,
 			  const char *method)
 {
@@ -356,6 +407,18 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 			return api_send_error(c, 404, "ENOENT", "no grant or revocation with id \"%s\"",
 					  url + strlen("/v1/grants/"));
 		return api_send_json(c, 200, j);
+	}
+	if (streq(url, "/v1/adopt")) {
+		if (!streq(method, "POST"))
+			return method_not_allowed(c, "POST", url, method);
+		if (!rq->may_write)
+			return api_send_error(c, 403, "EPERM",
+					      "uid %u may read but not change anything: only root and the API group may",
+					      (unsigned)rq->uid);
+		if (rq->body.too_large)
+			return api_send_error(c, 413, "E2BIG", "request body is larger than the limit of %zu bytes",
+					      a->body_limit);
+		return adopt(a, c, rq);
 	}
 	if (streq(url, "/v1/events")) {
 		if (!get)

@@ -50,6 +50,7 @@ struct ctl_command {
 	X(grants, "grants [ID] [--json]: grants and revocations memgrantd remembers")      \
 	X(grant, "grant SIZE|RANGE [--memmap auto|on|off] [--zone auto|movable|normal] [--wait]") \
 	X(revoke, "revoke (SIZE | --grant ID) [--wait]: give memory back")                 \
+	X(adopt, "adopt BLOCKS [--json]: make online blocks no grant owns a local grant")   \
 	X(wait, "wait ID [--json]: follow a grant or revocation until it is final")        \
 	X(events, "events [--json]: follow memgrantd's events")
 

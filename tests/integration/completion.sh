@@ -32,6 +32,9 @@ has() { # what candidates word
 out=$(complete_words memgrantctl memgrantctl "")
 has "memgrantctl commands" "$out" wait
 has "memgrantctl commands" "$out" grants
+has "memgrantctl commands" "$out" adopt
+out=$(complete_words memgrantctl memgrantctl adopt --)
+has "adopt options" "$out" --json
 out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" wait "")
 has "wait ID" "$out" first-grant
 has "wait ID" "$out" second-grant

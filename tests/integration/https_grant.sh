@@ -1,7 +1,7 @@
 #!/bin/sh
 # HTTPS provider, the happy path over mutual TLS with a bearer token: a grant
 # queued on the control plane becomes online memory and its accepted,
-# in_progress (one per block step), applied reports arrive in order with Idempotency-Keys; the
+# in_progress (once, with the operation's intent), applied reports arrive in order with Idempotency-Keys; the
 # inventory is PUT at start and again when the layout changed; a revocation
 # gives the memory back; a replayed generation changes nothing; every message
 # matches docs/api/messages.schema.json; one kept-alive connection per thread.
@@ -30,7 +30,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 g = [x for x in s["statuses"] if x["body"]["id"] == "g-1"]
 states = [x["body"]["state"] for x in g if not x["duplicate"]]
-# one in_progress per block step
+# in_progress when the work starts (the intent record); per-block progress is live only
 assert states[0] == "accepted" and states[-1] == "applied" and len(states) >= 3, states
 assert set(states[1:-1]) == {"in_progress"}, states
 for x in g:
