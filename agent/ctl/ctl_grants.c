@@ -75,6 +75,16 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 			printf("  %-12s %s\n", key, json_string_value(v));
 	json_array_foreach(json_object_get(g, "decisions"), i, b)
 		printf("  decision:    %s\n", json_string_value(b));
+	/* a revocation retrying busy blocks */
+	json_array_foreach(json_object_get(g, "busy_blocks"), i, b)
+		printf("  retrying:    block %lld, %lld attempts (%s)\n", (long long)json_integer_value(json_object_get(b, "block")),
+		       (long long)json_integer_value(json_object_get(b, "attempts")), json_string_value(json_object_get(b, "error")));
+	if (json_is_integer(json_object_get(g, "budget_left_ms")))
+		printf("  budget:      %lld s of %lld s left\n",
+		       (long long)(json_integer_value(json_object_get(g, "budget_left_ms")) + 999) / 1000,
+		       (long long)json_integer_value(json_object_get(g, "budget_ms")) / 1000);
+	if (json_string_value(json_object_get(g, "cancel_requested_by")))
+		printf("  cancel:      requested by %s\n", json_string_value(json_object_get(g, "cancel_requested_by")));
 	json_array_foreach(json_object_get(g, "blocks"), i, b) {
 		json_t *be = json_object_get(b, "error");
 		if (json_is_object(be))
@@ -92,7 +102,8 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
-	static const char *const cols[] = { "ID", "KIND", "SOURCE", "GEN", "STATE", "REQUESTED", "APPLIED", "BLOCKS", "ERROR" };
+	static const char *const cols[] = { "ID", "KIND", "SOURCE", "GEN", "STATE", "REQUESTED", "APPLIED", "BLOCKS",
+					    "CREATED", "UPDATED", "ERROR" };
 	bool json = false;
 	json_t *reply = NULL, *arr, *g;
 	struct libscols_table *tb;
@@ -148,7 +159,9 @@ int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 		size_cell(ln, 5, json_object_get(g, "requested_bytes"));
 		size_cell(ln, 6, json_object_get(g, "applied_bytes"));
 		scols_line_set_data(ln, 7, blocks);
-		scols_line_set_data(ln, 8, json_is_object(err) ? json_string_value(json_object_get(err, "message")) : "");
+		scols_line_set_data(ln, 8, json_string_value(json_object_get(g, "created_at")));
+		scols_line_set_data(ln, 9, json_string_value(json_object_get(g, "updated_at")));
+		scols_line_set_data(ln, 10, json_is_object(err) ? json_string_value(json_object_get(err, "message")) : "");
 	}
 	scols_print_table(tb);
 	scols_unref_table(tb);
