@@ -286,7 +286,7 @@ static int dry_run_plan(struct ctl_ctx *ctx, json_t *msg, bool json)
 		json_t *f = json_array_get(blocks, 0), *l = json_array_get(blocks, n - 1);
 		const char *fr = json_string_value(json_object_get(f, "range")), *lr = json_string_value(json_object_get(l, "range"));
 		if (fr && lr && strchr(fr, '-') && strchr(lr, '-'))
-			printf("  %-12s %.*s-%s\n", "first-last:", (int)(strchr(fr, '-') - fr), fr, strchr(lr, '-') + 1);
+			printf("  %-12s %.*s-%s\n", "addresses:", (int)(strchr(fr, '-') - fr), fr, strchr(lr, '-') + 1);
 	}
 	if (json_object_get(plan, "zone"))
 		printf("  %-12s %s, memmap_on_memory %s\n", "zone:", json_string_value(json_object_get(plan, "zone")),
