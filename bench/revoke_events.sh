@@ -28,7 +28,7 @@ $CTL grant 16G --id big --wait > /dev/null
 curl -sN --unix-socket "$T/api.sock" http://agent/v1/events > "$T/events" &
 CURL_PID=$!
 sleep 0.3
-$CTL revoke 16G --id back --wait > /dev/null || true
+$CTL revoke 16G --id back --wait > /dev/null 2>&1 || true
 sleep 0.3
 kill $CURL_PID
 CURL_PID=

@@ -44,10 +44,10 @@ static void busy_text(json_t *ev, char *buf, size_t len)
 	json_array_foreach(busy, i, b) {
 		if (used >= len)
 			break;
-		used += (size_t)snprintf(buf + used, len - used, "%s block %lld (%lld attempts, %s)", i ? "," : "",
-					 (long long)json_integer_value(json_object_get(b, "block")),
-					 (long long)json_integer_value(json_object_get(b, "attempts")),
-					 json_string_value(json_object_get(b, "error")));
+		json_int_t n = json_integer_value(json_object_get(b, "attempts"));
+		used += (size_t)snprintf(buf + used, len - used, "%s block %lld (%lld attempt%s, %s)", i ? "," : "",
+					 (long long)json_integer_value(json_object_get(b, "block")), (long long)n,
+					 n == 1 ? "" : "s", json_string_value(json_object_get(b, "error")));
 	}
 	if (used < len && json_is_integer(json_object_get(ev, "budget_left_ms")))
 		snprintf(buf + used, len - used, "; %lld s of the %lld s budget left",

@@ -23,6 +23,24 @@ until [ "$(jget "$($CTL grants run-1 --json)" blocks_done)" -ge 2 ]; do
 	i=$((i + 1)); [ $i -gt 200 ] && fail "run-1 did not get going"; sleep 0.1
 done
 expect_eq "queued-1 waits" "$(jget "$($CTL grants queued-1 --json)" state)" accepted
+# mid-operation: online + standby + in flight = total at every look, and a
+# block is seen between its two steps (configured, not online yet)
+python3 - $CTL <<'PY' > "$T/inflight" || fail "in flight: $(cat "$T/inflight")"
+import json, subprocess, sys, time
+seen = 0
+for _ in range(10):
+    m = json.loads(subprocess.run(sys.argv[1:] + ["status", "--json"], capture_output=True, text=True).stdout)["memory"]
+    assert m["online_bytes"] + m["standby_bytes"] + m["in_flight_bytes"] == m["total_bytes"], m
+    seen += m["in_flight_bytes"] > 0
+    tot = m["total_bytes"]
+    time.sleep(0.05)
+assert seen, "no block seen in flight in 10 looks at a grant of 300 ms steps"
+print(tot)
+PY
+tot=$(cat "$T/inflight")
+expect_eq "total" "$tot" 6442450944
+$CTL status > "$T/status"
+grep -q '^in flight: .*online + standby + in flight = 6G)$' "$T/status" || fail "status in flight: $(cat "$T/status")"
 
 # queued: cancelled at once
 rc=0
