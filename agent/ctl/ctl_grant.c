@@ -283,9 +283,20 @@ static int dry_run_plan(struct ctl_ctx *ctx, json_t *msg, bool json)
 	printf("%s of %s (dry run: nothing was changed)\n", json_string_value(json_object_get(plan, "kind")), req);
 	printf("  %-12s %s (%zu of %s)\n", "blocks:", list, n, bs);
 	if (n) {
-		json_t *f = json_array_get(blocks, 0), *l = json_array_get(blocks, n - 1);
-		const char *fr = json_string_value(json_object_get(f, "range")), *lr = json_string_value(json_object_get(l, "range"));
-		if (fr && lr && strchr(fr, '-') && strchr(lr, '-'))
+		/* one run of blocks (in either order): its address range, as chmem takes it */
+		size_t lo = 0, hi = 0;
+		for (i = 1; i < n; i++) {
+			json_int_t id = json_integer_value(json_object_get(json_array_get(blocks, i), "block"));
+			if (id < json_integer_value(json_object_get(json_array_get(blocks, lo), "block")))
+				lo = i;
+			if (id > json_integer_value(json_object_get(json_array_get(blocks, hi), "block")))
+				hi = i;
+		}
+		const char *fr = json_string_value(json_object_get(json_array_get(blocks, lo), "range"));
+		const char *lr = json_string_value(json_object_get(json_array_get(blocks, hi), "range"));
+		if (fr && lr && strchr(fr, '-') && strchr(lr, '-') &&
+		    json_integer_value(json_object_get(json_array_get(blocks, hi), "block")) -
+				    json_integer_value(json_object_get(json_array_get(blocks, lo), "block")) + 1 == (json_int_t)n)
 			printf("  %-12s %.*s-%s\n", "addresses:", (int)(strchr(fr, '-') - fr), fr, strchr(lr, '-') + 1);
 	}
 	if (json_object_get(plan, "zone"))

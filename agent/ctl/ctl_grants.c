@@ -71,13 +71,18 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 	       (long long)json_integer_value(json_object_get(g, "blocks_total")), blocks[0] ? ": " : "", blocks);
 	/* times, when memgrantd reports them */
 	json_object_foreach(g, key, v)
-		if (json_is_string(v) && ((strlen(key) > 3 && streq(key + strlen(key) - 3, "_at")) || streq(key, "time")))
-			printf("  %-12s %s\n", key, json_string_value(v));
+		if (json_is_string(v) && ((strlen(key) > 3 && streq(key + strlen(key) - 3, "_at")) || streq(key, "time"))) {
+			char label[64];
+			snprintf(label, sizeof(label), "%s:", key);
+			printf("  %-12s %s\n", label, json_string_value(v));
+		}
 	json_array_foreach(json_object_get(g, "decisions"), i, b)
 		printf("  decision:    %s\n", json_string_value(b));
 	/* a revocation retrying busy blocks */
 	json_array_foreach(json_object_get(g, "busy_blocks"), i, b)
-		printf("  retrying:    block %lld, %lld attempts (%s)\n", (long long)json_integer_value(json_object_get(b, "block")),
+		printf("  %-12s block %lld, %lld attempts (%s)\n",
+		       json_is_integer(json_object_get(g, "budget_left_ms")) ? "retrying:" : "gave up:",
+		       (long long)json_integer_value(json_object_get(b, "block")),
 		       (long long)json_integer_value(json_object_get(b, "attempts")), json_string_value(json_object_get(b, "error")));
 	if (json_is_integer(json_object_get(g, "budget_left_ms")))
 		printf("  budget:      %lld s of %lld s left\n",
