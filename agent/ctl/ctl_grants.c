@@ -19,16 +19,31 @@ static void size_cell(struct libscols_line *ln, size_t col, json_t *j)
 	scols_line_set_data(ln, col, buf);
 }
 
-/* "16-23,40" from the status's block entries */
+static int by_id(const void *a, const void *b)
+{
+	json_int_t x = *(const json_int_t *)a, y = *(const json_int_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* "16-23,40" from the status's block entries (a revocation lists them in
+ * the order it took them down: sorted first) */
 static void block_ranges(json_t *blocks, char *buf, size_t len)
 {
 	size_t used = 0, i = 0, n = json_array_size(blocks);
+	_cleanup_free_ json_int_t *ids = calloc(n + 1, sizeof(*ids));
 
 	buf[0] = '\0';
+	if (!ids)
+		return;
+	for (i = 0; i < n; i++)
+		ids[i] = json_integer_value(json_object_get(json_array_get(blocks, i), "block"));
+	qsort(ids, n, sizeof(*ids), by_id);
+	i = 0;
 	while (i < n && used < len) {
-		json_int_t a = json_integer_value(json_object_get(json_array_get(blocks, i), "block")), b = a;
+		json_int_t a = ids[i], b = a;
 
-		while (i + 1 < n && json_integer_value(json_object_get(json_array_get(blocks, i + 1), "block")) == b + 1) {
+		while (i + 1 < n && ids[i + 1] == b + 1) {
 			b++;
 			i++;
 		}
