@@ -7,12 +7,17 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
+#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 
 #define DEV_DIR "sys/devices/system/memory"
 #define FW_DIR "sys/firmware/memory"
 #define UEVENT_RCVBUF (4 << 20) /* a burst of thousands of blocks */
+/* An added block is read this long after its "add" uevent (see added_defer). */
+#define ADD_SETTLE_MS 250
+#define ADD_PENDING_MAX 4096
 
 /* Parent directories are watched for memoryN entries, block directories for
  * their attributes. */
@@ -29,7 +34,11 @@ struct wd_entry {
 struct sysfs_watch {
 	struct hp_path *path;
 	bool netlink;
-	int fd;
+	int fd;           /* inotify; or an epoll set of NLFD and TFD */
+	int nlfd, tfd;    /* the uevent socket; the timer of the added blocks */
+	uint64_t *added;  /* blocks added, not yet reported (ADD_SETTLE_MS) */
+	size_t n_added;
+	bool added_overflow;
 	struct wd_entry *wds; /* sorted by wd (inotify hands them out increasing) */
 	size_t n_wds;
 };
@@ -45,13 +54,18 @@ void sysfs_watch_free(struct sysfs_watch *w)
 		return;
 	if (w->fd >= 0)
 		close(w->fd);
+	if (w->nlfd >= 0)
+		close(w->nlfd);
+	if (w->tfd >= 0)
+		close(w->tfd);
+	free(w->added);
 	free(w->wds);
 	free(w);
 }
 
 /* ---- uevents ------------------------------------------------------------------ */
 
-int hp_uevent_parse(const char *msg, size_t len, uint64_t *id)
+int hp_uevent_parse(const char *msg, size_t len, uint64_t *id, bool *added)
 {
 	const char *action = NULL, *devpath = NULL, *subsystem = NULL, *end = msg + len, *base;
 	const char *const actions[] = { "add", "remove", "online", "offline", "change" };
@@ -79,23 +93,33 @@ int hp_uevent_parse(const char *msg, size_t len, uint64_t *id)
 	base = strrchr(devpath, '/');
 	if (!known || !base || hp_parse_block_name(base + 1, id) < 0)
 		return 0;
+	if (added)
+		*added = streq(action, "add");
 	return 1;
 }
 
 static int netlink_open(struct sysfs_watch *w)
 {
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = 1 };
+	struct epoll_event ev = { .events = EPOLLIN };
 	int sz = UEVENT_RCVBUF;
 
-	w->fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT);
-	if (w->fd < 0)
+	w->nlfd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT);
+	if (w->nlfd < 0)
 		return -errno;
 	/* FORCE needs CAP_NET_ADMIN; unprivileged, the plain size (capped by rmem_max) */
-	if (setsockopt(w->fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
-		(void)setsockopt(w->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-	if (bind(w->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	if (setsockopt(w->nlfd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
+		(void)setsockopt(w->nlfd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (bind(w->nlfd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -errno;
-	return 0;
+	w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	w->fd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->tfd < 0 || w->fd < 0)
+		return -errno;
+	if (epoll_ctl(w->fd, EPOLL_CTL_ADD, w->nlfd, &ev) < 0 || epoll_ctl(w->fd, EPOLL_CTL_ADD, w->tfd, &ev) < 0)
+		return -errno;
+	w->added = calloc(ADD_PENDING_MAX, sizeof(*w->added));
+	return w->added ? 0 : -ENOMEM;
 }
 
 static int add_id(uint64_t *ids, size_t max, size_t *n, uint64_t id, bool *overflow)
@@ -110,16 +134,48 @@ static int add_id(uint64_t *ids, size_t max, size_t *n, uint64_t id, bool *overf
 	return 0;
 }
 
+/*
+ * A block is not read at its "add" uevent but ADD_SETTLE_MS later: the
+ * kernel announces the block's device before it links the block to its node,
+ * and some kernels (6.1 on x86) dereference the unset node when valid_zones
+ * is read in between.  Nothing is lost by waiting: an added block is offline
+ * (or, with auto_online_blocks, announced again by its "online" event).
+ */
+static void added_defer(struct sysfs_watch *w, uint64_t id)
+{
+	struct itimerspec its = { .it_value = { .tv_sec = ADD_SETTLE_MS / 1000,
+						.tv_nsec = (ADD_SETTLE_MS % 1000) * 1000000L } };
+
+	for (size_t i = 0; i < w->n_added; i++)
+		if (w->added[i] == id)
+			return;
+	if (w->n_added == ADD_PENDING_MAX)
+		w->added_overflow = true; /* re-scanned then, all together */
+	else
+		w->added[w->n_added++] = id;
+	/* re-armed at every add: a burst is read once, after its last add */
+	(void)timerfd_settime(w->tfd, 0, &its, NULL);
+}
+
 static int netlink_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n, bool *overflow)
 {
 	char buf[8192];
+	uint64_t expirations;
 
+	if (read(w->tfd, &expirations, sizeof(expirations)) == (ssize_t)sizeof(expirations)) {
+		for (size_t i = 0; i < w->n_added; i++)
+			add_id(ids, max, n, w->added[i], overflow);
+		*overflow = *overflow || w->added_overflow;
+		w->n_added = 0;
+		w->added_overflow = false;
+	}
 	for (;;) {
 		struct sockaddr_nl sa;
 		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
 		struct msghdr mh = { .msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = &iov, .msg_iovlen = 1 };
-		ssize_t len = recvmsg(w->fd, &mh, 0);
+		ssize_t len = recvmsg(w->nlfd, &mh, 0);
 		uint64_t id;
+		bool added = false;
 
 		if (len < 0) {
 			if (errno == EINTR)
@@ -134,7 +190,11 @@ static int netlink_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t
 		}
 		if (sa.nl_pid != 0 || (mh.msg_flags & MSG_TRUNC))
 			continue; /* not from the kernel, or not whole */
-		if (hp_uevent_parse(buf, (size_t)len, &id) == 1)
+		if (hp_uevent_parse(buf, (size_t)len, &id, &added) != 1)
+			continue;
+		if (added)
+			added_defer(w, id);
+		else
 			add_id(ids, max, n, id, overflow);
 	}
 }
@@ -283,6 +343,7 @@ int sysfs_watch_open(struct hp_path *p, struct sysfs_watch **out)
 
 	if (!w)
 		return -ENOMEM;
+	w->fd = w->nlfd = w->tfd = -1;
 	w->path = p;
 	w->netlink = streq(hp_path_root(p), "/");
 	if (w->netlink) {

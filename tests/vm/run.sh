@@ -208,12 +208,33 @@ for b in $NEW; do
 	[ "$z" = Movable ] || fail "block $b is in $z, the policy (auto, lots of room) wants Movable"
 done
 
-step "revoke the grant"
+set -- $NEW
+shift $(( $# - 1 ))
+BX=$1
+step "outside the agent: echo 0 > memory$BX/online, a block of $GID1"
+# the guest polls the agent's status right after its own write and prints
+# how long the agent took to see it (uevent -> live table -> grant record)
+WANT=$(( 256 * 1048576 - BS ))
+seen=$(g "u0=\$(cut -d' ' -f1 /proc/uptime); echo 0 > /sys/devices/system/memory/memory$BX/online || exit 2; i=0; until memgrantctl --socket /run/memgrant/api.sock status --json | grep -Eq '\"granted_bytes\": *$WANT([^0-9]|\$)'; do i=\$((i + 1)); [ \$i -gt 300 ] && exit 3; sleep 0.01; done; u1=\$(cut -d' ' -f1 /proc/uptime); awk -v a=\$u0 -v b=\$u1 'BEGIN { printf \"%d\", (b - a) * 1000 }'")
+echo "the agent reported the outside offline of block $BX after $seen ms (guest clock, 10 ms resolution)"
+[ "$seen" -le 3000 ] || fail "the outside offline was seen after $seen ms"
+[ "$(block_state "$BX")" = offline ] || fail "block $BX is $(block_state "$BX") after the outside offline"
+st=$(g "memgrantctl --socket /run/memgrant/api.sock grants --json")
+python3 - "$st" "$GID1" "$WANT" <<'EOF' || fail "the grant's record still counts block $BX"
+import json, sys
+g = [x for x in json.loads(sys.argv[1])["grants"] if x.get("id") == sys.argv[2]][0]
+print("agent: %s applied_bytes=%s owned_blocks=%s" % (g["id"], g.get("applied_bytes"), g.get("owned_blocks")))
+sys.exit(0 if g.get("applied_bytes") == int(sys.argv[3]) else 1)
+EOF
+
+step "revoke the grant: it gives back what it still holds"
 t=$(date +%s%N)
 out=$($H --json revoke vm --grant "$GID1" --wait) || fail "revoke exited $?: $out"
 echo "revoke took $(( ($(date +%s%N) - t) / 1000000 )) ms"
 echo "$out"
 [ "$(jfield "$out" state)" = applied ] || fail "revoke state $(jfield "$out" state)"
+[ "$(jfield "$out" applied_bytes)" = "$WANT" ] ||
+	fail "the revocation reports $(jfield "$out" applied_bytes) bytes, wanted $WANT (block $BX was already gone)"
 MT2=$(memtotal_kb)
 echo "MemTotal: after revoke $MT2 kB (boot $MT0 kB)"
 [ "$MT2" = "$MT0" ] || fail "MemTotal after revoke $MT2 kB, wanted $MT0"

@@ -423,17 +423,20 @@ static void test_uevent_parse(void **state)
 				     "DEVPATH=/devices/system/memory/memory03\0SUBSYSTEM=memory\0";
 	static const char unterminated[] = "x@y\0ACTION=add\0SUBSYSTEM=memory\0DEVPATH=/devices/system/memory/memory5";
 	uint64_t id = 0;
+	bool added = true;
 
 	(void)state;
-	assert_int_equal(hp_uevent_parse(ok, sizeof(ok) - 1, &id), 1);
+	assert_int_equal(hp_uevent_parse(ok, sizeof(ok) - 1, &id, &added), 1);
 	assert_int_equal(id, 42);
-	assert_int_equal(hp_uevent_parse(add, sizeof(add) - 1, &id), 1);
+	assert_false(added);
+	assert_int_equal(hp_uevent_parse(add, sizeof(add) - 1, &id, &added), 1);
 	assert_int_equal(id, 0);
-	assert_int_equal(hp_uevent_parse(cpu, sizeof(cpu) - 1, &id), 0);
-	assert_int_equal(hp_uevent_parse(bind, sizeof(bind) - 1, &id), 0);
-	assert_int_equal(hp_uevent_parse(padded, sizeof(padded) - 1, &id), 0);
-	assert_int_equal(hp_uevent_parse(unterminated, sizeof(unterminated) - 1, &id), 0);
-	assert_int_equal(hp_uevent_parse("", 0, &id), 0);
+	assert_true(added); /* reported later: the kernel links it to its node after the event */
+	assert_int_equal(hp_uevent_parse(cpu, sizeof(cpu) - 1, &id, NULL), 0);
+	assert_int_equal(hp_uevent_parse(bind, sizeof(bind) - 1, &id, NULL), 0);
+	assert_int_equal(hp_uevent_parse(padded, sizeof(padded) - 1, &id, NULL), 0);
+	assert_int_equal(hp_uevent_parse(unterminated, sizeof(unterminated) - 1, &id, NULL), 0);
+	assert_int_equal(hp_uevent_parse("", 0, &id, NULL), 0);
 }
 
 /* On the real root the watch is a uevent socket: it opens unprivileged and
