@@ -32,6 +32,11 @@ has() { # what candidates word
 out=$(complete_words memgrantctl memgrantctl "")
 has "memgrantctl commands" "$out" wait
 has "memgrantctl commands" "$out" grants
+has "memgrantctl commands" "$out" cancel
+out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" cancel "f")
+expect_eq "cancel ID prefix" "$out" first-grant
+out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" grant --dry)
+expect_eq "grant --dry-run" "$out" --dry-run
 out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" wait "")
 has "wait ID" "$out" first-grant
 has "wait ID" "$out" second-grant
