@@ -184,7 +184,7 @@ static int reserve_explicit(const struct op *o, uint64_t block_size, struct owne
  * Called with e->lock held.
  */
 static int precheck_locked(struct engine *e, const struct msg *m, const struct mem_table *t,
-			   uint64_t *requested, struct msg_error *err)
+			   uint64_t *requested, struct plan **plan_out, struct msg_error *err)
 {
 	_cleanup_free_ struct owned_block *owned = NULL;
 	_cleanup_plan_ struct plan *p = NULL;
@@ -227,6 +227,8 @@ static int precheck_locked(struct engine *e, const struct msg *m, const struct m
 					     w, a, q);
 		}
 		*requested = p->want_bytes;
+		if (plan_out)
+			*plan_out = TAKE_PTR(p);
 	} else {
 		struct revoke_request req;
 		uint64_t owned_bytes = (uint64_t)n_owned * t->block_size;
@@ -244,6 +246,9 @@ static int precheck_locked(struct engine *e, const struct msg *m, const struct m
 				queued = true;
 			if (queued) {
 				*requested = 0;
+				if (plan_out)
+					return msg_error_set(err, EAGAIN, "grant %s has not run yet: its revocation is planned "
+							     "when it runs", m->grant);
 				return 0;
 			}
 		}
@@ -260,6 +265,8 @@ static int precheck_locked(struct engine *e, const struct msg *m, const struct m
 					     w, o);
 		}
 		*requested = p->want_bytes;
+		if (plan_out)
+			*plan_out = TAKE_PTR(p);
 	}
 	return 0;
 }
@@ -440,7 +447,7 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	o->requested_bytes = requested_of(o->msg, t->block_size); /* what a rejection reports */
 	{
 		struct msg_error err = { 0 };
-		r = precheck_locked(e, o->msg, t, &o->requested_bytes, &err);
+		r = precheck_locked(e, o->msg, t, &o->requested_bytes, NULL, &err);
 		if (r < 0) {
 			record_rejection_locked(e, o, t, &err, v);
 			v->kind = ENGINE_REJECTED;
@@ -619,4 +626,234 @@ out:
 	op_free(o);
 	msg_free(m);
 	return r;
+}
+
+/* ---- dry run ---------------------------------------------------------------- */
+
+static json_t *plan_block_json(const struct mem_table *t, uint64_t id, const struct policy_block *pb)
+{
+	char range[MSG_RANGE_MAX + 1];
+	uint64_t first = id * t->block_size;
+	json_t *b;
+
+	snprintf(range, sizeof(range), "0x%016llx-0x%016llx", (unsigned long long)first,
+		 (unsigned long long)(first + t->block_size - 1));
+	b = json_pack("{s:I,s:s}", "block", (json_int_t)id, "range", range);
+	if (b && pb) {
+		json_object_set_new(b, "memmap_on_memory", pb->memmap < 0 ? json_null() : json_boolean(pb->memmap == 1));
+		json_object_set_new(b, "zone", json_string(pb->online == ONLINE_MOVABLE ? "Movable" : "Normal"));
+	}
+	return b;
+}
+
+/* What a grant by P would cost: its memmap (64 bytes of struct page per
+ * 4 KiB page, block_size / 64) comes out of the granted blocks when
+ * memmap_on_memory is on, out of the memory already online when it is off. */
+static void plan_cost_json(json_t *j, const struct policy_decision *pd, const struct mem_table *t)
+{
+	uint64_t online, standby, memmap = (uint64_t)pd->n * (t->block_size / 64), added = pd->n * t->block_size;
+	size_t on = 0, keep = 0;
+
+	memory_figures(t, &online, &standby);
+	for (size_t i = 0; i < pd->n; i++) {
+		on += pd->blocks[i].memmap == 1;
+		keep += pd->blocks[i].memmap < 0;
+	}
+	{
+		uint64_t in_blocks = (uint64_t)on * (t->block_size / 64);
+		uint64_t from_online = memmap - in_blocks;
+		json_object_set_new(j, "memmap_bytes", json_integer((json_int_t)memmap));
+		json_object_set_new(j, "memmap_in_granted_bytes", json_integer((json_int_t)in_blocks));
+		json_object_set_new(j, "online_cost_bytes", json_integer((json_int_t)from_online));
+		json_object_set_new(j, "usable_bytes", json_integer((json_int_t)(added - in_blocks)));
+		json_object_set_new(j, "online_bytes_before", json_integer((json_int_t)online));
+		json_object_set_new(j, "online_bytes_after", json_integer((json_int_t)(online + added)));
+		if (keep)
+			json_object_set_new(j, "memmap_note",
+					    json_string("no firmware interface: the kernel chose memmap_on_memory when it "
+							"added the blocks; the cost assumes the memmap is online memory"));
+	}
+}
+
+int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_plan_ struct plan *p = NULL;
+	_cleanup_policy_decision_ struct policy_decision *pd = NULL;
+	_cleanup_msg_ struct msg *own = m;
+	uint64_t requested = 0, mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
+	json_t *j = NULL, *blocks;
+	struct policy_settings ps;
+	int r;
+
+	if (!v || !src || !m)
+		return -EINVAL;
+	memset(v, 0, sizeof(*v));
+	machine_sync(e);
+	if (m->type == MSG_SYNC) {
+		msg_error_set(&v->error, EINVAL, "field \"type\": a sync has no plan");
+		return refuse(v, -EINVAL);
+	}
+	/* read before e->lock: a file read, and nothing of the engine */
+	if (m->type == MSG_GRANT && policy_read_meminfo(e->backend->root, NULL, &mem_available) < 0)
+		mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
+
+	pthread_mutex_lock(&e->lock);
+	/* nothing is numbered, journaled or queued: the generation stays unused */
+	r = machine_snapshot(e, &t);
+	if (r < 0) {
+		msg_error_set(&v->error, r, "cannot read the memory blocks: %s", strerror(-r));
+		goto refused;
+	}
+	r = precheck_locked(e, m, t, &requested, &p, &v->error);
+	if (r < 0)
+		goto refused;
+	ps = e->set.policy;
+	pthread_mutex_unlock(&e->lock);
+
+	j = json_pack("{s:s,s:b,s:s,s:I,s:I,s:s}", "type", "plan", "dry_run", 1, "kind", msg_type_name(m->type),
+		      "requested_bytes", (json_int_t)requested, "block_size", (json_int_t)t->block_size, "reason",
+		      p->reason);
+	blocks = json_array();
+	if (!j || !blocks) {
+		json_decref(j);
+		json_decref(blocks);
+		msg_error_set(&v->error, ENOMEM, "out of memory");
+		return refuse(v, -ENOMEM);
+	}
+	if (m->type == MSG_GRANT) {
+		struct policy_request preq = {
+			.memmap = m->memmap == MSG_MEMMAP_AUTO ? -1 : m->memmap == MSG_MEMMAP_ON,
+			.zone = m->zone,
+			.contiguous = m->contiguous,
+		};
+		r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
+		if (r < 0) {
+			json_decref(j);
+			json_decref(blocks);
+			msg_error_set(&v->error, r, "the policy cannot decide: %s", strerror(-r));
+			return refuse(v, r);
+		}
+		for (size_t i = 0; i < pd->n; i++)
+			json_array_append_new(blocks, plan_block_json(t, pd->blocks[i].id, &pd->blocks[i]));
+		json_object_set_new(j, "memmap_on_memory", pd->memmap < 0 ? json_null() : json_boolean(pd->memmap == 1));
+		json_object_set_new(j, "zone", json_string(pd->online == ONLINE_MOVABLE ? "Movable"
+							   : pd->online == ONLINE_KERNEL ? "Normal" : "split"));
+		json_object_set_new(j, "decisions", json_pack("[s,s]", pd->memmap_reason, pd->zone_reason));
+		plan_cost_json(j, pd, t);
+	} else {
+		uint64_t online, standby;
+
+		for (size_t i = 0; i < p->n; i++)
+			json_array_append_new(blocks, plan_block_json(t, p->blocks[i], NULL));
+		memory_figures(t, &online, &standby);
+		json_object_set_new(j, "decisions", json_pack("[s]", p->reason));
+		json_object_set_new(j, "online_bytes_before", json_integer((json_int_t)online));
+		json_object_set_new(j, "online_bytes_after",
+				    json_integer((json_int_t)(online - (p->want_bytes < online ? p->want_bytes : online))));
+	}
+	json_object_set_new(j, "blocks", blocks);
+	v->kind = ENGINE_ANSWERED;
+	v->report = j;
+	return 0;
+
+refused:
+	pthread_mutex_unlock(&e->lock);
+	return refuse(v, r);
+}
+
+/* ---- cancel ------------------------------------------------------------------- */
+
+int engine_cancel(struct engine *e, const char *id, const char *who, struct engine_verdict *v)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct intentlog_grant g = { 0 };
+	struct op *o = NULL, **link;
+	int r;
+
+	if (!v || !id || !who)
+		return -EINVAL;
+	memset(v, 0, sizeof(*v));
+	machine_sync(e);
+	pthread_mutex_lock(&e->lock);
+	if (e->stopping) {
+		r = msg_error_set(&v->error, ESHUTDOWN, "the agent is stopping; what it runs resumes at the next start");
+		goto refused;
+	}
+	r = machine_snapshot(e, &t);
+	if (r < 0) {
+		msg_error_set(&v->error, r, "cannot read the memory blocks: %s", strerror(-r));
+		goto refused;
+	}
+	if (e->running && streq(e->running->msg->id, id) && !msg_state_is_final(e->running->state)) {
+		/* the executor stops after the block in flight and ends it
+		 * partial or cancelled, journaled like any final state (one
+		 * that has just ended is answered from the journal below) */
+		o = e->running;
+		if (!o->cancel_requested) {
+			o->cancel_requested = true;
+			snprintf(o->cancel_by, sizeof(o->cancel_by), "%s", who);
+			log_notice(&e->log, "%s %s: cancel requested by %s after %zu of %zu blocks",
+				   msg_type_name(o->msg->type), id, who, o->blocks_done, o->blocks_total);
+			op_publish_locked(e, o, t);
+		}
+		v->kind = ENGINE_ACCEPTED;
+		v->report = op_report(e, o, t);
+		pthread_mutex_unlock(&e->lock);
+		return 0;
+	}
+	for (link = &e->queue_head; *link; link = &(*link)->next)
+		if (streq((*link)->msg->id, id))
+			break;
+	if (*link) {
+		/* not started: nothing was done, it ends now */
+		struct op *prev = NULL;
+
+		o = *link;
+		for (struct op *i = e->queue_head; i && i != o; i = i->next)
+			prev = i;
+		o->cancel_requested = true;
+		snprintf(o->cancel_by, sizeof(o->cancel_by), "%s", who);
+		o->state = MSG_STATE_CANCELLED;
+		snprintf(o->err_code, sizeof(o->err_code), "ECANCELED");
+		snprintf(o->err_msg, sizeof(o->err_msg), "cancelled by %s before it started", who);
+		r = op_publish_locked(e, o, t);
+		if (r < 0) {
+			/* not durable: it stays queued, and the cancel is refused */
+			o->state = MSG_STATE_ACCEPTED;
+			o->cancel_requested = false;
+			o->err_code[0] = '\0';
+			o->err_msg[0] = '\0';
+			msg_error_set(&v->error, r, "cannot journal the cancel of %s: %s", id, strerror(-r));
+			goto refused;
+		}
+		*link = o->next;
+		if (e->queue_tail == o)
+			e->queue_tail = prev;
+		o->next = NULL;
+		metrics_count_request(e->metrics, msg_type_name(o->msg->type), OUT_CANCELLED);
+		log_notice(&e->log, "%s %s cancelled by %s before it started", msg_type_name(o->msg->type), id, who);
+		v->kind = ENGINE_ANSWERED;
+		v->report = op_report(e, o, t);
+		pthread_mutex_unlock(&e->lock);
+		op_free(o);
+		return 0;
+	}
+	if (intentlog_get_grant(e->journal, id, &g) < 0) {
+		r = msg_error_set(&v->error, ENOENT, "no grant or revocation with id \"%s\"", id);
+		goto refused;
+	}
+	if (msg_state_is_final(g.state)) {
+		r = msg_error_set(&v->error, EALREADY, "%s %s is %s already: nothing to cancel%s", msg_type_name(g.type),
+				  id, msg_state_name(g.state),
+				  g.type == MSG_GRANT && g.n_blocks ? " (revoke it to give its memory back)" : "");
+		v->report = g.status ? json_incref(g.status) : NULL;
+	} else {
+		r = msg_error_set(&v->error, EAGAIN, "%s %s is %s but not queued yet; try again", msg_type_name(g.type),
+				  id, msg_state_name(g.state));
+	}
+	intentlog_grant_done(&g);
+refused:
+	pthread_mutex_unlock(&e->lock);
+	return refuse(v, r);
 }

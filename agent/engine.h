@@ -119,6 +119,27 @@ void engine_verdict_done(struct engine_verdict *v);
 int engine_adopt(struct engine *e, const struct engine_source *src, const uint64_t *blocks, size_t n,
 		 struct engine_verdict *v);
 
+/*
+ * The plan of grant or revocation M (taken) as if SRC had sent it, changing
+ * nothing: no number, no journal record, no kernel write.  ANSWERED with
+ * REPORT {"type":"plan", "blocks": [...], "decisions": [...], the memmap and
+ * zone, what it costs in online memory}, or REJECTED as engine_submit()
+ * would reject it (-EAGAIN: a revocation of a grant that has not run yet).
+ */
+int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v);
+
+/*
+ * Cancels grant or revocation ID on behalf of WHO (named in the report).
+ * Queued: it ends cancelled at once, durably (journal and the sender's
+ * outbox) before the verdict, ANSWERED with its final report.  Running:
+ * ACCEPTED; the executor stops after the block in flight and ends it
+ * partial (blocks done stay done) or cancelled, reported like any final
+ * state.  REJECTED: -ENOENT unknown, -EALREADY final already (REPORT its
+ * status), -EAGAIN not queued yet, -ESHUTDOWN stopping.  A cancel of a
+ * running request that a stop interrupts is not kept: it resumes.
+ */
+int engine_cancel(struct engine *e, const char *id, const char *who, struct engine_verdict *v);
+
 /* ---- transitions --------------------------------------------------------------- */
 
 enum engine_transition_kind {

@@ -33,6 +33,7 @@ static enum metric_outcome metric_of_state(enum msg_state s)
 	case MSG_STATE_APPLIED: return OUT_APPLIED;
 	case MSG_STATE_PARTIAL: return OUT_PARTIAL;
 	case MSG_STATE_REJECTED: return OUT_REJECTED;
+	case MSG_STATE_CANCELLED: return OUT_CANCELLED;
 	default: return OUT_FAILED;
 	}
 }
@@ -134,14 +135,32 @@ static bool stop_requested(struct engine *e)
 	return s;
 }
 
-/* Ends O: applied (OK == TOTAL), partial or failed, with fresh memory figures. */
+/* engine_cancel() asked O to stop: checked between blocks. */
+static bool cancel_requested(struct engine *e, const struct op *o)
+{
+	bool c;
+
+	pthread_mutex_lock(&e->lock);
+	c = o->cancel_requested;
+	pthread_mutex_unlock(&e->lock);
+	return c;
+}
+
+/* Ends O: applied (OK == TOTAL), partial or failed, with fresh memory
+ * figures; cancelled before the end: partial (blocks done stay done) or
+ * cancelled (none done). */
 static void finish_op(struct engine *e, struct op *o, size_t ok, size_t total)
 {
 	_cleanup_mem_table_ struct mem_table *now = NULL;
 
 	hp_discover(e->backend, &now);
 	pthread_mutex_lock(&e->lock);
-	if (total == 0 || ok >= total)
+	if (o->cancel_requested && total > 0 && ok < total) {
+		o->state = ok > 0 ? MSG_STATE_PARTIAL : MSG_STATE_CANCELLED;
+		snprintf(o->err_code, sizeof(o->err_code), "ECANCELED");
+		snprintf(o->err_msg, sizeof(o->err_msg), "cancelled by %s after %zu of %zu blocks%s", o->cancel_by,
+			 ok, total, ok ? " (the blocks done stay done)" : "");
+	} else if (total == 0 || ok >= total)
 		o->state = MSG_STATE_APPLIED;
 	else if (ok > 0)
 		o->state = MSG_STATE_PARTIAL;
@@ -393,6 +412,8 @@ static int run_grant(struct engine *e, struct op *o)
 			pthread_mutex_unlock(&e->lock);
 			return -ECANCELED;
 		}
+		if (cancel_requested(e, o))
+			break;
 		if (op_timeout_ms)
 			step.deadline = exec_now() + (double)op_timeout_ms / 1000.0;
 		exec_block_step(e, &step, &res);
@@ -437,13 +458,44 @@ static void record_revoke_step(struct engine *e, void *ctx, const struct block_r
 				"the next start credits it from the kernel", o->msg->id, (unsigned long long)rs->block);
 		o->applied_bytes += rs->t->block_size;
 		o->blocks_done++;
+		op_busy_drop(o, rs->block);
 	} else {
+		bool retried = res->err == -EBUSY || res->err == -EINTR;
+		struct busy_block *bb = retried ? op_busy(o, rs->block, true) : NULL;
+		char extra[96];
+		double now = exec_now();
+
+		if (bb) {
+			bb->attempts++;
+			bb->unlogged++;
+			snprintf(bb->err_code, sizeof(bb->err_code), "%s", errno_name(res->err));
+		} else {
+			op_busy_drop(o, rs->block);
+		}
+		snprintf(extra, sizeof(extra), " (%s, %u attempt%s)",
+			 res->err == -EINTR ? "the revocation's time budget ran out" : "skipped, still busy",
+			 bb ? bb->attempts : 1, bb && bb->attempts > 1 ? "s" : "");
 		if (oc)
-			set_outcome_error(oc, res, res->err == -EINTR ? " (the revocation's time budget ran out)"
-						   : res->err == -EBUSY ? " (skipped, still busy)" : NULL);
-		if (res->err == -EBUSY || res->err == -EINTR)
+			set_outcome_error(oc, res, retried ? extra : NULL);
+		if (retried)
 			rs->busy[(*rs->n_busy)++] = rs->block;
-		log_warn(&e->log, "revocation %s: %s", o->msg->id, oc ? oc->err_msg : "block failed");
+		/* a busy block is retried every second until the budget ends: one
+		 * line per block per minute, with how many attempts it stands for */
+		if (!bb || bb->attempts == 1 || now - bb->logged_at >= 60.0) {
+			double left = o->budget_deadline > now ? o->budget_deadline - now : 0;
+			char more[128] = "";
+
+			if (bb && bb->attempts == 1)
+				snprintf(more, sizeof(more), "; retrying while the budget lasts (%.0f s left)", left);
+			else if (bb)
+				snprintf(more, sizeof(more), "; %u failures since the last line, %.0f s of the budget left",
+					 bb->unlogged, left);
+			log_warn(&e->log, "revocation %s: %s%s", o->msg->id, oc ? oc->err_msg : "block failed", more);
+			if (bb) {
+				bb->logged_at = now;
+				bb->unlogged = 0;
+			}
+		}
 	}
 	op_publish_locked(e, o, rs->t);
 }
@@ -522,6 +574,10 @@ static int run_revoke(struct engine *e, struct op *o)
 		return abort_op(e, o, r, t, "cannot journal the intent: %s", strerror(-r));
 	want = o->requested_bytes;
 	deadline = exec_now() + (double)budget_ms / 1000.0;
+	pthread_mutex_lock(&e->lock);
+	o->budget_deadline = deadline;
+	o->budget_ms = budget_ms;
+	pthread_mutex_unlock(&e->lock);
 
 	/* First pass in the planner's order; blocks that are busy are retried
 	 * while the budget lasts, with pauses growing from 250 ms to 1 s, since
@@ -533,7 +589,8 @@ static int run_revoke(struct engine *e, struct op *o)
 		if (pass > 0) {
 			long ms = pass >= 3 ? 1000 : 250L << (pass - 1);
 			struct timespec pause = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
-			if (n == 0 || exec_now() + (double)ms / 1000.0 >= deadline || stop_requested(e))
+			if (n == 0 || exec_now() + (double)ms / 1000.0 >= deadline || stop_requested(e) ||
+			    cancel_requested(e, o))
 				break;
 			nanosleep(&pause, NULL);
 		}
@@ -550,6 +607,8 @@ static int run_revoke(struct engine *e, struct op *o)
 				pthread_mutex_unlock(&e->lock);
 				return -ECANCELED;
 			}
+			if (cancel_requested(e, o))
+				goto done;
 			if (exec_now() >= deadline) {
 				busy[next_busy++] = cand[i];
 				continue;
@@ -558,6 +617,15 @@ static int run_revoke(struct engine *e, struct op *o)
 		}
 		n_busy = next_busy;
 	}
+done:
+	/* what the last log lines about each busy block did not say yet */
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < o->n_busy; i++)
+		if (o->busy[i].unlogged > 0)
+			log_warn(&e->log, "revocation %s: block %llu: still %s after %u attempts (%u since the last line)",
+				 o->msg->id, (unsigned long long)o->busy[i].block, o->busy[i].err_code,
+				 o->busy[i].attempts, o->busy[i].unlogged);
+	pthread_mutex_unlock(&e->lock);
 	finish_op(e, o, o->blocks_done, o->blocks_total);
 	return 0;
 }

@@ -384,8 +384,11 @@ int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *gra
 		const struct mem_table *t = livetable_table(e->live);
 		out->block_size = t->block_size;
 		memory_figures(t, &out->online_bytes, &out->standby_bytes);
+		out->total_bytes = (uint64_t)t->n * t->block_size;
 		for (size_t i = 0; i < t->n; i++) {
 			const struct mem_block *b = &t->blocks[i];
+			if (b->configured && b->state != MEM_STATE_ONLINE)
+				out->in_flight_bytes += t->block_size;
 			while (k < n && jb[k].block < b->id)
 				k++;
 			if (b->id < e->boot_end || !b->configured || b->state != MEM_STATE_ONLINE)

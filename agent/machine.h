@@ -42,6 +42,8 @@ int machine_snapshot(struct engine *e, struct mem_table **out);
 struct machine_figures {
 	uint64_t block_size;
 	uint64_t online_bytes, standby_bytes;
+	uint64_t in_flight_bytes; /* configured, not online: between two steps of a block */
+	uint64_t total_bytes;     /* every block of the table */
 	uint64_t foreign_blocks; /* online standby-capable blocks no grant owns */
 };
 /* Figures from the table; the journal is read under e->lock, which the

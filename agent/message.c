@@ -80,6 +80,7 @@ static const char *const state_names[] = {
 	[MSG_STATE_PARTIAL] = "partial",
 	[MSG_STATE_FAILED] = "failed",
 	[MSG_STATE_REJECTED] = "rejected",
+	[MSG_STATE_CANCELLED] = "cancelled",
 };
 
 const char *msg_state_name(enum msg_state s)
@@ -100,7 +101,7 @@ int msg_state_parse(const char *s, enum msg_state *out)
 bool msg_state_is_final(enum msg_state s)
 {
 	return s == MSG_STATE_APPLIED || s == MSG_STATE_PARTIAL || s == MSG_STATE_FAILED ||
-	       s == MSG_STATE_REJECTED;
+	       s == MSG_STATE_REJECTED || s == MSG_STATE_CANCELLED;
 }
 
 const char *msg_memmap_name(enum msg_memmap m)

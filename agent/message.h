@@ -67,6 +67,7 @@ enum msg_state {
 	MSG_STATE_PARTIAL,
 	MSG_STATE_FAILED,
 	MSG_STATE_REJECTED,
+	MSG_STATE_CANCELLED, /* cancelled before any block was done */
 };
 
 struct msg_error {
@@ -118,7 +119,7 @@ int msg_error_set(struct msg_error *err, int code, const char *fmt, ...)
 const char *msg_type_name(enum msg_type t);       /* "grant", "revoke", "sync" */
 const char *msg_state_name(enum msg_state s);     /* "accepted", ... */
 int msg_state_parse(const char *s, enum msg_state *out);
-bool msg_state_is_final(enum msg_state s);        /* applied, partial, failed, rejected */
+bool msg_state_is_final(enum msg_state s);        /* applied, partial, failed, rejected, cancelled */
 const char *msg_memmap_name(enum msg_memmap m);   /* "auto", "on", "off" (for logs) */
 bool msg_id_valid(const char *s);                 /* 1..63 of [A-Za-z0-9._:-] */
 

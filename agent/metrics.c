@@ -9,7 +9,7 @@
 #define MEMGRANT_VERSION "0"
 #endif
 
-static const char *const outcome_names[OUT__MAX] = { "applied", "partial", "failed", "rejected" };
+static const char *const outcome_names[OUT__MAX] = { "applied", "partial", "failed", "rejected", "cancelled" };
 
 /* Steps and results are a small fixed set: a table, no allocation per op. */
 static const char *const step_names[] = {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum metric_outcome { OUT_APPLIED, OUT_PARTIAL, OUT_FAILED, OUT_REJECTED, OUT__MAX };
+enum metric_outcome { OUT_APPLIED, OUT_PARTIAL, OUT_FAILED, OUT_REJECTED, OUT_CANCELLED, OUT__MAX };
 
 struct metrics;
 

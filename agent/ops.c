@@ -10,6 +10,7 @@
 
 #include "../lib/util.h"
 #include "engine_impl.h"
+#include "executor.h"
 
 #define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
@@ -33,6 +34,7 @@ void op_free(struct op *o)
 		return;
 	msg_free(o->msg);
 	free(o->outcomes);
+	free(o->busy);
 	for (size_t i = 0; i < o->n_decisions; i++)
 		free(o->decisions[i]);
 	free(o->decisions);
@@ -62,8 +64,10 @@ struct outcome *op_outcome(struct op *o, uint64_t block, bool retry)
 
 	/* one outcome per block: a retried block updates its entry */
 	for (size_t i = 0; retry && i < o->n_outcomes; i++)
-		if (o->outcomes[i].block == block)
+		if (o->outcomes[i].block == block) {
+			o->outcomes[i].changed = true;
 			return &o->outcomes[i];
+		}
 	no = reallocarray(o->outcomes, o->n_outcomes + 1, sizeof(*no));
 	if (!no)
 		return NULL;
@@ -72,7 +76,55 @@ struct outcome *op_outcome(struct op *o, uint64_t block, bool retry)
 	memset(no, 0, sizeof(*no));
 	no->block = block;
 	no->memmap = -1;
+	no->changed = true;
 	return no;
+}
+
+struct busy_block *op_busy(struct op *o, uint64_t block, bool create)
+{
+	struct busy_block *nb;
+
+	for (size_t i = 0; i < o->n_busy; i++)
+		if (o->busy[i].block == block)
+			return &o->busy[i];
+	if (!create)
+		return NULL;
+	nb = reallocarray(o->busy, o->n_busy + 1, sizeof(*nb));
+	if (!nb)
+		return NULL;
+	o->busy = nb;
+	nb = &o->busy[o->n_busy++];
+	memset(nb, 0, sizeof(*nb));
+	nb->block = block;
+	return nb;
+}
+
+void op_busy_drop(struct op *o, uint64_t block)
+{
+	for (size_t i = 0; i < o->n_busy; i++)
+		if (o->busy[i].block == block) {
+			o->busy[i] = o->busy[--o->n_busy];
+			return;
+		}
+}
+
+/* "busy_blocks" and the budget of a revocation that retries blocks. */
+static void report_busy(const struct op *o, json_t *j)
+{
+	json_t *arr;
+
+	if (!o->n_busy)
+		return;
+	arr = json_array();
+	for (size_t i = 0; i < o->n_busy; i++)
+		json_array_append_new(arr, json_pack("{s:I,s:I,s:s}", "block", (json_int_t)o->busy[i].block, "attempts",
+						     (json_int_t)o->busy[i].attempts, "error", o->busy[i].err_code));
+	json_object_set_new(j, "busy_blocks", arr);
+	if (o->budget_deadline > 0 && !msg_state_is_final(o->state)) {
+		double left = o->budget_deadline - exec_now();
+		json_object_set_new(j, "budget_ms", json_integer((json_int_t)o->budget_ms));
+		json_object_set_new(j, "budget_left_ms", json_integer(left > 0 ? (json_int_t)(left * 1000) : 0));
+	}
 }
 
 void outcome_from_block(struct outcome *oc, const struct mem_block *b)
@@ -139,6 +191,9 @@ json_t *op_report(struct engine *e, const struct op *o, const struct mem_table *
 		json_object_set_new(j, "kind", json_string(msg_type_name(o->msg->type)));
 		json_object_set_new(j, "blocks_total", json_integer((json_int_t)o->blocks_total));
 		json_object_set_new(j, "blocks_done", json_integer((json_int_t)o->blocks_done));
+		if (o->cancel_requested)
+			json_object_set_new(j, "cancel_requested_by", json_string(o->cancel_by));
+		report_busy(o, j);
 	}
 	return j;
 }
@@ -200,13 +255,44 @@ void op_tell_locked(struct engine *e, struct op *o, const json_t *report)
 	}
 }
 
+/* The event of an operation in progress: the report without its block list,
+ * with the blocks that changed since the previous event.  A revocation that
+ * retries two busy blocks of 128 publishes on every attempt; each event is
+ * then a few hundred bytes instead of the whole list (docs/performance.md). */
+static json_t *progress_event(struct op *o, const json_t *report)
+{
+	json_t *ev = json_object(), *changed = json_array(), *v;
+	const char *key;
+
+	if (!ev || !changed) {
+		json_decref(ev);
+		json_decref(changed);
+		return NULL;
+	}
+	json_object_foreach((json_t *)report, key, v)
+		if (!streq(key, "blocks"))
+			json_object_set(ev, key, v);
+	for (size_t i = 0; i < o->n_outcomes; i++) {
+		const json_t *b;
+		if (!o->outcomes[i].changed)
+			continue;
+		b = report_block(report, o->outcomes[i].block);
+		if (b)
+			json_array_append_new(changed, json_deep_copy(b));
+	}
+	json_object_set_new(ev, "changed_blocks", changed);
+	return ev;
+}
+
 void op_announce_locked(struct engine *e, struct op *o, json_t *report)
 {
 	json_t *copy;
 
 	op_tell_locked(e, o, report);
 	/* the bus adds its "seq" to what it publishes: it gets a copy */
-	copy = json_deep_copy(report);
+	copy = o->state == MSG_STATE_IN_PROGRESS ? progress_event(o, report) : json_deep_copy(report);
+	for (size_t i = 0; i < o->n_outcomes; i++)
+		o->outcomes[i].changed = false;
 	if (copy) {
 		events_publish(e->events, copy);
 		json_decref(copy);

@@ -29,10 +29,21 @@ struct outcome {
 	bool configured;
 	int memmap;
 	bool failure_told;   /* ENGINE_T_BLOCK_FAILED sent */
+	bool changed;        /* changed since the last event: in the next event's "changed_blocks" */
 	char state[16];
 	char zone[48];
 	char err_code[16];
 	char err_msg[192];
+};
+
+/* A block of a revocation that was busy (EBUSY, or the budget's deadline
+ * interrupted it) and is retried while the budget lasts. */
+struct busy_block {
+	uint64_t block;
+	unsigned attempts;     /* failed attempts so far */
+	unsigned unlogged;     /* failures since the last log line about it */
+	double logged_at;      /* exec_now() of that line */
+	char err_code[16];     /* the last failure */
 };
 
 struct op {
@@ -60,6 +71,12 @@ struct op {
 	size_t n_done, cap_done;
 	json_t *live;                 /* the last report published, for the views */
 	double live_at;               /* when (CLOCK_MONOTONIC seconds) */
+	bool cancel_requested;        /* engine_cancel(): stop after the block in flight */
+	char cancel_by[64];           /* who asked, for the report */
+	struct busy_block *busy;      /* revocation: blocks retried, not given back yet */
+	size_t n_busy;
+	double budget_deadline;       /* revocation: exec_now() when its budget ends; 0 none */
+	uint64_t budget_ms;
 };
 
 /* A new op for M (taken) from SRC; NULL on ENOMEM (M freed). */
@@ -69,6 +86,10 @@ void op_add_decision(struct op *o, const char *fmt, ...) __attribute__((format(p
 /* A new outcome for BLOCK, or the existing one when RETRY; NULL on ENOMEM. */
 struct outcome *op_outcome(struct op *o, uint64_t block, bool retry);
 void outcome_from_block(struct outcome *oc, const struct mem_block *b);
+/* The busy entry of BLOCK, created when CREATE; NULL when none (or ENOMEM). */
+struct busy_block *op_busy(struct op *o, uint64_t block, bool create);
+/* BLOCK is no longer retried (given back, or failed otherwise). */
+void op_busy_drop(struct op *o, uint64_t block);
 
 /* Online and standby bytes of T (NULL: zero). */
 void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *standby);
@@ -102,5 +123,7 @@ int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap);
 const struct intentlog_done *op_done_find(const struct op *o, uint64_t block);
 /* BLOCK is no longer among O's done blocks (it left outside memgrant); true when it was. */
 bool op_done_remove(struct op *o, uint64_t block);
-/* Puts REPORT on the event bus and tells the subscribers (no journal write). */
+/* Puts REPORT on the event bus and tells the subscribers (no journal write).
+ * While O is in progress the event carries what changed since the previous
+ * one ("changed_blocks" instead of "blocks"); other states the whole report. */
 void op_announce_locked(struct engine *e, struct op *o, json_t *report);

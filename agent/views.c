@@ -9,6 +9,7 @@
 #include "../lib/size.h"
 #include "../lib/util.h"
 #include "engine_impl.h"
+#include "executor.h"
 
 #define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
@@ -69,6 +70,17 @@ int engine_blocks_json(struct engine *e, json_t **out)
 	return 0;
 }
 
+/* "created_at"/"updated_at" (RFC 3339 UTC) of a journal record. */
+static void set_times(json_t *j, const struct intentlog_grant *g)
+{
+	char when[32];
+
+	msg_time_format(g->created, when);
+	json_object_set_new(j, "created_at", json_string(when));
+	msg_time_format(g->updated, when);
+	json_object_set_new(j, "updated_at", json_string(when));
+}
+
 json_t *engine_grant_json(struct engine *e, const char *id)
 {
 	struct intentlog_grant g = { 0 };
@@ -80,6 +92,8 @@ json_t *engine_grant_json(struct engine *e, const char *id)
 		j = json_deep_copy(e->running->live);
 	else if (intentlog_get_grant(e->journal, id, &g) == 0) {
 		j = g.status ? json_deep_copy(g.status) : NULL;
+		if (j)
+			set_times(j, &g);
 		intentlog_grant_done(&g);
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -111,6 +125,7 @@ json_t *engine_grants_json(struct engine *e)
 					owned--;
 			}
 			json_object_set_new(s, "created", json_integer((json_int_t)gs[i].created));
+			set_times(s, &gs[i]);
 			json_object_set_new(s, "owned_blocks", json_integer((json_int_t)owned));
 			json_array_append_new(arr, s);
 		}
@@ -138,11 +153,26 @@ json_t *engine_status_json(struct engine *e)
 	pthread_mutex_lock(&e->lock);
 	for (struct op *o = e->queue_head; o; o = o->next)
 		queued++;
-	if (e->running)
-		running = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", e->running->msg->id, "kind",
-				    msg_type_name(e->running->msg->type), "state", msg_state_name(e->running->state),
-				    "blocks_done", (json_int_t)e->running->blocks_done, "blocks_total",
-				    (json_int_t)e->running->blocks_total);
+	if (e->running) {
+		const struct op *o = e->running;
+		running = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", o->msg->id, "kind", msg_type_name(o->msg->type),
+				    "state", msg_state_name(o->state), "blocks_done", (json_int_t)o->blocks_done,
+				    "blocks_total", (json_int_t)o->blocks_total);
+		/* a revocation retrying busy blocks: which, how often, the budget left */
+		if (running && o->n_busy) {
+			json_t *arr = json_array();
+			double left = o->budget_deadline - exec_now();
+			for (size_t i = 0; i < o->n_busy; i++)
+				json_array_append_new(arr, json_pack("{s:I,s:I,s:s}", "block", (json_int_t)o->busy[i].block,
+								     "attempts", (json_int_t)o->busy[i].attempts, "error",
+								     o->busy[i].err_code));
+			json_object_set_new(running, "busy_blocks", arr);
+			json_object_set_new(running, "budget_ms", json_integer((json_int_t)o->budget_ms));
+			json_object_set_new(running, "budget_left_ms", json_integer(left > 0 ? (json_int_t)(left * 1000) : 0));
+		}
+		if (running && o->cancel_requested)
+			json_object_set_new(running, "cancel_requested_by", json_string(o->cancel_by));
+	}
 	j = json_pack("{s:s,s:s,s:s,s:s,s:b,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s?,s:o,s:I,s:{s:s,s:s,s:I,s:I}}",
 		      "agent", e->agent_id, "version", MEMGRANT_VERSION, "backend", e->backend->ops->name, "root",
 		      e->backend->root, "stopping", e->stopping, "memory", "block_size",
@@ -155,6 +185,13 @@ json_t *engine_status_json(struct engine *e)
 		      mem_zone_name(e->set.policy.zone), "reserve", (json_int_t)e->set.policy.reserve,
 		      "movable_ratio", (json_int_t)e->set.policy.movable_ratio);
 	pthread_mutex_unlock(&e->lock);
+	/* mid-operation a block is neither online nor standby: online +
+	 * standby + in_flight = total */
+	if (have && j) {
+		json_t *mem = json_object_get(j, "memory");
+		json_object_set_new(mem, "in_flight_bytes", json_integer((json_int_t)f.in_flight_bytes));
+		json_object_set_new(mem, "total_bytes", json_integer((json_int_t)f.total_bytes));
+	}
 	return j;
 }
 

@@ -110,10 +110,10 @@ static bool check_event(const char *s, char *why, size_t len)
 	/* The events providers/hooks.c fires (docs/autoscaling.md); "kind.*" matches all of a kind. */
 	static const struct {
 		const char *kind;
-		const char *const states[8];
+		const char *const states[9];
 	} events[] = {
-		{ "grant", { "*", "accepted", "in_progress", "applied", "partial", "failed", "rejected" } },
-		{ "revoke", { "*", "accepted", "in_progress", "applied", "partial", "failed", "rejected" } },
+		{ "grant", { "*", "accepted", "in_progress", "applied", "partial", "failed", "rejected", "cancelled" } },
+		{ "revoke", { "*", "accepted", "in_progress", "applied", "partial", "failed", "rejected", "cancelled" } },
 		{ "block", { "*", "failed" } },
 		{ "pressure", { "*", "high", "low" } },
 		{ "agent", { "*", "started", "stopping" } },
@@ -132,7 +132,7 @@ static bool check_event(const char *s, char *why, size_t len)
 		}
 	snprintf(why, len,
 		 "'%s' is not an event (\"*\"; grant. or revoke. followed by *, accepted, "
-		 "in_progress, applied, partial, failed or rejected; block.failed; pressure.high, "
+		 "in_progress, applied, partial, failed, rejected or cancelled; block.failed; pressure.high, "
 		 "pressure.low; agent.started, agent.stopping; or kind.*)", s);
 	return false;
 }

@@ -280,7 +280,10 @@ static unsigned http_status_of(const struct engine_verdict *v)
 	case ESHUTDOWN:
 	case ENOBUFS: return 503;
 	case ESTALE:
-	case EEXIST: return 409;
+	case EEXIST:
+	case EALREADY:
+	case EAGAIN: return 409;
+	case ENOENT: return 404;
 	case E2BIG: return 413;
 	case EINVAL:
 	case ERANGE:
@@ -293,16 +296,26 @@ static unsigned http_status_of(const struct engine_verdict *v)
  * operator left out id and generation. */
 static MHD_Result_t submit(struct api *a, struct MHD_Connection *c, struct request *rq)
 {
+	const char *dry = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "dry_run");
 	struct engine_verdict v;
 	struct msg_error err = { 0 };
 	struct msg *m = NULL;
 	json_t *reply;
 	unsigned status;
-	int r = msg_parse_opts(rq->body.data ? rq->body.data : "", rq->body.len, a->body_limit, MSG_PARSE_UNNUMBERED, &m, &err);
+	bool dry_run = false;
+	int r;
 
+	/* ?dry_run=1 (true, yes, on; or just ?dry_run): the plan, nothing changed */
+	if (dry) {
+		int b = api_parse_flag(dry);
+		if (b < 0)
+			return api_send_error(c, 400, "EINVAL", "query \"dry_run\": \"%s\" is not one of 1, 0, true, false", dry);
+		dry_run = b == 1;
+	}
+	r = msg_parse_opts(rq->body.data ? rq->body.data : "", rq->body.len, a->body_limit, MSG_PARSE_UNNUMBERED, &m, &err);
 	if (r < 0)
 		return api_send_error(c, r == -E2BIG ? 413 : 400, err.code, "%s", err.message);
-	r = engine_submit(a->e, a->source, m, &v);
+	r = dry_run ? engine_plan(a->e, a->source, m, &v) : engine_submit(a->e, a->source, m, &v);
 	if (r < 0)
 		return api_send_error(c, 500, errno_name(r), "cannot submit: %s", strerror(-r));
 	status = http_status_of(&v);
@@ -364,6 +377,43 @@ static MHD_Result_t adopt(struct api *a, struct MHD_Connection *c, struct reques
 	return api_send_error(c, status, v.error.code, "%s", v.error.message);
 }
 
+static bool endswith(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && streq(s + n - k, suffix);
+}
+
+/* POST /v1/grants/ID/cancel: 200 with the final report when it ended at
+ * once (queued), 202 with the current one when the executor stops it after
+ * the block in flight, 409 when it is final already. */
+static MHD_Result_t cancel(struct api *a, struct MHD_Connection *c, struct request *rq, const char *id)
+{
+	struct engine_verdict v;
+	char who[64];
+	json_t *reply;
+	unsigned status;
+	int r;
+
+	snprintf(who, sizeof(who), "%s (uid %u)", API_SOURCE, (unsigned)rq->uid);
+	r = engine_cancel(a->e, id, who, &v);
+	if (r < 0)
+		return api_send_error(c, 500, errno_name(r), "cannot cancel: %s", strerror(-r));
+	status = http_status_of(&v);
+	if (v.kind == ENGINE_REJECTED) {
+		reply = json_pack("{s:{s:s,s:s}}", "error", "code", v.error.code, "message", v.error.message);
+		if (reply && v.report)
+			json_object_set(reply, "status", v.report);
+		engine_verdict_done(&v);
+		return api_send_json(c, status, reply);
+	}
+	reply = v.report ? json_incref(v.report) : NULL;
+	engine_verdict_done(&v);
+	if (!reply)
+		return api_send_error(c, 500, "ENOMEM", "out of memory");
+	return api_send_json(c, status, reply);
+}
+
 static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct request *rq, const char *url,
 			  const char *method)
 {
@@ -397,6 +447,26 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 			return api_send_error(c, 413, "E2BIG", "request body is larger than the limit of %zu bytes",
 					  a->body_limit);
 		return submit(a, c, rq);
+	}
+	if (startswith(url, "/v1/grants/") && endswith(url, "/cancel")) {
+		/* POST /v1/grants/ID/cancel */
+		char id[MSG_ID_MAX + 1];
+		size_t n = strlen(url) - strlen("/v1/grants/") - strlen("/cancel");
+		if (!streq(method, "POST"))
+			return method_not_allowed(c, "POST", url, method);
+		if (!rq->may_write)
+			return api_send_error(c, 403, "EPERM",
+					  "uid %u may read but not change anything: only root and the API group may",
+					  (unsigned)rq->uid);
+		if (n == 0 || n > MSG_ID_MAX)
+			return api_send_error(c, 400, "EINVAL", "%s: not an id (1 to %d characters of A-Z a-z 0-9 . _ : -)",
+					  url, MSG_ID_MAX);
+		memcpy(id, url + strlen("/v1/grants/"), n);
+		id[n] = '\0';
+		if (!msg_id_valid(id))
+			return api_send_error(c, 400, "EINVAL", "\"%s\" is not an id (1 to %d characters of A-Z a-z 0-9 . _ : -)",
+					  id, MSG_ID_MAX);
+		return cancel(a, c, rq, id);
 	}
 	if (startswith(url, "/v1/grants/")) {
 		json_t *j;

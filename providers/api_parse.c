@@ -55,7 +55,20 @@ void api_body_free(struct api_body *b)
 bool api_state_is_terminal(const char *state)
 {
 	return streq(state, "applied") || streq(state, "partial") || streq(state, "failed") ||
-	       streq(state, "rejected");
+	       streq(state, "rejected") || streq(state, "cancelled");
+}
+
+int api_parse_flag(const char *s)
+{
+	static const char *const yes[] = { "", "1", "true", "yes", "on" }, *const no[] = { "0", "false", "no", "off" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++)
+		if (streq(s, yes[i]))
+			return 1;
+	for (size_t i = 0; i < ARRAY_SIZE(no); i++)
+		if (streq(s, no[i]))
+			return 0;
+	return -EINVAL;
 }
 
 /* An SSE event name must not break the line framing: [A-Za-z0-9._-] only. */

@@ -42,3 +42,6 @@ void api_event_view(const char *text, size_t len, const char *grant, struct api_
 
 /* The final states of a grant or revocation. */
 bool api_state_is_terminal(const char *state);
+
+/* A query flag: "", 1, true, yes, on -> 1; 0, false, no, off -> 0; else -EINVAL. */
+int api_parse_flag(const char *s);

@@ -48,10 +48,11 @@ struct ctl_command {
 	X(block, "block configure|deconfigure|online|offline|memmap on|off N...: one kernel step") \
 	X(status, "status [--json]: what memgrantd is doing and how much memory it holds")  \
 	X(grants, "grants [ID] [--json]: grants and revocations memgrantd remembers")      \
-	X(grant, "grant SIZE|RANGE [--memmap auto|on|off] [--zone auto|movable|normal] [--wait]") \
+	X(grant, "grant SIZE|RANGE [--memmap auto|on|off] [--zone auto|movable|normal] [--wait|--dry-run]") \
 	X(revoke, "revoke (SIZE | --grant ID) [--wait]: give memory back")                 \
 	X(adopt, "adopt BLOCKS [--json]: make online blocks no grant owns a local grant")   \
 	X(wait, "wait ID [--json]: follow a grant or revocation until it is final")        \
+	X(cancel, "cancel ID [--no-wait] [--json]: stop a grant or revocation after the block in flight") \
 	X(events, "events [--json]: follow memgrantd's events")
 
 #define CTL_DECLARE(name, help) int ctl_cmd_##name(struct ctl_ctx *ctx, int argc, char **argv);

@@ -19,16 +19,31 @@ static void size_cell(struct libscols_line *ln, size_t col, json_t *j)
 	scols_line_set_data(ln, col, buf);
 }
 
-/* "16-23,40" from the status's block entries */
+static int by_id(const void *a, const void *b)
+{
+	json_int_t x = *(const json_int_t *)a, y = *(const json_int_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* "16-23,40" from the status's block entries (a revocation lists them in
+ * the order it took them down: sorted first) */
 static void block_ranges(json_t *blocks, char *buf, size_t len)
 {
 	size_t used = 0, i = 0, n = json_array_size(blocks);
+	_cleanup_free_ json_int_t *ids = calloc(n + 1, sizeof(*ids));
 
 	buf[0] = '\0';
+	if (!ids)
+		return;
+	for (i = 0; i < n; i++)
+		ids[i] = json_integer_value(json_object_get(json_array_get(blocks, i), "block"));
+	qsort(ids, n, sizeof(*ids), by_id);
+	i = 0;
 	while (i < n && used < len) {
-		json_int_t a = json_integer_value(json_object_get(json_array_get(blocks, i), "block")), b = a;
+		json_int_t a = ids[i], b = a;
 
-		while (i + 1 < n && json_integer_value(json_object_get(json_array_get(blocks, i + 1), "block")) == b + 1) {
+		while (i + 1 < n && ids[i + 1] == b + 1) {
 			b++;
 			i++;
 		}
@@ -71,10 +86,25 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 	       (long long)json_integer_value(json_object_get(g, "blocks_total")), blocks[0] ? ": " : "", blocks);
 	/* times, when memgrantd reports them */
 	json_object_foreach(g, key, v)
-		if (json_is_string(v) && ((strlen(key) > 3 && streq(key + strlen(key) - 3, "_at")) || streq(key, "time")))
-			printf("  %-12s %s\n", key, json_string_value(v));
+		if (json_is_string(v) && ((strlen(key) > 3 && streq(key + strlen(key) - 3, "_at")) || streq(key, "time"))) {
+			char label[64];
+			snprintf(label, sizeof(label), "%s:", key);
+			printf("  %-12s %s\n", label, json_string_value(v));
+		}
 	json_array_foreach(json_object_get(g, "decisions"), i, b)
 		printf("  decision:    %s\n", json_string_value(b));
+	/* a revocation retrying busy blocks */
+	json_array_foreach(json_object_get(g, "busy_blocks"), i, b)
+		printf("  %-12s block %lld, %lld attempts (%s)\n",
+		       json_is_integer(json_object_get(g, "budget_left_ms")) ? "retrying:" : "gave up:",
+		       (long long)json_integer_value(json_object_get(b, "block")),
+		       (long long)json_integer_value(json_object_get(b, "attempts")), json_string_value(json_object_get(b, "error")));
+	if (json_is_integer(json_object_get(g, "budget_left_ms")))
+		printf("  budget:      %lld s of %lld s left\n",
+		       (long long)(json_integer_value(json_object_get(g, "budget_left_ms")) + 999) / 1000,
+		       (long long)json_integer_value(json_object_get(g, "budget_ms")) / 1000);
+	if (json_string_value(json_object_get(g, "cancel_requested_by")))
+		printf("  cancel:      requested by %s\n", json_string_value(json_object_get(g, "cancel_requested_by")));
 	json_array_foreach(json_object_get(g, "blocks"), i, b) {
 		json_t *be = json_object_get(b, "error");
 		if (json_is_object(be))
@@ -92,7 +122,8 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
-	static const char *const cols[] = { "ID", "KIND", "SOURCE", "GEN", "STATE", "REQUESTED", "APPLIED", "BLOCKS", "ERROR" };
+	static const char *const cols[] = { "ID", "KIND", "SOURCE", "GEN", "STATE", "REQUESTED", "APPLIED", "BLOCKS",
+					    "CREATED", "UPDATED", "ERROR" };
 	bool json = false;
 	json_t *reply = NULL, *arr, *g;
 	struct libscols_table *tb;
@@ -148,7 +179,9 @@ int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 		size_cell(ln, 5, json_object_get(g, "requested_bytes"));
 		size_cell(ln, 6, json_object_get(g, "applied_bytes"));
 		scols_line_set_data(ln, 7, blocks);
-		scols_line_set_data(ln, 8, json_is_object(err) ? json_string_value(json_object_get(err, "message")) : "");
+		scols_line_set_data(ln, 8, json_string_value(json_object_get(g, "created_at")));
+		scols_line_set_data(ln, 9, json_string_value(json_object_get(g, "updated_at")));
+		scols_line_set_data(ln, 10, json_is_object(err) ? json_string_value(json_object_get(err, "message")) : "");
 	}
 	scols_print_table(tb);
 	scols_unref_table(tb);

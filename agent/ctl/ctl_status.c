@@ -18,7 +18,7 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	bool json = false;
 	json_t *reply = NULL, *mem, *run;
-	char a[16], b[16], c[16], d[16];
+	char a[16], b[16], c[16], d[16], f[16], t[16];
 	int ch;
 
 	while ((ch = getopt_long(argc, argv, ":Jh", opts, NULL)) != -1) {
@@ -46,6 +46,10 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 	printf("block size:         %s\n", size_str(json_object_get(mem, "block_size"), a, sizeof(a)));
 	printf("online memory:      %s\n", size_str(json_object_get(mem, "online_bytes"), b, sizeof(b)));
 	printf("standby memory:     %s\n", size_str(json_object_get(mem, "standby_bytes"), c, sizeof(c)));
+	if (json_object_get(mem, "in_flight_bytes"))
+		printf("in flight:          %s (between two steps; online + standby + in flight = %s)\n",
+		       size_str(json_object_get(mem, "in_flight_bytes"), f, sizeof(f)),
+		       size_str(json_object_get(mem, "total_bytes"), t, sizeof(t)));
 	printf("granted by agent:   %s\n", size_str(json_object_get(mem, "granted_bytes"), d, sizeof(d)));
 	if (json_string_value(json_object_get(reply, "auto_online_blocks")))
 		printf("auto_online_blocks: %s\n", json_string_value(json_object_get(reply, "auto_online_blocks")));
@@ -57,6 +61,21 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 		       (long long)json_integer_value(json_object_get(run, "blocks_total")));
 	else
 		printf("running:            nothing\n");
+	if (json_is_object(run)) {
+		json_t *bb;
+		size_t i;
+		json_array_foreach(json_object_get(run, "busy_blocks"), i, bb)
+			printf("retrying:           block %lld, %lld attempts (%s)\n",
+			       (long long)json_integer_value(json_object_get(bb, "block")),
+			       (long long)json_integer_value(json_object_get(bb, "attempts")),
+			       json_string_value(json_object_get(bb, "error")));
+		if (json_is_integer(json_object_get(run, "budget_left_ms")))
+			printf("budget left:        %lld s of %lld s\n",
+			       (long long)(json_integer_value(json_object_get(run, "budget_left_ms")) + 999) / 1000,
+			       (long long)json_integer_value(json_object_get(run, "budget_ms")) / 1000);
+		if (json_string_value(json_object_get(run, "cancel_requested_by")))
+			printf("cancel requested:   by %s\n", json_string_value(json_object_get(run, "cancel_requested_by")));
+	}
 	printf("queued:             %lld\n", (long long)json_integer_value(json_object_get(reply, "queued")));
 	json_decref(reply);
 	return CTL_EXIT_OK;

@@ -122,7 +122,7 @@ static int exit_for_state(const char *state)
 {
 	if (streq(state, "partial"))
 		return HOST_EXIT_PARTIAL;
-	if (streq(state, "failed") || streq(state, "rejected"))
+	if (streq(state, "failed") || streq(state, "rejected") || streq(state, "cancelled"))
 		return HOST_EXIT_REFUSED;
 	return HOST_EXIT_OK;
 }

@@ -33,8 +33,13 @@ out=$(complete_words memgrantctl memgrantctl "")
 has "memgrantctl commands" "$out" wait
 has "memgrantctl commands" "$out" grants
 has "memgrantctl commands" "$out" adopt
+has "memgrantctl commands" "$out" cancel
 out=$(complete_words memgrantctl memgrantctl adopt --)
 has "adopt options" "$out" --json
+out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" cancel "f")
+expect_eq "cancel ID prefix" "$out" first-grant
+out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" grant --dry)
+expect_eq "grant --dry-run" "$out" --dry-run
 out=$(complete_words memgrantctl memgrantctl --socket "$SOCK" wait "")
 has "wait ID" "$out" first-grant
 has "wait ID" "$out" second-grant

@@ -86,8 +86,12 @@ for body in '{"type":"grant","id":"g-nobody","size":"128M"}' \
 	grep -q "uid 65534 may read but not change anything: only root and the API group may" "$T/reply" ||
 		fail "auth-post-403: message: $(cat "$T/reply")"
 done
+# a cancel changes things too, and a dry run is a POST like any other
+expect_eq "auth-cancel-403: HTTP" "$(req nobody POST /v1/grants/g-root/cancel)" 403
+expect_eq "auth-cancel-403: code" "$(code_of)" EPERM
+expect_eq "auth-dry-run-403: HTTP" "$(req nobody POST '/v1/grants?dry_run=1' '{"type":"grant","size":"128M"}')" 403
 kill -0 "$DAEMON_PID" || fail "memgrantd died"
-echo "ok auth-post-403: POST as uid 65534 gets 403 EPERM"
+echo "ok auth-post-403: POST as uid 65534 gets 403 EPERM (grants, cancel, dry run)"
 
 # memgrantctl as a reader: reads work, a grant is refused with the daemon's reason
 as_nobody "$MEMGRANTCTL" --socket "$SOCK" status > /dev/null 2>&1 || fail "auth-ctl-read: memgrantctl status as uid 65534 failed"

@@ -43,7 +43,7 @@ static void on_transition(void *ctx, const struct engine_transition *t)
 	pthread_mutex_unlock(&s->lock);
 }
 
-static int setup(void **state)
+static int setup_with(void **state, const char *faults)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	char yaml[1024];
@@ -55,8 +55,8 @@ static int setup(void **state)
 	snprintf(yaml, sizeof(yaml),
 		 "agent:\n  id: unit\n  state_dir: %s/state\n  api_socket: %s/api.sock\n  log_level: error\n"
 		 "backend:\n  type: sim\n  sim:\n    state: %s/sim.json\n    online: 1G\n    standby: 1G\n"
-		 "    block_size: 128M\n",
-		 f->tmp, f->tmp, f->tmp);
+		 "    block_size: 128M\n%s",
+		 f->tmp, f->tmp, f->tmp, faults);
 	r = config_load_buffer("unit.yaml", yaml, strlen(yaml), NULL, &f->cfg, NULL);
 	if (r < 0)
 		return -1;
@@ -67,6 +67,17 @@ static int setup(void **state)
 		return -1;
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, "");
+}
+
+/* every kernel write takes 150 ms: a grant of 4 blocks runs for over a second */
+static int setup_slow(void **state)
+{
+	return setup_with(state, "    faults:\n      latency_ms: 150\n");
 }
 
 static int teardown(void **state)
@@ -190,10 +201,123 @@ static void test_verdicts(void **state)
 	engine_unsubscribe(f->e, on_transition, &f->seen);
 }
 
+/* The oldest report for DEST about ID in state STATE, acking what comes
+ * before it; false when the outbox ends first. */
+static bool outbox_has(struct engine *e, const char *dest, const char *id, const char *state)
+{
+	uint64_t seq;
+	json_t *r;
+
+	while (engine_outbox_peek(e, dest, &seq, &r) == 0) {
+		bool hit = streq(json_string_value(json_object_get(r, "id")), id) &&
+			   streq(json_string_value(json_object_get(r, "state")), state);
+		json_decref(r);
+		assert_int_equal(engine_outbox_ack(e, dest, seq), 0);
+		if (hit)
+			return true;
+	}
+	return false;
+}
+
+static void test_cancel(void **state)
+{
+	struct fixture *f = *state;
+	struct engine_source *cp = NULL;
+	struct engine_verdict v;
+	json_t *j;
+
+	assert_int_equal(engine_source_add(f->e, "cp", ENGINE_SOURCE_REPORTS, &cp), 0);
+	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"grant\",\"id\":\"run\",\"generation\":1,\"size\":\"512M\"}", 0), &v), 0);
+	assert_int_equal(v.kind, ENGINE_ACCEPTED);
+	engine_verdict_done(&v);
+	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"grant\",\"id\":\"queued\",\"generation\":2,\"size\":\"256M\"}", 0), &v), 0);
+	assert_int_equal(v.kind, ENGINE_ACCEPTED);
+	engine_verdict_done(&v);
+
+	/* queued: cancelled at once, durable and in the sender's outbox before the verdict */
+	assert_int_equal(engine_cancel(f->e, "queued", "unit", &v), 0);
+	assert_int_equal(v.kind, ENGINE_ANSWERED);
+	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "cancelled");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v.report, "error"), "code")), "ECANCELED");
+	engine_verdict_done(&v);
+	j = engine_grant_json(f->e, "queued");
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "cancelled");
+	json_decref(j);
+	assert_true(outbox_has(f->e, "cp", "queued", "cancelled"));
+
+	/* running: stops after the block in flight; partial with the blocks done */
+	for (int i = 0; i < 300; i++) {
+		j = engine_grant_json(f->e, "run");
+		bool started = j && json_integer_value(json_object_get(j, "blocks_done")) >= 1;
+		json_decref(j);
+		if (started)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	}
+	assert_int_equal(engine_cancel(f->e, "run", "unit", &v), 0);
+	assert_int_equal(v.kind, ENGINE_ACCEPTED);
+	assert_string_equal(json_string_value(json_object_get(v.report, "cancel_requested_by")), "unit");
+	engine_verdict_done(&v);
+	assert_int_equal(wait_final(f->e, "run"), MSG_STATE_PARTIAL);
+	j = engine_grant_json(f->e, "run");
+	assert_in_range(json_integer_value(json_object_get(j, "blocks_done")), 1, 3);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")), "ECANCELED");
+	json_decref(j);
+	assert_true(outbox_has(f->e, "cp", "run", "partial"));
+
+	/* final already: refused with its status; unknown: ENOENT */
+	assert_int_equal(engine_cancel(f->e, "run", "unit", &v), 0);
+	assert_int_equal(v.kind, ENGINE_REJECTED);
+	assert_int_equal(v.err, -EALREADY);
+	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "partial");
+	engine_verdict_done(&v);
+	assert_int_equal(engine_cancel(f->e, "nope", "unit", &v), 0);
+	assert_int_equal(v.err, -ENOENT);
+	engine_verdict_done(&v);
+}
+
+static void test_plan(void **state)
+{
+	struct fixture *f = *state;
+	struct engine_source *op = NULL;
+	struct engine_verdict v;
+	json_t *g;
+
+	assert_int_equal(engine_source_add(f->e, "op", ENGINE_SOURCE_OPERATOR, &op), 0);
+	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"256M\",\"memmap_on_memory\":true}", MSG_PARSE_UNNUMBERED), &v), 0);
+	assert_int_equal(v.kind, ENGINE_ANSWERED);
+	assert_string_equal(json_string_value(json_object_get(v.report, "type")), "plan");
+	assert_int_equal(json_array_size(json_object_get(v.report, "blocks")), 2);
+	assert_true(json_is_true(json_object_get(v.report, "memmap_on_memory")));
+	/* memmap in the blocks: 2 x 128M / 64, none taken from online memory */
+	assert_int_equal(json_integer_value(json_object_get(v.report, "memmap_bytes")), 4 * MIB);
+	assert_int_equal(json_integer_value(json_object_get(v.report, "online_cost_bytes")), 0);
+	assert_int_equal(json_integer_value(json_object_get(v.report, "usable_bytes")), 256 * MIB - 4 * MIB);
+	engine_verdict_done(&v);
+	/* off: the memmap comes out of the memory online now */
+	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"256M\",\"memmap_on_memory\":false}", MSG_PARSE_UNNUMBERED), &v), 0);
+	assert_int_equal(json_integer_value(json_object_get(v.report, "online_cost_bytes")), 4 * MIB);
+	engine_verdict_done(&v);
+	/* too big: rejected as a submit would be, and not recorded */
+	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"4G\"}", MSG_PARSE_UNNUMBERED), &v), 0);
+	assert_int_equal(v.kind, ENGINE_REJECTED);
+	assert_int_equal(v.err, -ENOSPC);
+	assert_false(v.recorded);
+	engine_verdict_done(&v);
+	/* nothing numbered, nothing recorded */
+	assert_int_equal(engine_last_generation(f->e, op), 0);
+	g = engine_grants_json(f->e);
+	assert_int_equal(json_array_size(json_object_get(g, "grants")), 0);
+	json_decref(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_verdicts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancel, setup_slow, teardown),
+		cmocka_unit_test_setup_teardown(test_plan, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -474,7 +474,8 @@ static void test_status_builder(void **state)
 
 static void test_state_names(void **state)
 {
-	static const char *const names[] = { "accepted", "in_progress", "applied", "partial", "failed", "rejected" };
+	static const char *const names[] = { "accepted", "in_progress", "applied", "partial", "failed", "rejected",
+					     "cancelled" };
 	enum msg_state s;
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
@@ -486,6 +487,7 @@ static void test_state_names(void **state)
 	assert_false(msg_state_is_final(MSG_STATE_ACCEPTED));
 	assert_false(msg_state_is_final(MSG_STATE_IN_PROGRESS));
 	assert_true(msg_state_is_final(MSG_STATE_PARTIAL));
+	assert_true(msg_state_is_final(MSG_STATE_CANCELLED));
 }
 
 int main(void)
