@@ -18,7 +18,7 @@ t0=$(now)
 t1=$(now)
 "$BUILD/memgrantctl" sim fault "$T/sim.json" --latency 20 > /dev/null
 cat > "$T/memgrant.yaml" <<YAML
-agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: warning}
+agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: warning, user: $(id -un)}
 backend:
   type: sim
   sim: {state: $T/sim.json}
@@ -26,27 +26,28 @@ policy: {zone: movable}
 YAML
 "$BUILD/memgrantd" -c "$T/memgrant.yaml" -f 2> "$T/log" &
 PID=$!
-until $CTL status > /dev/null 2>&1; do sleep 0.1; done
+until $CTL status > /dev/null 2>&1; do kill -0 $PID 2>/dev/null || { cat "$T/log"; exit 1; }; sleep 0.1; done
 t2=$(now)
 echo "machine: $N blocks of 128M (sim init $(echo "$t0 $t1" | awk '{printf "%.1f s", $2-$1}'), memgrantd up in $(echo "$t1 $t2" | awk '{printf "%.1f s", $2-$1}'))"
-# measure LABEL: R requests (one connection each, from one client process), p50/p99/max
+# measure LABEL [URL]: R requests of URL (default /v1/status; one connection
+# each, from one client process), p50/p99/max
 measure() {
-	python3 - "$T/api.sock" "$R" "$1" <<'PY'
+	python3 - "$T/api.sock" "$R" "$1" "${2:-/v1/status}" <<'PY'
 import socket, sys, time
-path, n, what = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+path, n, what, url = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 ts = []
 for _ in range(n):
     t0 = time.perf_counter()
     s = socket.socket(socket.AF_UNIX)
     s.connect(path)
-    s.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.sendall(b"GET " + url.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     while s.recv(65536):
         pass
     s.close()
     ts.append((time.perf_counter() - t0) * 1000)
 ts.sort()
-print("GET /v1/status x%d %s:\n  p50 %.2f ms, p99 %.2f ms, max %.2f ms" %
-      (n, what, ts[n // 2], ts[int(n * 0.99) - 1], ts[-1]))
+print("GET %s x%d %s:\n  p50 %.2f ms, p99 %.2f ms, max %.2f ms" %
+      (url, n, what, ts[n // 2], ts[int(n * 0.99) - 1], ts[-1]))
 PY
 }
 running() {
@@ -57,5 +58,6 @@ measure "idle"
 $CTL grant 64G > /dev/null
 until [ "$(running)" != none ]; do sleep 0.05; done
 measure "while a grant runs"
+measure "while a grant runs" /metrics
 echo "  (grant at the end: $(running))"
 echo "RSS: $(awk '/VmRSS/ {print $2 " kB"}' /proc/$PID/status)"
