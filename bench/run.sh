@@ -130,6 +130,13 @@ YAML
 	} >"$T/$name.yaml"
 }
 
+# NAME's sim in a folder of its own: the sim's watch wakes for every entry of
+# the folder of its state file, and the idle daemons must not see the others'
+sim_own_dir() {
+	mkdir -p "$T/$1.d"
+	sed -i "s|state: $T/$1.sim,|state: $T/$1.d/$1.sim,|" "$T/$1.yaml"
+}
+
 # ---- the machine -------------------------------------------------------------
 start=$(now)
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -220,7 +227,7 @@ daemon_start "$name"
 	w2=$(io_of "$pid" wchar)
 	b2=$(io_of "$pid" write_bytes)
 	rss1=$(rss_kb "$pid")
-	jsize=$(wc -c <"$T/$name.state/journal.json" 2>/dev/null || echo 0)
+	jsize=$(wc -c <"$T/$name.state/journal.log" 2>/dev/null || echo 0)
 	daemon_stop "$pid"
 
 	"$CTL" sim init "$T/r$n.sim" --online 2G --standby $((n * 128))M --block-size 128M >/dev/null
@@ -382,6 +389,7 @@ rm -rf "$TT/$name.sim"*
 per_pair=$(awk -v m="$sim_write_ms_max" 'BEGIN { printf "%.4f", (5 * m + 10) * 1.4 / 1000 }')
 pairs=${BENCH_PAIRS:-$(awk -v p="$per_pair" -v b="${BENCH_PAIRS_SECS:-120}" 'BEGIN { n = int(b / p); if (n > 10000) n = 10000; if (n < 50) n = 50; print n }')}
 sim_yaml many 4G 128M
+sim_own_dir many
 daemon_start many
 P_MANY=$DPID
 rss_many0=$(rss_kb "$P_MANY")
@@ -394,14 +402,17 @@ IDLE=${BENCH_IDLE_SECS:-60}
 echo
 echo "6. idle for $IDLE s: context switches (wake-ups), syscalls and RSS"
 sim_yaml api 2G 128M
+sim_own_dir api
 daemon_start api
 P_API=$DPID
 # the port's directory exists and stays quiet: inotify wakes for its entries only
 mkdir -p "$T/ports"
 sim_yaml chan 2G 128M "providers:" "  channel: {path: $T/ports/no-such-port}"
+sim_own_dir chan
 daemon_start chan
 P_CHAN=$DPID
 sim_yaml https 2G 128M "providers:" "  https: {url: 'https://127.0.0.1:9/memgrant', wait: 30s}"
+sim_own_dir https
 daemon_start https
 P_HTTPS=$DPID
 sleep 7 # start-up work and the channel's first quick retries (5 s) are over
@@ -452,7 +463,7 @@ fig "pairs_per_s_last_tenth@$pairs" "$2" "1/s" "$1" "first tenth"
 fig "pairs_total_s@$pairs" "$3" s
 fig "pairs_failed@$pairs" "$4" ""
 fig "pairs_rss_kb_after@$pairs" "$(rss_kb "$P_MANY")" kB "$rss_many0" "before"
-fig "pairs_journal_bytes@$pairs" "$(wc -c <"$T/many.state/journal.json" 2>/dev/null || echo 0)" B
+fig "pairs_journal_bytes@$pairs" "$(wc -c <"$T/many.state/journal.log" 2>/dev/null || echo 0)" B
 daemon_stop "$P_MANY"
 
 # ---- summary --------------------------------------------------------------------------
