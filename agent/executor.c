@@ -5,6 +5,7 @@
  */
 #include "executor.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
@@ -671,6 +672,14 @@ static void *executor_main(void *arg)
 		e->running = NULL;
 		op_free(o);
 		engine_notify(e);
+		if (!e->queue_head) {
+			/* an operation over thousands of blocks frees tens of MB of
+			 * reports and tables in many arenas' small chunks; give them
+			 * back to the kernel now that the agent goes idle */
+			pthread_mutex_unlock(&e->lock);
+			malloc_trim(0);
+			pthread_mutex_lock(&e->lock);
+		}
 	}
 	pthread_mutex_unlock(&e->lock);
 	return NULL;
