@@ -7,29 +7,105 @@
 #include "../hotplug/privhelper.h"
 #include "../hotplug/sim.h"
 #include "backend_setup.h"
+#include "../lib/fileio.h"
 #include "../lib/util.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 
-/* The child: only stderr (for the log) and the socket, as fd 3, stay. */
+#define HELPER_LOCK_FILE "helper.lock"
+#define HELPER_LOCK_WAIT_MS 30000
+
+/*
+ * One helper per state directory at a time.  The lock is held by the open
+ * file that the helper inherits, so it lasts exactly as long as the helper:
+ * a memgrantd restarted after a SIGKILL waits here until the helper it left
+ * behind has finished its last kernel write and exited, and recovery never
+ * reads the kernel while an old write is still landing.
+ */
+static int helper_lock(const char *state_dir, const struct mg_log *log, int *out)
+{
+	_cleanup_close_ int dir = -1, fd = -1;
+	bool told = false;
+	int r, waited = 0;
+
+	r = mkdir_p(state_dir, 0700);
+	if (r < 0) {
+		log_err(log, "privileged helper: %s: cannot create: %s", state_dir, strerror(-r));
+		return r;
+	}
+	dir = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir >= 0)
+		fd = openat(dir, HELPER_LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		log_err(log, "privileged helper: %s/" HELPER_LOCK_FILE ": cannot open: %s", state_dir, strerror(-r));
+		return r;
+	}
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		struct timespec pause = { 0, 10 * 1000 * 1000 };
+
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK) {
+			r = -errno;
+			log_err(log, "privileged helper: %s/" HELPER_LOCK_FILE ": cannot lock: %s", state_dir,
+				strerror(-r));
+			return r;
+		}
+		if (waited >= HELPER_LOCK_WAIT_MS) {
+			log_err(log, "privileged helper: the helper of an earlier memgrantd still runs after %d s "
+				"(it holds %s/" HELPER_LOCK_FILE "); not starting a second one",
+				HELPER_LOCK_WAIT_MS / 1000, state_dir);
+			return -EBUSY;
+		}
+		if (!told) {
+			log_info(log, "privileged helper: waiting for the helper of an earlier memgrantd to exit "
+				 "(%s/" HELPER_LOCK_FILE ")", state_dir);
+			told = true;
+		}
+		nanosleep(&pause, NULL);
+		waited += 10;
+	}
+	*out = fd;
+	fd = -1;
+	return 0;
+}
+
+/* Moves FD to TARGET without FD_CLOEXEC (FD was opened with it). */
+static int place_fd(int fd, int target)
+{
+	if (fd == target)
+		return fcntl(fd, F_SETFD, 0);
+	return dup2(fd, target) < 0 ? -1 : 0;
+}
+
+/*
+ * The child: only stderr (for the log), the socket as fd 3 and the lock as
+ * fd 4 stay.  It dies with memgrantd (PR_SET_PDEATHSIG): a helper outliving
+ * a killed agent would go on with a write nobody waits for.
+ */
 __attribute__((noreturn))
-static void exec_helper(int fd, const char *path, const struct mg_config *cfg, const struct mg_log *log)
+static void exec_helper(int fd, int lock_fd, pid_t parent, const char *path, const struct mg_config *cfg,
+			const struct mg_log *log)
 {
 	char level[16];
 	const char *argv[10];
 	int n = 0, null;
 
-	if (fd != 3) {
-		if (dup2(fd, 3) < 0)
-			_exit(1);
-		fd = 3;
-	} else if (fcntl(fd, F_SETFD, 0) < 0) {
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(1);
-	}
-	if (close_range(4, ~0U, 0) < 0)
+	/* out of the way of 3 and 4 first, in case either already sits there */
+	fd = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	lock_fd = fcntl(lock_fd, F_DUPFD_CLOEXEC, 10);
+	if (fd < 0 || lock_fd < 0 || place_fd(fd, 3) < 0 || place_fd(lock_fd, 4) < 0)
+		_exit(1);
+	if (close_range(5, ~0U, 0) < 0)
 		_exit(1);
 	null = open("/dev/null", O_RDWR);
 	if (null >= 0) {
@@ -59,11 +135,17 @@ static void exec_helper(int fd, const char *path, const struct mg_config *cfg, c
 
 int helper_start(const struct mg_config *cfg, const struct mg_log *log, const char *path, struct helper *out)
 {
+	_cleanup_close_ int lock_fd = -1;
 	int sv[2];
 	struct ph_reply hello;
 	ssize_t n;
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
+	{
+		int r = helper_lock(cfg->agent.state_dir, log, &lock_fd);
+		if (r < 0)
+			return r;
+	}
 	if (cfg->backend.type == MG_BACKEND_SIM) {
 		int r = backend_prepare_sim(&cfg->backend.sim, log);
 		if (r < 0)
@@ -84,7 +166,7 @@ int helper_start(const struct mg_config *cfg, const struct mg_log *log, const ch
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		exec_helper(sv[1], path, cfg, log);
+		exec_helper(sv[1], lock_fd, parent, path, cfg, log);
 	}
 	close(sv[1]);
 	out->pid = pid;

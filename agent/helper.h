@@ -10,8 +10,15 @@
  * serves hotplug/privhelper.h's requests until the socket closes.  It
  * ignores SIGTERM, SIGINT and SIGHUP: the agent stops it by closing the
  * socket once the block operation in progress and the restore of
- * auto_online_blocks are done.  A sim the configuration describes is
- * created (and its faults set) here, before the fork.
+ * auto_online_blocks are done, and dies with the agent (PR_SET_PDEATHSIG)
+ * when the agent is killed.  A sim the configuration describes is created
+ * (and its faults set) here, before the fork.
+ *
+ * One helper per state directory: it holds an flock on
+ * STATE_DIR/helper.lock for its whole life (fd 4), and helper_start()
+ * waits (up to 30 s, then -EBUSY) for a helper left by a killed memgrantd
+ * to exit, so that recovery reads the kernel only after the last write of
+ * the previous run has landed.
  *
  * In the parent, helper_start() returns once the helper said hello, i.e.
  * its backend is open; the socket then goes to hp_privsep_open().
