@@ -84,6 +84,8 @@ SCALAR(d_group, S(agent.api_group))
 SCALAR(d_mode, S(agent.api_socket_mode))
 SCALAR(d_body, F(agent.api_body_limit))
 SCALAR(d_level, F(agent.log_level))
+SCALAR(d_user, S(agent.user))
+SCALAR(d_seccomp, F(agent.seccomp))
 SCALAR(d_type, F(backend.type))
 SCALAR(d_root, S(backend.root))
 SCALAR(d_own, F(backend.own_onlining))
@@ -103,6 +105,9 @@ static const struct key keys[] = {
 	{ "agent.api_socket_mode", false, d_mode },
 	{ "agent.api_body_limit", true, d_body },
 	{ "agent.log_level", true, d_level },
+	/* both shape the processes at start: the uid given up to, the filters loaded */
+	{ "agent.user", false, d_user },
+	{ "agent.seccomp", false, d_seccomp },
 	{ "backend.type", false, d_type },
 	{ "backend.root", false, d_root },
 	{ "backend.own_onlining", false, d_own },

@@ -36,5 +36,11 @@ grep -q "configuration reloaded; applied: policy.movable_ratio$" "$T/daemon.log"
 	fail "the applied keys are not named: $(grep 'reloaded' "$T/daemon.log")"
 expect_eq "movable_ratio after reload" "$(jget "$($CTL status --json)" policy.movable_ratio)" 150
 expect_eq "agent id kept until a restart" "$(jget "$($CTL status --json)" agent)" test-guest
+# the user given up to and the seccomp action shape the processes at start
+sed -i "s|^  user: .*|  user: nobody\n  seccomp: log|" "$T/memgrant.yaml"
+kill -HUP "$DAEMON_PID"
+sleep 0.5
+grep -q "take effect at the next start: agent.user, agent.seccomp$" "$T/daemon.log" ||
+	fail "agent.user and agent.seccomp are not named as needing a restart: $(grep 'next start' "$T/daemon.log")"
 stop_daemon
 echo ok
