@@ -15,8 +15,6 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-const char *const ph_auto_online_words[4] = { "offline", "online", "online_kernel", "online_movable" };
-
 const char *ph_op_name(enum ph_op op)
 {
 	switch (op) {
@@ -83,9 +81,9 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
 				   rq->deadline_ms, PH_MAX_DEADLINE_MS);
 		break;
 	case PH_OP_SET_AUTO_ONLINE:
-		if (rq->arg >= ARRAY_SIZE(ph_auto_online_words))
-			return bad(why, whylen, "auto_online_blocks word %u, there are %zu", rq->arg,
-				   ARRAY_SIZE(ph_auto_online_words));
+		if (rq->arg >= PH_AUTO_ONLINE_WORDS)
+			return bad(why, whylen, "auto_online_blocks word %u, there are %u", rq->arg,
+				   PH_AUTO_ONLINE_WORDS);
 		if (rq->block != 0)
 			return bad(why, whylen, "set_auto_online for block %" PRIu64 ", expected 0", rq->block);
 		break;
@@ -127,7 +125,7 @@ static int perform(struct hp_backend *w, const struct ph_request *rq)
 		r = block_offline(w, rq->block);
 		alarm_set(0);
 		return r;
-	case PH_OP_SET_AUTO_ONLINE: return hp_set_auto_online(w, ph_auto_online_words[rq->arg]);
+	case PH_OP_SET_AUTO_ONLINE: return hp_set_auto_online(w, mem_auto_online_words[rq->arg]);
 	}
 	return -EINVAL; /* not reached: checked */
 }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "block.h"
 #include "path.h"
 
 #define PH_MAGIC 0x4d475048u /* "MGPH" */
@@ -42,7 +43,7 @@ enum ph_op {
 	PH_OP_SET_MEMMAP,      /* memmap_on_memory = arg (0 or 1, C12) */
 	PH_OP_ONLINE,          /* state = online_type_word(arg) (W5) */
 	PH_OP_OFFLINE,         /* state = offline, within deadline_ms (W6) */
-	PH_OP_SET_AUTO_ONLINE, /* auto_online_blocks = ph_auto_online_words[arg] (A2) */
+	PH_OP_SET_AUTO_ONLINE, /* auto_online_blocks = mem_auto_online_words[arg] (A2) */
 };
 
 struct ph_request {
@@ -62,8 +63,9 @@ struct ph_reply {
 _Static_assert(sizeof(struct ph_request) == 24, "the request is 24 bytes on every ABI");
 _Static_assert(sizeof(struct ph_reply) == 8, "the reply is 8 bytes on every ABI");
 
-/* The four words auto_online_blocks takes, indexed by the request's arg. */
-extern const char *const ph_auto_online_words[4];
+/* A set_auto_online request's arg is an enum mem_auto_online (block.h):
+ * mem_auto_online_words[arg], one of these many. */
+#define PH_AUTO_ONLINE_WORDS ((unsigned)MEM_AUTO_ONLINE_MOVABLE + 1)
 
 const char *ph_op_name(enum ph_op op); /* "configure", ...; "unknown" */
 

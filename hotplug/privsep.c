@@ -98,14 +98,16 @@ static int encode(enum hp_attr attr, uint64_t id, const char *value, struct ph_r
 			}
 		return -EINVAL;
 	case HP_ATTR_AUTO_ONLINE:
-		for (size_t i = 0; i < ARRAY_SIZE(ph_auto_online_words); i++)
-			if (streq(value, ph_auto_online_words[i])) {
-				rq->op = PH_OP_SET_AUTO_ONLINE;
-				rq->arg = (uint16_t)i;
-				rq->block = 0;
-				return 0;
-			}
-		return -EINVAL;
+	{
+		enum mem_auto_online a;
+
+		if (mem_auto_online_parse(value, &a) < 0)
+			return -EINVAL;
+		rq->op = PH_OP_SET_AUTO_ONLINE;
+		rq->arg = (uint16_t)a;
+		rq->block = 0;
+		return 0;
+	}
 	case HP_ATTR_ONLINE:
 	default:
 		return -EINVAL;
