@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,8 +84,46 @@ static void check_folder_of(struct ctx *c, const char *key, const char *path, co
 		cfg_err_at(c, cfg_where(c, key), "%s: %s is not a folder; %s", key, dir, hint);
 }
 
+/*
+ * Whether this process may open IPv4 and IPv6 sockets: under the shipped
+ * memgrantd.service it may not (RestrictAddressFamilies=AF_UNIX AF_NETLINK,
+ * PrivateNetwork=yes) until the operator adds the network drop-in.  The
+ * errno of the refusal, 0 when either family works.
+ */
+static int network_refused(void)
+{
+	static const int families[] = { AF_INET6, AF_INET };
+	int e = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(families); i++) {
+		int fd = socket(families[i], SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd >= 0) {
+			close(fd);
+			return 0;
+		}
+		e = errno;
+	}
+	return e == EAFNOSUPPORT || e == EPERM || e == EACCES ? e : 0;
+}
+
+/* KEY needs the network: say so when this process has none. */
+static void check_network(struct ctx *c, const char *key, int refused)
+{
+	if (!refused || cfg_bad(c, key))
+		return;
+	cfg_err_at(c, cfg_where(c, key),
+		   "%s: this process may not open network sockets (%s): memgrantd.service runs without network "
+		   "unless its network drop-in is installed (see NETWORK in memgrantd(8))",
+		   key, errno_name(refused));
+}
+
 void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg)
 {
+	int refused = cfg->providers.https.enabled || cfg->n_hooks ? network_refused() : 0;
+
+	if (cfg->providers.https.enabled)
+		check_network(c, "providers.https.url", refused);
 	if (cfg->providers.https.enabled) {
 		const struct mg_https_config *h = &cfg->providers.https;
 		static const char conn[] = "the agent could not connect to the control plane";
@@ -104,6 +143,10 @@ void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg)
 
 		snprintf(key, sizeof(key), "hooks[%zu].exec", i);
 		check_executable(c, key, h->exec);
+		if (h->webhook) {
+			snprintf(key, sizeof(key), "hooks[%zu].webhook", i);
+			check_network(c, key, refused);
+		}
 		snprintf(key, sizeof(key), "hooks[%zu].secret_file", i);
 		check_readable(c, key, h->secret_file, "the webhook could not be signed");
 	}

@@ -19,6 +19,7 @@ const char *errno_name(int err)
 	case EAGAIN: return "EAGAIN";
 	case ENOMEM: return "ENOMEM";
 	case EACCES: return "EACCES";
+	case EAFNOSUPPORT: return "EAFNOSUPPORT";
 	case EBUSY: return "EBUSY";
 	case EEXIST: return "EEXIST";
 	case ENODEV: return "ENODEV";

@@ -2,7 +2,8 @@
 # memgrantd --check-config reports what would fail at run time, at the key:
 # a CA, certificate, key or token file that does not exist or cannot be read,
 # a hook's exec that is not an executable file, a webhook secret that cannot
-# be read, a channel path whose folder does not exist.  The same files, once
+# be read, a channel path whose folder does not exist, the HTTPS provider or
+# a webhook where the process may not open network sockets.  The same files, once
 # there, pass.  A misspelt backend type ("Sim") is one message, not two.
 . "$(dirname "$0")/lib.sh"
 write_config
@@ -57,6 +58,17 @@ chmod 0755 "$T/hook.sh"
 sed -i "s|key_file: $T/tls\$|key_file: $T/key.pem|; s|exec: $T\$|exec: $T/hook.sh|" "$T/memgrant.yaml"
 out=$("$MEMGRANTD" -c "$T/memgrant.yaml" --check-config 2>&1) || fail "complete config refused: $out"
 echo "$out" | grep -q "OK" || fail "no OK: $out"
+
+# under the shipped unit (no IPv4/IPv6 sockets, as RestrictAddressFamilies
+# does it) the HTTPS provider and the webhook are refused with the way out;
+# a configuration that needs no network passes there
+out=$("$BUILD/tests/tools/no_network" "$MEMGRANTD" -c "$T/memgrant.yaml" --check-config 2>&1) &&
+	fail "HTTPS and a webhook accepted without network: $out"
+has "providers.https.url: this process may not open network sockets (EAFNOSUPPORT): memgrantd.service runs without network unless its network drop-in is installed (see NETWORK in memgrantd(8))"
+has "hooks\[2\].webhook: this process may not open network sockets"
+expect_eq "messages without network" "$(echo "$out" | grep -c 'memgrant.yaml:')" 2
+out=$("$BUILD/tests/tools/no_network" "$MEMGRANTD" -c "$T/base.yaml" --check-config 2>&1) ||
+	fail "a configuration without HTTPS or webhooks refused without network: $out"
 
 # an unreadable file, when not root can tell (root reads everything)
 if [ "$(id -u)" -ne 0 ]; then
