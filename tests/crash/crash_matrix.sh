@@ -266,7 +266,7 @@ def check(kind, target, op_id, grants, status):
 def point(n):
     kind, target, args = pick_op(n)
     kill_ms = (n * 53) % 480
-    again_ms = (n * 29) % 250 if n % 3 == 2 else None
+    again_ms = (n * 17) % 110 if n % 3 == 2 else None
     label = "point %d (%s, kill at %dms%s)" % (n, " ".join(args), kill_ms,
                                                ", again %dms into recovery" % again_ms if again_ms is not None else "")
     r = ctl(*args)
