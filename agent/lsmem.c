@@ -51,6 +51,7 @@ static const struct coldesc coldescs[LSMEM_NCOLS] = {
 				   "configuration status of the memory range" },
 	[LSMEM_COL_MEMMAP] = { "MEMMAP-ON-MEMORY", 0, SCOLS_FL_RIGHT,
 			       "memmap-on-memory status of the memory range" },
+	[LSMEM_COL_OWNER] = { "OWNER", 0, 0, "grant holding the range, or foreign (memgrantd only)" },
 };
 
 static const int default_columns[] = {
@@ -160,9 +161,9 @@ int lsmem_opts_set_columns(struct lsmem_opts *o, const char *list, char *err, si
 
 void lsmem_opts_all_columns(struct lsmem_opts *o)
 {
-	for (size_t i = 0; i < LSMEM_NCOLS; i++)
+	for (size_t i = 0; i < LSMEM_COL_OWNER; i++) /* lsmem's own columns */
 		o->columns[i] = (int)i;
-	o->ncolumns = LSMEM_NCOLS;
+	o->ncolumns = LSMEM_COL_OWNER;
 }
 
 int lsmem_opts_set_split(struct lsmem_opts *o, const char *list, char *err, size_t errlen)
@@ -270,6 +271,7 @@ struct row {
 	int zones[MAX_NR_ZONES];
 	bool config;
 	bool memmap;
+	const char *owner; /* opts.owners of the first block, not owned */
 };
 
 struct view {
@@ -302,6 +304,8 @@ static void block_to_row(const struct view *v, const struct mem_block *b, struct
 	r->index = b->id;
 	r->count = 1;
 	r->state = MEM_STATE_UNKNOWN;
+	if (v->o->owners)
+		r->owner = v->o->owners[b - v->t->blocks];
 	if (v->have_memconfig) {
 		r->config = b->configured;
 		r->memmap = b->memmap_on_memory == 1;
@@ -353,12 +357,17 @@ static bool mergeable(const struct view *v, const struct row *cur, const struct 
 		return false;
 	if (v->split[LSMEM_COL_MEMMAP] && cur->memmap != r->memmap)
 		return false;
+	if (v->split[LSMEM_COL_OWNER] && v->o->owners &&
+	    (!cur->owner != !r->owner || (cur->owner && !streq(cur->owner, r->owner))))
+		return false;
 	return true;
 }
 
 static bool column_skipped(const struct view *v, int id)
 {
 	/* without firmware entries lsmem does not create these columns */
+	if (id == LSMEM_COL_OWNER)
+		return !v->o->owners;
 	return (id == LSMEM_COL_CONFIGURED || id == LSMEM_COL_MEMMAP) && !v->have_memconfig;
 }
 
@@ -485,6 +494,11 @@ static int cell_text(const struct view *v, int id, const struct row *r, char **o
 		break;
 	case LSMEM_COL_MEMMAP:
 		s = strdup(r->memmap ? "yes" : "no");
+		break;
+	case LSMEM_COL_OWNER:
+		if (!r->owner)
+			return 0;
+		s = strdup(r->owner);
 		break;
 	default:
 		return 0;

@@ -7,6 +7,8 @@
  *  - columns RANGE SIZE STATE REMOVABLE BLOCK NODE ZONES CONFIGURED
  *    MEMMAP-ON-MEMORY (MEMMAP_ON_MEMORY accepted as an alias), default
  *    RANGE,SIZE,STATE,REMOVABLE,BLOCK; "-o +COL" appends to the defaults;
+ *    memgrant adds OWNER (opts.owners; not in --output-all, so that stays
+ *    lsmem's);
  *  - NODE and ZONES exist when some present block has a node link or
  *    valid_zones (lsmem walks the device directories for them, so a machine
  *    without memory0 still shows zones);
@@ -43,11 +45,12 @@ enum lsmem_col {
 	LSMEM_COL_ZONES,
 	LSMEM_COL_CONFIGURED,
 	LSMEM_COL_MEMMAP,
+	LSMEM_COL_OWNER, /* memgrant's own: the grant that holds the range, "foreign" or empty */
 	LSMEM_NCOLS,
 };
 
-/* lsmem allows every column twice in -o. */
-#define LSMEM_MAX_COLUMNS (2 * LSMEM_NCOLS)
+/* lsmem allows each of its 9 columns twice in -o (and says so). */
+#define LSMEM_MAX_COLUMNS (2 * LSMEM_COL_OWNER)
 
 enum lsmem_format {
 	LSMEM_FMT_TABLE,
@@ -68,6 +71,10 @@ struct lsmem_opts {
 	bool want_table;
 	bool want_summary;
 	bool summary_only_given;        /* --summary / --summary=only */
+	/* per block of the table printed: the id of the grant that holds it,
+	 * "foreign" (online, no grant's), or NULL; only memgrantd knows, so
+	 * NULL here (direct reads) leaves the OWNER column out */
+	const char *const *owners;
 };
 
 /* Defaults of lsmem: table and summary, default columns. */

@@ -58,18 +58,62 @@ static bool daemon_socket_exists(const struct ctl_ctx *ctx)
 	return access(ctl_socket_path(ctx), F_OK) == 0;
 }
 
-static int table_from_daemon(const struct ctl_ctx *ctx, struct mem_table **t, char *err, size_t errlen)
+/* The owner of each block of T from the daemon's /v1/blocks REPLY (whose
+ * strings the array points into): a grant's id, "foreign" or NULL. */
+static int owners_from_reply(const json_t *reply, const struct mem_table *t, const char ***out)
 {
-	json_t *reply = NULL;
-	int r = ctl_get_json(ctx, "/v1/blocks", &reply);
+	const char **owners = calloc(t->n ? t->n : 1, sizeof(*owners));
+	const json_t *jb;
+	size_t i;
+
+	if (!owners)
+		return -ENOMEM;
+	json_array_foreach(json_object_get(reply, "blocks"), i, jb) {
+		json_int_t id = json_integer_value(json_object_get(jb, "id"));
+		const char *owner = json_string_value(json_object_get(jb, "owner"));
+		size_t lo = 0, hi = t->n;
+
+		while (owner && lo < hi) { /* the table is sorted by id */
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (t->blocks[mid].id == (uint64_t)id) {
+				owners[mid] = owner;
+				break;
+			}
+			if (t->blocks[mid].id < (uint64_t)id)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
+	*out = owners;
+	return 0;
+}
+
+static int table_from_daemon(const struct ctl_ctx *ctx, struct mem_table **t, json_t **reply, const char ***owners,
+			     char *err, size_t errlen)
+{
+	int r = ctl_get_json(ctx, "/v1/blocks", reply);
 
 	if (r < 0)
 		return r;
-	r = blockjson_to_table(reply, t, err, errlen);
-	json_decref(reply);
-	if (r < 0)
+	r = blockjson_to_table(*reply, t, err, errlen);
+	if (r < 0) {
 		ctl_err("lsmem: memgrantd sent a block table that does not parse: %s", err);
+		return r;
+	}
+	r = owners_from_reply(*reply, *t, owners);
+	if (r < 0)
+		ctl_err("lsmem: %s", strerror(-r));
 	return r;
+}
+
+static bool wants_owner(const struct lsmem_opts *o)
+{
+	for (size_t i = 0; i < o->ncolumns; i++)
+		if (o->columns[i] == LSMEM_COL_OWNER)
+			return true;
+	return o->split_given && o->split[LSMEM_COL_OWNER];
 }
 
 int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
@@ -94,6 +138,8 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 	};
 	_cleanup_backend_ struct hp_backend *be = NULL;
 	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_(json_decrefp) json_t *reply = NULL;
+	_cleanup_free_ const char **owners = NULL;
 	struct lsmem_opts o;
 	const char *outarg = NULL;
 	char err[256];
@@ -186,9 +232,13 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 
 	if (!ctx->sim && !ctx->sysroot && (ctx->socket || daemon_socket_exists(ctx))) {
 		/* through memgrantd: the machine as the agent sees it */
-		r = table_from_daemon(ctx, &t, err, sizeof(err));
+		r = table_from_daemon(ctx, &t, &reply, &owners, err, sizeof(err));
 		if (r < 0 && ctx->socket)
 			return CTL_EXIT_FAILURE;
+		if (r < 0 && t) {
+			mem_table_free(t);
+			t = NULL;
+		}
 		if (r < 0)
 			fprintf(stderr, "memgrantctl: lsmem: memgrantd did not answer at %s: reading /sys directly\n",
 				ctl_socket_path(ctx));
@@ -216,6 +266,12 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 			return CTL_EXIT_FAILURE;
 		}
 	}
+	if (wants_owner(&o) && !owners) {
+		ctl_err("lsmem: the OWNER column needs memgrantd (only it knows which grant holds a block): "
+			"ask it without --sysroot or --sim");
+		return CTL_EXIT_FAILURE;
+	}
+	o.owners = owners;
 	if (t->n == 0 || t->block_size == 0) {
 		ctl_err("lsmem: this system does not support memory blocks");
 		return CTL_EXIT_FAILURE;

@@ -18,7 +18,7 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	bool json = false;
 	json_t *reply = NULL, *mem, *run;
-	char a[16], b[16], c[16], d[16], f[16], t[16];
+	char a[16], b[16], c[16], d[16], e[16], f[16], t[16];
 	int ch;
 
 	while ((ch = getopt_long(argc, argv, ":Jh", opts, NULL)) != -1) {
@@ -51,6 +51,14 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 		       size_str(json_object_get(mem, "in_flight_bytes"), f, sizeof(f)),
 		       size_str(json_object_get(mem, "total_bytes"), t, sizeof(t)));
 	printf("granted by agent:   %s\n", size_str(json_object_get(mem, "granted_bytes"), d, sizeof(d)));
+	if (json_integer_value(json_object_get(mem, "foreign_blocks")) > 0) {
+		json_int_t n = json_integer_value(json_object_get(mem, "foreign_blocks"));
+
+		/* brought up outside memgrantd: never revoked, shown apart */
+		printf("not memgrant's:     %s in %lld block%s online outside any grant "
+		       "(lsmem -o +OWNER shows them; adopt BLOCKS takes them)\n",
+		       size_str(json_object_get(mem, "foreign_bytes"), e, sizeof(e)), (long long)n, n == 1 ? "" : "s");
+	}
 	if (json_string_value(json_object_get(reply, "auto_online_blocks")))
 		printf("auto_online_blocks: %s\n", json_string_value(json_object_get(reply, "auto_online_blocks")));
 	if (json_is_object(run))

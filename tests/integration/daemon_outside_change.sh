@@ -59,6 +59,15 @@ done
 curl -s --unix-socket "$SOCK" http://x/v1/blocks > "$T/blocks"
 expect_eq "block 30 owner" "$(jget "$(cat "$T/blocks")" blocks.30.owner)" foreign
 expect_eq "boot block owner" "$(jget "$(cat "$T/blocks")" blocks.0.owner)" null
+# and so say lsmem's OWNER column and the human status
+$CTL lsmem -o BLOCK,STATE,OWNER -r -n > "$T/owners"
+grep -qx '16-18 online local-1' "$T/owners" || fail "lsmem OWNER of the grant's blocks: $(cat "$T/owners")"
+grep -qx '30 online foreign' "$T/owners" || fail "lsmem OWNER of block 30: $(cat "$T/owners")"
+grep -qx '0-15 online ' "$T/owners" || fail "lsmem OWNER of boot memory: $(cat "$T/owners")"
+$CTL status > "$T/status.txt"
+grep -q "^not memgrant's: *128M in 1 block" "$T/status.txt" || fail "status does not show the foreign block: $(cat "$T/status.txt")"
+$MEMGRANTCTL --sim "$SIM" lsmem -o +OWNER > "$T/owner-direct" 2>&1 && fail "OWNER without the daemon accepted"
+grep -q "the OWNER column needs memgrantd" "$T/owner-direct" || fail "OWNER without the daemon: $(cat "$T/owner-direct")"
 
 # a revocation by size larger than what the grant holds takes only owned blocks
 $CTL revoke 512M --wait > "$T/revoke-size.out" 2>&1
