@@ -89,6 +89,10 @@ grep -q "stopped waiting; grant slow-1 goes on in memgrantd" "$T/int.err" || fai
 grep -q "Follow it with: memgrantctl --socket $SOCK wait slow-1" "$T/int.err" || fail "Ctrl-C follow hint: $(cat "$T/int.err")"
 state=$(jget "$($CTL grants slow-1 --json)" state)
 [ "$state" = in_progress ] || [ "$state" = accepted ] || fail "slow-1 should still be running, is $state"
+# grants ID of the running grant says when it was recorded and last changed, as the list does
+$CTL grants slow-1 > "$T/running" || fail "grants slow-1 while it runs"
+grep -q '^  created_at: *20[0-9-]*T[0-9:]*Z$' "$T/running" && grep -q '^  updated_at: *20[0-9-]*T[0-9:]*Z$' "$T/running" ||
+	fail "grants ID of a running grant has no times: $(cat "$T/running")"
 $CTL wait slow-1 > "$T/wait.out" || fail "wait slow-1: $(cat "$T/wait.out")"
 grep -q '^grant slow-1: applied, 1G of 1G$' "$T/wait.out" || fail "wait summary: $(cat "$T/wait.out")"
 # waiting for something already final answers at once, with --json too
