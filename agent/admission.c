@@ -743,11 +743,26 @@ int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m
 		plan_cost_json(j, pd, t);
 	} else {
 		uint64_t online, standby;
+		/* by size the planner lists every candidate in order and the
+		 * executor stops once the size went back: the plan is the first
+		 * size / block size of them (the rest are tried only in place of
+		 * a block that stays busy); by grant or blocks every one goes */
+		size_t take = p->n;
+		json_t *decisions = json_pack("[s]", p->reason);
 
-		for (size_t i = 0; i < p->n; i++)
+		if (m->target == MSG_BY_SIZE && p->want_bytes / t->block_size < take)
+			take = (size_t)(p->want_bytes / t->block_size);
+		for (size_t i = 0; i < take; i++)
 			json_array_append_new(blocks, plan_block_json(t, p->blocks[i], NULL));
+		if (decisions && take < p->n) {
+			char line[160];
+
+			snprintf(line, sizeof(line), "takes the first %zu of the %zu candidates; the next only in place "
+				 "of a block that stays busy", take, p->n);
+			json_array_append_new(decisions, json_string(line));
+		}
 		memory_figures(t, &online, &standby);
-		json_object_set_new(j, "decisions", json_pack("[s]", p->reason));
+		json_object_set_new(j, "decisions", decisions);
 		json_object_set_new(j, "online_bytes_before", json_integer((json_int_t)online));
 		json_object_set_new(j, "online_bytes_after",
 				    json_integer((json_int_t)(online - (p->want_bytes < online ? p->want_bytes : online))));

@@ -87,10 +87,16 @@ json_t *engine_grant_json(struct engine *e, const char *id)
 	json_t *j = NULL;
 
 	pthread_mutex_lock(&e->lock);
-	if (e->running && e->running->live && streq(e->running->msg->id, id))
-		/* running: its progress is in memory (the kernel records it) */
+	if (e->running && e->running->live && streq(e->running->msg->id, id)) {
+		/* running: its progress is in memory (the kernel records it);
+		 * when it was recorded and last changed, from the journal, as
+		 * the list says them */
 		j = json_deep_copy(e->running->live);
-	else if (intentlog_get_grant(e->journal, id, &g) == 0) {
+		if (j && intentlog_get_grant(e->journal, id, &g) == 0) {
+			set_times(j, &g);
+			intentlog_grant_done(&g);
+		}
+	} else if (intentlog_get_grant(e->journal, id, &g) == 0) {
 		j = g.status ? json_deep_copy(g.status) : NULL;
 		if (j)
 			set_times(j, &g);

@@ -21,7 +21,7 @@
 #define MEMGRANT_VERSION "0"
 #endif
 
-#define CTL_ENTRY(n, h) { .name = #n, .run = ctl_cmd_##n, .help = h },
+#define CTL_ENTRY(n, w, h) { .name = #n, .run = ctl_cmd_##n, .where = w, .help = h },
 static const struct ctl_command commands[] = {
 	CTL_COMMANDS(CTL_ENTRY)
 };
@@ -172,9 +172,10 @@ static void usage(FILE *f)
 	fputs("Usage: memgrantctl [--sim FILE | --sysroot DIR] [--socket PATH] COMMAND [ARGS]\n"
 	      "\n"
 	      "Global options:\n"
-	      "  --sim FILE       act on the simulated guest kept in FILE\n"
-	      "  --sysroot DIR    act on sys/ under DIR (\"/\" is this machine)\n"
-	      "  --socket PATH    the memgrantd REST socket\n"
+	      "  --sim FILE       lsmem, block: act on the simulated guest kept in FILE\n"
+	      "  --sysroot DIR    lsmem, block: act on sys/ under DIR (\"/\" is this machine)\n"
+	      "  --socket PATH    the memgrantd REST socket (the other commands go through\n"
+	      "                   memgrantd, on the backend its configuration names)\n"
 	      "  -h, --help       this text;  -V, --version  the version\n"
 	      "\n"
 	      "Commands:\n",
@@ -239,6 +240,18 @@ int main(int argc, char **argv)
 			int sub_argc = argc - optind;
 			char **sub_argv = argv + optind;
 
+			if (commands[i].where == CTL_AGENT && (ctx.sim || ctx.sysroot)) {
+				/* the agent works on the backend its configuration
+				 * names; asking it about another is a usage error, not
+				 * "memgrantd is not running" */
+				const char *opt = ctx.sim ? "--sim" : "--sysroot";
+
+				ctl_err("%s applies only to lsmem and block (and sim); grant, revoke, status and the "
+					"other agent commands go through memgrantd, which works on the backend its "
+					"configuration names: drop %s (--socket PATH reaches a memgrantd on another "
+					"socket)", opt, opt);
+				return CTL_EXIT_FAILURE;
+			}
 			optind = 0; /* full getopt reset for the command */
 			return commands[i].run(&ctx, sub_argc, sub_argv);
 		}

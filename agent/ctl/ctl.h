@@ -35,27 +35,43 @@ struct ctl_ctx {
 
 typedef int (*ctl_fn)(struct ctl_ctx *ctx, int argc, char **argv);
 
+/* Where a command works: through memgrantd's socket, or on a backend that
+ * --sim or --sysroot names (or that it opens itself, like sim init FILE). */
+enum ctl_where {
+	CTL_AGENT,
+	CTL_BACKEND,
+};
+
 struct ctl_command {
 	const char *name;
 	ctl_fn run;
+	enum ctl_where where;
 	const char *help; /* one line for `memgrantctl --help` */
 };
 
-/* X(name, help): the command table.  Keep it sorted as --help shows it. */
+/* X(name, where, help): the command table.  Keep it sorted as --help shows it; a
+ * help text may go on over lines indented to its column (CTL_HELP_MORE).
+ * Each names every argument and option its command takes, as the command's
+ * own --help and memgrantctl(8) do. */
+#define CTL_HELP_MORE "\n           "
 #define CTL_COMMANDS(X)                                                                  \
-	X(sim, "sim init|fault FILE ...: create a simulated s390 guest or set its faults") \
-	X(lsmem, "list memory blocks like util-linux lsmem (-o, -a, -J, -P, -r, -b, -n)") \
-	X(block, "block configure|deconfigure|online|offline|memmap on|off N...: one kernel step") \
-	X(status, "status [--json]: what memgrantd is doing and how much memory it holds")  \
-	X(grants, "grants [ID] [--json]: grants and revocations memgrantd remembers")      \
-	X(grant, "grant SIZE|RANGE [--memmap auto|on|off] [--zone auto|movable|normal] [--wait|--dry-run]") \
-	X(revoke, "revoke (SIZE | --grant ID) [--wait]: give memory back")                 \
-	X(adopt, "adopt BLOCKS [--json]: make online blocks no grant owns a local grant")   \
-	X(wait, "wait ID [--json]: follow a grant or revocation until it is final")        \
-	X(cancel, "cancel ID [--no-wait] [--json]: stop a grant or revocation after the block in flight") \
-	X(events, "events [--json]: follow memgrantd's events")
+	X(sim, CTL_BACKEND, "sim init|fault FILE ...: create a simulated s390 guest or set its faults") \
+	X(lsmem, CTL_BACKEND, "lsmem [OPTIONS]: list memory blocks like util-linux lsmem, with all its options" \
+		 CTL_HELP_MORE "(-o, -a, -J, -P, -r, -b, -n, -S, -s, --summary, ...: lsmem --help)") \
+	X(block, CTL_BACKEND, "block configure|deconfigure|online|offline|memmap on|off BLOCKS... [--zone Movable|Normal]" \
+		 CTL_HELP_MORE "[-v] [--json]: one kernel step (BLOCKS as chmem: 16,17,20-23 or RANGE)") \
+	X(status, CTL_AGENT, "status [--json]: what memgrantd is doing and how much memory it holds")  \
+	X(grants, CTL_AGENT, "grants [ID] [--json]: grants and revocations memgrantd remembers")      \
+	X(grant, CTL_AGENT, "grant (SIZE | RANGE | --blocks LIST) [--memmap auto|on|off] [--zone auto|movable|normal]" \
+		 CTL_HELP_MORE "[--contiguous] [--not-after TIME] [--id ID] [--wait | --dry-run] [--json]: add memory") \
+	X(revoke, CTL_AGENT, "revoke (SIZE | RANGE | --grant ID | --blocks LIST) [--id ID] [--wait | --dry-run] [--json]:" \
+		  CTL_HELP_MORE "give memory back") \
+	X(adopt, CTL_AGENT, "adopt BLOCKS [--json]: make online blocks no grant owns a local grant")   \
+	X(wait, CTL_AGENT, "wait ID [--json]: follow a grant or revocation until it is final")        \
+	X(cancel, CTL_AGENT, "cancel ID [--no-wait] [--json]: stop a grant or revocation after the block in flight") \
+	X(events, CTL_AGENT, "events [--json]: follow memgrantd's events")
 
-#define CTL_DECLARE(name, help) int ctl_cmd_##name(struct ctl_ctx *ctx, int argc, char **argv);
+#define CTL_DECLARE(name, where, help) int ctl_cmd_##name(struct ctl_ctx *ctx, int argc, char **argv);
 CTL_COMMANDS(CTL_DECLARE)
 #undef CTL_DECLARE
 

@@ -453,7 +453,8 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 		case 'J': json = true; break;
 		case 'D': dry_run = true; break;
 		case 'h':
-			printf(revoke ? "Usage: memgrantctl revoke (SIZE | RANGE | --grant ID | --blocks LIST) [--id ID] [--wait] [--json]\n"
+			printf(revoke ? "Usage: memgrantctl revoke (SIZE | RANGE | --grant ID | --blocks LIST) [--id ID] [--wait | --dry-run]\n"
+					"                         [--json]\n"
 				      : "Usage: memgrantctl grant (SIZE | RANGE | --blocks LIST) [--memmap auto|on|off] [--zone auto|Movable|Normal]\n"
 					"                        [--contiguous] [--not-after TIME] [--id ID] [--wait | --dry-run] [--json]\n");
 			printf("\nSIZE as lsmem prints it (1.5G, 2.25G: whole memory blocks); RANGE a physical\n"
@@ -487,8 +488,8 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 		goto fail;
 	}
 	if (!have_target) {
-		ctl_err(revoke ? "revoke: say how much: SIZE, --grant ID or --blocks LIST"
-			       : "grant: say how much: SIZE or --blocks LIST");
+		ctl_err(revoke ? "revoke: say how much: SIZE, RANGE, --grant ID or --blocks LIST"
+			       : "grant: say how much: SIZE, RANGE or --blocks LIST");
 		goto fail;
 	}
 	if (dry_run && wait) {
@@ -503,7 +504,7 @@ not_for_revoke:
 	ctl_err("revoke: --memmap and --zone belong to grants");
 	goto fail;
 one_target:
-	ctl_err("give exactly one of SIZE, --blocks%s", revoke ? ", --grant" : "");
+	ctl_err("give exactly one of SIZE, RANGE, --blocks%s", revoke ? ", --grant" : "");
 fail:
 	json_decref(msg);
 	return CTL_EXIT_FAILURE;

@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 #include <getopt.h>
 #include <libsmartcols.h>
+#include <string.h>
 
 #include "agent/message.h"
 #include "client.h"
@@ -27,29 +28,44 @@ static int by_id(const void *a, const void *b)
 }
 
 /* "16-23,40" from the status's block entries (a revocation lists them in
- * the order it took them down: sorted first) */
-static void block_ranges(json_t *blocks, char *buf, size_t len)
+ * the order it took them down: sorted first): those done (no error), or with
+ * FAILED those not done (an error: a block a revocation gave up on, a step
+ * that failed), so that a range never covers a block that was not done */
+static void block_ranges(json_t *blocks, bool failed, char *buf, size_t len)
 {
-	size_t used = 0, i = 0, n = json_array_size(blocks);
-	_cleanup_free_ json_int_t *ids = calloc(n + 1, sizeof(*ids));
+	size_t used = 0, i = 0, n = 0, all = json_array_size(blocks);
+	_cleanup_free_ json_int_t *ids = calloc(all + 1, sizeof(*ids));
 
 	buf[0] = '\0';
 	if (!ids)
 		return;
-	for (i = 0; i < n; i++)
-		ids[i] = json_integer_value(json_object_get(json_array_get(blocks, i), "block"));
+	for (i = 0; i < all; i++) {
+		json_t *b = json_array_get(blocks, i);
+
+		if (json_is_object(json_object_get(b, "error")) == failed)
+			ids[n++] = json_integer_value(json_object_get(b, "block"));
+	}
 	qsort(ids, n, sizeof(*ids), by_id);
 	i = 0;
-	while (i < n && used < len) {
+	while (i < n) {
 		json_int_t a = ids[i], b = a;
+		char part[64];
+		int w;
 
 		while (i + 1 < n && ids[i + 1] == b + 1) {
 			b++;
 			i++;
 		}
-		used += (size_t)(a == b ? snprintf(buf + used, len - used, "%s%lld", used ? "," : "", (long long)a)
-				      : snprintf(buf + used, len - used, "%s%lld-%lld", used ? "," : "", (long long)a,
-						 (long long)b));
+		w = a == b ? snprintf(part, sizeof(part), "%s%lld", used ? "," : "", (long long)a)
+			   : snprintf(part, sizeof(part), "%s%lld-%lld", used ? "," : "", (long long)a, (long long)b);
+		/* what does not fit ends in "...", never in half a number */
+		if (w < 0 || used + (size_t)w + 4 > len) {
+			if (used + 4 <= len)
+				memcpy(buf + used, "...", 4);
+			return;
+		}
+		memcpy(buf + used, part, (size_t)w + 1);
+		used += (size_t)w;
 		i++;
 	}
 }
@@ -59,7 +75,7 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 {
 	_cleanup_free_ char *escaped = curl_escape(id, 0);
 	json_t *g = NULL, *err, *b;
-	char path[256], req[16], app[16], blocks[512];
+	char path[256], req[16], app[16], blocks[512], not_done[256];
 	const char *key;
 	json_t *v;
 	size_t i;
@@ -76,14 +92,17 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 	}
 	size_format((uint64_t)json_integer_value(json_object_get(g, "requested_bytes")), req, sizeof(req));
 	size_format((uint64_t)json_integer_value(json_object_get(g, "applied_bytes")), app, sizeof(app));
-	block_ranges(json_object_get(g, "blocks"), blocks, sizeof(blocks));
+	block_ranges(json_object_get(g, "blocks"), false, blocks, sizeof(blocks));
+	block_ranges(json_object_get(g, "blocks"), true, not_done, sizeof(not_done));
 	printf("%s %s\n", json_string_value(json_object_get(g, "kind")), json_string_value(json_object_get(g, "id")));
 	printf("  state:       %s\n", json_string_value(json_object_get(g, "state")));
 	printf("  source:      %s, generation %lld\n", json_string_value(json_object_get(g, "source")),
 	       (long long)json_integer_value(json_object_get(g, "generation")));
 	printf("  memory:      %s of %s\n", app, req);
-	printf("  blocks:      %lld of %lld%s%s\n", (long long)json_integer_value(json_object_get(g, "blocks_done")),
-	       (long long)json_integer_value(json_object_get(g, "blocks_total")), blocks[0] ? ": " : "", blocks);
+	printf("  blocks:      %lld of %lld%s%s%s%s%s\n", (long long)json_integer_value(json_object_get(g, "blocks_done")),
+	       (long long)json_integer_value(json_object_get(g, "blocks_total")), blocks[0] ? ": " : "", blocks,
+	       not_done[0] ? (blocks[0] ? " (not done: " : ": not done: ") : "", not_done,
+	       not_done[0] && blocks[0] ? ")" : "");
 	/* times, when memgrantd reports them */
 	json_object_foreach(g, key, v)
 		if (json_is_string(v) && ((strlen(key) > 3 && streq(key + strlen(key) - 3, "_at")) || streq(key, "time"))) {

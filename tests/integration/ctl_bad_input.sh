@@ -67,6 +67,25 @@ bad "$sim" "no block numbers" -- $S block online
 bad "$sim" "mutually exclusive" -- $S --sysroot "$tmp" block online 16
 bad "$sim" "give --sim FILE or --sysroot DIR" -- block online 16
 
+# --sim and --sysroot name a backend for lsmem and block: the agent commands go
+# through memgrantd, so with them it is a usage error (exit 1) that says so,
+# not "memgrantd is not running"
+for cmd in "grant 128M" "revoke 128M" "status" "grants" "wait g-1" "cancel g-1" "adopt 16" "events"; do
+	# shellcheck disable=SC2086
+	bad "$sim" "--sim applies only to lsmem and block (and sim); grant, revoke, status" -- \
+		--socket "$tmp/none.sock" $S $cmd
+	grep -q "not running\|no socket" "$tmp/err" && { echo "FAIL: $cmd with --sim asked for memgrantd:"; cat "$tmp/err"; fail=1; }
+	rc=0
+	# shellcheck disable=SC2086
+	"$CTL" --sysroot "$tmp" $cmd >/dev/null 2>"$tmp/err" || rc=$?
+	[ "$rc" -eq 1 ] || { echo "FAIL: --sysroot DIR $cmd exited $rc, not 1 (usage error)"; fail=1; }
+	grep -q -- "--sysroot applies only to lsmem and block" "$tmp/err" ||
+		{ echo "FAIL: --sysroot DIR $cmd:"; cat "$tmp/err"; fail=1; }
+done
+rc=0
+"$CTL" --sim "$sim" grant 128M >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || { echo "FAIL: --sim FILE grant exited $rc, not 1 (usage error)"; fail=1; }
+
 # malformed sizes: sim init over the existing sim must leave it alone
 # (1.5G is a size as lsmem prints it; 1.3G is not whole 128M blocks)
 for size in 2X -1G 99999999999999G "" 1.3G; do

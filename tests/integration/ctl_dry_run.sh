@@ -45,6 +45,13 @@ expect_eq "dry run API blocks" "$(jget "$(cat "$T/reply")" blocks.3.block)" 21
 $CTL revoke 128M --dry-run > "$T/rplan" || fail "revoke --dry-run: $(cat "$T/rplan")"
 grep -q '^revoke of 128M (dry run: nothing was changed)$' "$T/rplan" || fail "revoke plan: $(cat "$T/rplan")"
 grep -q '^  online: *2.3G -> 2.1G$' "$T/rplan" || fail "revoke plan online: $(cat "$T/rplan")"
+# a revocation by size takes as many blocks as the size needs, not every
+# candidate: 128M of the 2 blocks owned is 1 block, the newest (17)
+grep -q '^  blocks: *17 (1 of 128M)$' "$T/rplan" || fail "revoke plan blocks: $(cat "$T/rplan")"
+code=$(curl -s -o "$T/reply" -w '%{http_code}' --unix-socket "$SOCK" -X POST --data '{"type":"revoke","size":"128M"}' \
+	'http://agent/v1/grants?dry_run=1')
+expect_eq "revoke dry run HTTP" "$code" 200
+expect_eq "revoke dry run API blocks" "$(jget "$(cat "$T/reply")" blocks)" '[{"block": 17, "range": "0x0000000088000000-0x000000008fffffff"}]'
 
 # what cannot be done is said as a submit would say it, and not recorded
 rc=0
@@ -67,5 +74,26 @@ done
 # no generation used: the next operator request is local-2
 $CTL grant 128M --wait > "$T/out" || fail "grant after dry runs"
 grep -q '^grant local-2: applied' "$T/out" || fail "a dry run used a generation: $(cat "$T/out")"
+
+# a revocation's plan names the blocks the revocation then takes, in its
+# order: 256M of the 3 blocks owned (16, 17, 18) is 18 then 17; and the dry
+# run changes nothing
+snapshot "$T/before2"
+$CTL revoke 256M --dry-run --json > "$T/rplan.json" || fail "revoke 256M --dry-run --json"
+$CTL revoke 256M --dry-run > "$T/rplan2" || fail "revoke 256M --dry-run"
+snapshot "$T/after2"
+for f in lsmem.json sim.json journal.log grants.json; do
+	cmp -s "$T/before2/$f" "$T/after2/$f" || fail "a revocation's dry run changed $f"
+done
+planned=$(python3 -c 'import json,sys; print(",".join(str(b["block"]) for b in json.load(open(sys.argv[1]))["blocks"]))' \
+	"$T/rplan.json")
+expect_eq "revoke 256M plan" "$planned" 18,17
+grep -q '^  blocks: *18,17 (2 of 128M)$' "$T/rplan2" || fail "revoke 256M plan blocks: $(cat "$T/rplan2")"
+grep -q '^  addresses: *0x0000000088000000-0x0000000097ffffff$' "$T/rplan2" || fail "revoke 256M addresses: $(cat "$T/rplan2")"
+$CTL revoke 256M --id back-1 --wait > "$T/out" || fail "revoke 256M: $(cat "$T/out")"
+$CTL grants back-1 --json > "$T/back.json" || fail "grants back-1"
+taken=$(python3 -c 'import json,sys; print(",".join(str(b["block"]) for b in json.load(open(sys.argv[1]))["blocks"]))' \
+	"$T/back.json")
+expect_eq "blocks the revocation took (the plan's)" "$taken" "$planned"
 stop_daemon
 cat "$T/plan"; echo ok

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The operator's words and long operations through memgrantd:
 #  - grant 1.5G (a size as lsmem prints it), --zone Movable, --memmap 1;
-#    grant RANGE as chmem takes it; revoke --blocks LIST;
+#    grant RANGE as chmem takes it; revoke --blocks LIST and revoke RANGE;
+#    --help naming what grant and revoke take;
 #  - memgrantctl grants ID (one grant in detail, --json);
 #  - Ctrl-C during --wait stops waiting, says the grant goes on and how to
 #    follow it; memgrantctl wait ID follows it to the end;
@@ -38,6 +39,28 @@ expect_eq "range second block" "$(jget "$g" blocks.1.block)" 33
 expect_eq "range size" "$(jget "$g" applied_bytes)" 268435456
 $CTL revoke --blocks 32,33 --id range-back --wait > "$T/out" || fail "revoke --blocks 32,33: $(cat "$T/out")"
 expect_eq "revoked range" "$(jget "$($CTL grants range-back --json)" state)" applied
+# a revocation by address range, as chmem takes it: blocks 34-35 (0x110000000-0x11fffffff)
+$CTL grant --blocks 34,35 --id range-2 --wait > "$T/out" || fail "grant --blocks 34,35: $(cat "$T/out")"
+$CTL revoke 0x110000000-0x11fffffff --dry-run > "$T/out" || fail "revoke RANGE --dry-run: $(cat "$T/out")"
+grep -q '^  blocks: *35,34 (2 of 128M)$' "$T/out" || fail "revoke RANGE plan: $(cat "$T/out")"
+$CTL revoke 0x110000000-0x11fffffff --id range-back-2 --wait > "$T/out" || fail "revoke RANGE: $(cat "$T/out")"
+g=$($CTL grants range-back-2 --json)
+expect_eq "revoke RANGE state" "$(jget "$g" state)" applied
+expect_eq "revoke RANGE bytes" "$(jget "$g" applied_bytes)" 268435456
+expect_eq "revoke RANGE blocks" "$(jget "$g" blocks.0.block),$(jget "$g" blocks.1.block)" 35,34
+$MEMGRANTCTL --sim "$SIM" lsmem -o BLOCK,STATE,CONFIGURED -r -n -a > "$T/lsmem"
+grep -qx '34 offline no' "$T/lsmem" && grep -qx '35 offline no' "$T/lsmem" ||
+	fail "blocks 34-35 not given back: $(cat "$T/lsmem")"
+rc=0
+$CTL revoke 0x110000000-0x118000000 > "$T/out" 2> "$T/err" || rc=$?
+expect_eq "unaligned revoke RANGE exit" "$rc" 1
+grep -q 'aligned to the memory block size' "$T/err" || fail "unaligned revoke RANGE: $(cat "$T/err")"
+# --help names what grant and revoke take
+$MEMGRANTCTL --help > "$T/help"
+grep -q '^  revoke   revoke (SIZE | RANGE | --grant ID | --blocks LIST) \[--id ID\] \[--wait | --dry-run\] \[--json\]' \
+	"$T/help" || fail "--help revoke line: $(grep -A1 revoke "$T/help")"
+grep -q '^  grant    grant (SIZE | RANGE | --blocks LIST) ' "$T/help" || fail "--help grant line: $(grep -A1 grant "$T/help")"
+$MEMGRANTCTL revoke --help | grep -q -- '--dry-run' || fail "revoke --help has no --dry-run"
 
 # --- Ctrl-C during --wait, then memgrantctl wait ID ------------------------
 # each block step takes 300 ms: 8 blocks take several seconds
@@ -66,6 +89,10 @@ grep -q "stopped waiting; grant slow-1 goes on in memgrantd" "$T/int.err" || fai
 grep -q "Follow it with: memgrantctl --socket $SOCK wait slow-1" "$T/int.err" || fail "Ctrl-C follow hint: $(cat "$T/int.err")"
 state=$(jget "$($CTL grants slow-1 --json)" state)
 [ "$state" = in_progress ] || [ "$state" = accepted ] || fail "slow-1 should still be running, is $state"
+# grants ID of the running grant says when it was recorded and last changed, as the list does
+$CTL grants slow-1 > "$T/running" || fail "grants slow-1 while it runs"
+grep -q '^  created_at: *20[0-9-]*T[0-9:]*Z$' "$T/running" && grep -q '^  updated_at: *20[0-9-]*T[0-9:]*Z$' "$T/running" ||
+	fail "grants ID of a running grant has no times: $(cat "$T/running")"
 $CTL wait slow-1 > "$T/wait.out" || fail "wait slow-1: $(cat "$T/wait.out")"
 grep -q '^grant slow-1: applied, 1G of 1G$' "$T/wait.out" || fail "wait summary: $(cat "$T/wait.out")"
 # waiting for something already final answers at once, with --json too

@@ -388,7 +388,7 @@ xctl() {
 ctl ctl-unknown-command "unknown command 'bogus'" bogus
 ctl ctl-unknown-global "unknown option '--bogus'" --bogus status
 ctl ctl-global-missing-arg "option '--socket' needs an argument" --socket
-ctl ctl-grant-no-size "grant: say how much: SIZE or --blocks LIST" grant
+ctl ctl-grant-no-size "grant: say how much: SIZE, RANGE or --blocks LIST" grant
 ctl ctl-grant-2X "grant SIZE: invalid size '2X'" grant 2X
 ctl ctl-grant-fraction "grant SIZE: invalid size '1.5'" grant 1.5
 ctl ctl-grant-range-malformed "grant RANGE: '0x80000000-zz' is not an address range" grant 0x80000000-zz
@@ -396,12 +396,12 @@ ctl ctl-grant-overflow "grant SIZE: size '99999999999999G' is too large" grant 9
 ctl ctl-grant-zone "--zone: 'bogus' is not one of auto, movable, normal" grant 1G --zone bogus
 ctl ctl-grant-memmap "--memmap: 'bogus' is not one of auto, on, off" grant 1G --memmap bogus
 ctl ctl-grant-two-sizes "unexpected argument '2G'" grant 1G 2G
-ctl ctl-grant-size-and-blocks "give exactly one of SIZE, --blocks" grant 1G --blocks 20
+ctl ctl-grant-size-and-blocks "give exactly one of SIZE, RANGE, --blocks" grant 1G --blocks 20
 ctl ctl-grant-names-grant "--grant: only a revocation names a grant" grant --grant g-base
 ctl ctl-grant-blocks "--blocks: malformed block list '1,,2'" grant --blocks 1,,2
 ctl ctl-grant-blocks-reversed "--blocks: range '20-17' ends before it starts" grant --blocks 20-17
-ctl ctl-revoke-nothing "revoke: say how much: SIZE, --grant ID or --blocks LIST" revoke
-ctl ctl-revoke-two-targets "give exactly one of SIZE, --blocks, --grant" revoke 1G --grant g-base
+ctl ctl-revoke-nothing "revoke: say how much: SIZE, RANGE, --grant ID or --blocks LIST" revoke
+ctl ctl-revoke-two-targets "give exactly one of SIZE, RANGE, --blocks, --grant" revoke 1G --grant g-base
 ctl ctl-revoke-two-sizes "unexpected argument '2G'" revoke 1G 2G
 ctl ctl-revoke-zone "revoke: --memmap and --zone belong to grants" revoke 1G --zone movable
 ctl ctl-revoke-2X "revoke SIZE: invalid size '2X'" revoke 2X

@@ -54,10 +54,32 @@ grep -q 'memgrant_requests_total{kind="grant",outcome="applied"} 1' "$T/metrics"
 grep -q 'memgrant_requests_total{kind="grant",outcome="rejected"} 1' "$T/metrics" || fail "metrics: rejected count"
 grep -q 'memgrant_requests_total{kind="revoke",outcome="applied"} 2' "$T/metrics" || fail "metrics: revoke count"
 grep -q '^memgrant_block_operation_seconds_count 16' "$T/metrics" || fail "metrics: 16 block operations expected"
-# every kernel write counted by step: 8 blocks up, 8 down
-for step in configure online offline deconfigure; do
+# every kernel write counted by step: 8 blocks up, 8 down; and memmap: the
+# sim's standby blocks start with memmap_on_memory on, the policy chose off,
+# so each of the 8 got a memmap write before its configure
+for step in memmap_on_memory configure online offline deconfigure; do
 	grep -q "^memgrant_executor_steps_total{step=\"$step\",result=\"ok\"} 8\$" "$T/metrics" ||
 		fail "metrics: 8 $step steps expected: $(grep executor_steps "$T/metrics")"
+done
+$MEMGRANTCTL --sim "$SIM" lsmem -o BLOCK,MEMMAP-ON-MEMORY -r -n > "$T/lsmem"
+grep -qx '0-23 no' "$T/lsmem" && grep -qx '24-31 yes' "$T/lsmem" ||
+	fail "memmap of the granted blocks not set off: $(cat "$T/lsmem")"
+stop_daemon
+
+# a policy that sets memmap_on_memory (policy.memmap_on_memory: always): the
+# memmap step runs for the blocks whose memmap is off (16-17, from the grant
+# above) and is counted; the counters start again with the new process
+sed -i 's/^policy:$/policy:\n  memmap_on_memory: always/' "$T/memgrant.yaml"
+grep -q '^  memmap_on_memory: always$' "$T/memgrant.yaml" || fail "could not set policy.memmap_on_memory"
+start_daemon
+$CTL grant 256M --wait > "$T/grant.out" || fail "grant 256M with memmap always: $(cat "$T/grant.out")"
+grep -q 'memmap_on_memory=on' "$T/grant.out" || fail "policy always did not turn memmap on: $(cat "$T/grant.out")"
+$MEMGRANTCTL --sim "$SIM" lsmem -o BLOCK,STATE,MEMMAP-ON-MEMORY -r -n > "$T/lsmem"
+grep -qx '16-17 online yes' "$T/lsmem" || fail "memmap not on in the sim: $(cat "$T/lsmem")"
+curl -s --unix-socket "$SOCK" http://x/metrics > "$T/metrics"
+for step in memmap_on_memory configure online; do
+	grep -q "^memgrant_executor_steps_total{step=\"$step\",result=\"ok\"} 2\$" "$T/metrics" ||
+		fail "metrics: 2 $step steps expected: $(grep executor_steps "$T/metrics")"
 done
 stop_daemon
 echo ok
