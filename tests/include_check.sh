@@ -1,7 +1,8 @@
 #!/bin/sh
 # The layout's rules (docs/design.md), checked on the source tree:
-# - the engine's headers (agent/*.h) and its parts (agent/*.c but main)
-#   include nothing from the adapters (providers/);
+# - the engine's headers (agent/*.h) and its parts (agent/*.c but main),
+#   the kernel side (hotplug/) and the configuration (config/) include
+#   nothing from the adapters (providers/);
 # - an adapter includes nothing of another adapter: the adapters are
 #   providers/NAME.{c,h} and NAME_PART.{c,h} (api, https, channel, pressure) and the folders
 #   providers/hooks/ (exec hooks and webhooks) and providers/host/;
@@ -35,17 +36,19 @@ resolve() {
 	esac
 }
 
+# "X" and, since the build has -I., <DIR/X> for the tree's own folders
 includes() {
-	sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1"
+	sed -n -e 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' \
+		-e 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*<\(\(agent\|providers\|hotplug\|config\|lib\)\/[^>]*\)>.*/\1/p' "$1"
 }
 
 [ -d agent ] && [ -d providers ] || { echo "include_check: run from the top of the tree"; exit 1; }
 
-for f in agent/*.h agent/*.c; do
+for f in agent/*.h agent/*.c hotplug/*.h hotplug/*.c config/*.h config/*.c; do
 	[ "$f" = agent/memgrantd.c ] && continue # main wires the adapters to the engine
 	for inc in $(includes "$f"); do
 		case $(resolve "$f" "$inc") in
-		providers/*) complain "$f includes $inc: the engine includes no adapter" ;;
+		providers/*) complain "$f includes $inc: the engine, hotplug/ and config/ include no adapter" ;;
 		esac
 	done
 done
