@@ -186,6 +186,9 @@ int engine_blocks_json(struct engine *e, json_t **out);
 json_t *engine_grants_json(struct engine *e);
 json_t *engine_grant_json(struct engine *e, const char *id); /* NULL: no such request */
 int engine_metrics_text(struct engine *e, char **out);
+/* Counts N messages of SRC's control plane skipped without a status report
+ * (memgrant_messages_skipped_total): REASON "generation" or "malformed". */
+void engine_count_skipped(struct engine *e, const struct engine_source *src, const char *reason, uint64_t n);
 /* One line for systemd's STATUS= ("idle; 1.0G online, 512M granted"). */
 void engine_status_line(struct engine *e, char *buf, size_t len);
 /* Status messages as they are published (the SSE stream). */

@@ -20,6 +20,9 @@ static const char *const step_names[] = {
 static const char *const result_names[] = { "ok", "EBUSY", "EIO", "EINVAL", "ENOMEM", "EINTR", "other" };
 #define N_RESULTS ARRAY_SIZE(result_names)
 
+static const char *const skip_reasons[] = { "generation", "malformed" };
+#define N_SKIP_REASONS ARRAY_SIZE(skip_reasons)
+
 /* Seconds; offlining can take minutes (W6). */
 static const double buckets[] = { 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600 };
 #define N_BUCKETS ARRAY_SIZE(buckets)
@@ -32,6 +35,11 @@ struct metrics {
 	uint64_t hist[N_BUCKETS + 1];
 	uint64_t hist_count;
 	double hist_sum;
+	struct {
+		char source[64];
+		uint64_t n[N_SKIP_REASONS];
+	} skipped[METRICS_SKIP_SOURCES];
+	size_t n_skip_sources;
 };
 
 int metrics_new(struct metrics **out)
@@ -93,6 +101,26 @@ void metrics_count_block_op(struct metrics *m, const char *step, int err, double
 	m->hist[b]++;
 	m->hist_count++;
 	m->hist_sum += seconds;
+	pthread_mutex_unlock(&m->lock);
+}
+
+void metrics_count_skipped(struct metrics *m, const char *source, const char *reason, uint64_t n)
+{
+	size_t r, i;
+
+	for (r = 0; r < N_SKIP_REASONS && !streq(skip_reasons[r], reason); r++)
+		;
+	if (r == N_SKIP_REASONS || strlen(source) >= sizeof(m->skipped[0].source))
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (i = 0; i < m->n_skip_sources && !streq(m->skipped[i].source, source); i++)
+		;
+	if (i == m->n_skip_sources && i < METRICS_SKIP_SOURCES) {
+		snprintf(m->skipped[i].source, sizeof(m->skipped[i].source), "%s", source);
+		m->n_skip_sources++;
+	}
+	if (i < m->n_skip_sources)
+		m->skipped[i].n[r] += n;
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -174,6 +202,15 @@ int metrics_render(struct metrics *m, const struct metrics_gauges *g, char **out
 			buf_printf(&b, "memgrant_requests_total{kind=\"%s\",outcome=\"%s\"} %llu\n",
 				   k ? "revoke" : "grant", outcome_names[o],
 				   (unsigned long long)m->requests[k][o]);
+	if (m->n_skip_sources) {
+		buf_printf(&b, "# HELP memgrant_messages_skipped_total Messages from a control plane skipped without a "
+			       "status report (each one logged), by source and reason.\n"
+			       "# TYPE memgrant_messages_skipped_total counter\n");
+		for (size_t i = 0; i < m->n_skip_sources; i++)
+			for (size_t r = 0; r < N_SKIP_REASONS; r++)
+				buf_printf(&b, "memgrant_messages_skipped_total{source=\"%s\",reason=\"%s\"} %llu\n",
+					   m->skipped[i].source, skip_reasons[r], (unsigned long long)m->skipped[i].n[r]);
+	}
 	buf_printf(&b, "# HELP memgrant_block_operations_total Kernel block operations by step and result.\n"
 		       "# TYPE memgrant_block_operations_total counter\n");
 	for (size_t s = 0; s < N_STEPS; s++)

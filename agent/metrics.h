@@ -26,6 +26,13 @@ void metrics_count_block_op(struct metrics *m, const char *step, int err, double
  * "online", "offline" or "deconfigure"; ERR 0 or -errno. */
 void metrics_count_step(struct metrics *m, const char *step, int err);
 
+/* Messages from SOURCE's control plane that its provider skipped without a
+ * status report (it logs each one): REASON "generation" (unusable: no
+ * status can name it) or "malformed" (not a valid message).  N may be 0
+ * (the series then exists at 0).  At most METRICS_SKIP_SOURCES sources. */
+#define METRICS_SKIP_SOURCES 8
+void metrics_count_skipped(struct metrics *m, const char *source, const char *reason, uint64_t n);
+
 struct metrics_gauges {
 	uint64_t block_size;
 	uint64_t online_bytes;

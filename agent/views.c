@@ -221,6 +221,11 @@ void engine_status_line(struct engine *e, char *buf, size_t len)
 	pthread_mutex_unlock(&e->lock);
 }
 
+void engine_count_skipped(struct engine *e, const struct engine_source *src, const char *reason, uint64_t n)
+{
+	metrics_count_skipped(e->metrics, src->name, reason, n);
+}
+
 int engine_metrics_text(struct engine *e, char **out)
 {
 	struct machine_figures f;

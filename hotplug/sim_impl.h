@@ -87,21 +87,41 @@ char *sim_absolute(const char *path);
 /* Replaces PATH by DATA through PATH.new and rename(2), no fsync. */
 int sim_put_file(const char *path, const char *data, size_t len);
 
-/* Loads the descriptor (format 1 or 2); ERR names PATH and the problem. */
+/* Loads the descriptor (format 1 or 2); ERR names PATH and the problem.
+ * sim_settings_parse() is the same on the file's bytes (PATH only names
+ * them in ERR); sim_settings_format() is what _save() writes (malloc'd
+ * JSON of format 2, NULL without memory or without a state directory). */
 int sim_settings_load(const char *path, struct sim_settings **out, char *err, size_t errlen);
+int sim_settings_parse(const char *text, size_t len, const char *path, struct sim_settings **out,
+		       char *err, size_t errlen);
+char *sim_settings_format(const struct sim_settings *s);
 int sim_settings_save(const char *path, const struct sim_settings *s);
 
 static inline uint64_t sim_n_chunks(const struct sim_settings *s)
 {
 	return (s->n_blocks + SIM_CHUNK - 1) / SIM_CHUNK;
 }
-/* Records of chunk K into OUT (SIM_CHUNK entries; fewer in the last). */
+/* Records of chunk K into OUT (SIM_CHUNK entries; fewer in the last).
+ * _parse() takes the records file's bytes (the first SIM_CHUNK_FILE_MAX of
+ * it; PATH only names it in ERR) and accepts exactly what _format() writes:
+ * the header, then one line of 4 characters per block. */
+#define SIM_CHUNK_FILE_MAX (128 + SIM_CHUNK * 5)
 int sim_chunk_load(const struct sim_settings *s, uint64_t k, struct sim_block *out, char *err,
 		   size_t errlen);
+int sim_chunk_parse(const struct sim_settings *s, uint64_t k, const char *buf, size_t len,
+		    const char *path, struct sim_block *out, char *err, size_t errlen);
+size_t sim_chunk_format(const struct sim_settings *s, uint64_t k, const struct sim_block *blocks,
+			char buf[static SIM_CHUNK_FILE_MAX]);
 int sim_chunk_save(const struct sim_settings *s, uint64_t k, const struct sim_block *blocks);
 /* All records (the format 1 blocks for a format 1 file), malloc'd. */
 int sim_records_load(const struct sim_settings *s, struct sim_block **out, char *err, size_t errlen);
+/* The summary file: 11 numbers, then a comment.  _parse() reads the first
+ * SIM_SUMMARY_MAX bytes of LEN; -EINVAL unless it is for S's block count. */
+#define SIM_SUMMARY_MAX 511
 int sim_summary_load(const struct sim_settings *s, struct sim_summary *out);
+int sim_summary_parse(const struct sim_settings *s, const char *text, size_t len, struct sim_summary *out);
+size_t sim_summary_format(const struct sim_settings *s, const struct sim_summary *sum,
+			  char buf[static SIM_SUMMARY_MAX + 1]);
 int sim_summary_save(const struct sim_settings *s, const struct sim_summary *sum);
 void sim_summary_compute(const struct sim_block *all, uint64_t n, struct sim_summary *out);
 /* Adds (SIGN 1) or removes (-1) block B's share of the meminfo counters. */
@@ -130,8 +150,13 @@ struct sim_marker {
 int sim_lock_open(const char *state_path);        /* fd or -errno */
 int sim_lock(int fd);                              /* LOCK_EX, waits */
 void sim_unlock(int fd);
+#define SIM_MARKER_LEN 256 /* the lock file's content, written whole */
 int sim_marker_read(int fd, struct sim_marker *m);
 int sim_marker_write(int fd, const struct sim_marker *m);
+/* The marker from the lock file's bytes (the first SIM_MARKER_LEN): empty
+ * or "clean..." is clean, anything unreadable is dirty and full. */
+void sim_marker_parse(const char *text, size_t len, struct sim_marker *m);
+void sim_marker_format(const struct sim_marker *m, char buf[static SIM_MARKER_LEN]);
 /* true while some process holds the writers' lock. */
 bool sim_writer_active(const char *state_path);
 

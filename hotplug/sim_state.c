@@ -10,6 +10,7 @@
 #include "../lib/fileio.h"
 #include "../lib/util.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -20,7 +21,6 @@
 
 #define SIM_MAX_FILE (256u << 20)
 #define DMA_LIMIT (UINT64_C(2) << 30) /* D3 */
-#define MARKER_LEN 256
 
 /* jansson.h provides json_decrefp(). */
 #define _cleanup_json_ _cleanup_(json_decrefp)
@@ -243,20 +243,18 @@ static int load_v1_blocks(json_t *blocks, struct sim_settings *s, const char *pa
 	return 0;
 }
 
-int sim_settings_load(const char *path, struct sim_settings **out, char *err, size_t errlen)
+int sim_settings_parse(const char *text, size_t len, const char *path, struct sim_settings **out,
+		       char *err, size_t errlen)
 {
-	_cleanup_free_ char *text = NULL;
 	_cleanup_json_ json_t *root = NULL;
 	_cleanup_settings_ struct sim_settings *s = NULL;
 	json_error_t jerr;
-	json_t *blocks, *faults, *v;
+	json_t *blocks = NULL, *faults, *v;
 	uint64_t format;
-	size_t len;
 	int r;
 
-	r = file_read_all(path, SIM_MAX_FILE, &text, &len);
-	if (r < 0)
-		return fail(err, errlen, r, path, "cannot read sim state: %s", strerror(-r));
+	if (len > SIM_MAX_FILE)
+		return fail(err, errlen, -EFBIG, path, "cannot read sim state: %s", strerror(EFBIG));
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
 		return fail(err, errlen, -EBADMSG, path, "line %d column %d: %s (corrupt or truncated sim state)",
@@ -341,6 +339,18 @@ int sim_settings_load(const char *path, struct sim_settings **out, char *err, si
 	return 0;
 }
 
+int sim_settings_load(const char *path, struct sim_settings **out, char *err, size_t errlen)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	int r;
+
+	r = file_read_all(path, SIM_MAX_FILE, &text, &len);
+	if (r < 0)
+		return fail(err, errlen, r, path, "cannot read sim state: %s", strerror(-r));
+	return sim_settings_parse(text, len, path, out, err, errlen);
+}
+
 static json_t *ids_json(const struct id_list *l)
 {
 	json_t *a = json_array();
@@ -353,10 +363,9 @@ static json_t *ids_json(const struct id_list *l)
 	return a;
 }
 
-int sim_settings_save(const char *path, const struct sim_settings *s)
+char *sim_settings_format(const struct sim_settings *s)
 {
 	_cleanup_json_ json_t *root = NULL;
-	_cleanup_free_ char *text = NULL;
 	json_t *faults;
 
 	faults = json_pack("{s:o,s:o,s:o,s:I}", "configure_eio", ids_json(&s->configure_eio),
@@ -364,7 +373,7 @@ int sim_settings_save(const char *path, const struct sim_settings *s)
 			   "online_enomem", ids_json(&s->online_enomem),
 			   "latency_ms", (json_int_t)s->latency_ms);
 	if (!faults)
-		return -ENOMEM;
+		return NULL;
 	root = json_pack("{s:i,s:I,s:I,s:I,s:I,s:b,s:b,s:b,s:s,s:s,s:s,s:o}", "format", SIM_FORMAT,
 			 "block_size", (json_int_t)s->block_size, "n_blocks", (json_int_t)s->n_blocks,
 			 "boot_blocks", (json_int_t)s->boot_blocks, "used_bytes", (json_int_t)s->used_bytes,
@@ -372,8 +381,14 @@ int sim_settings_save(const char *path, const struct sim_settings *s)
 			 "refuse_memmap_eopnotsupp", s->refuse_memmap_eopnotsupp, "auto_online", s->auto_online,
 			 "tree", s->tree, "state_dir", s->dir, "faults", faults);
 	if (!root)
-		return -ENOMEM;
-	text = json_dumps(root, JSON_INDENT(1) | JSON_COMPACT | JSON_PRESERVE_ORDER);
+		return NULL;
+	return json_dumps(root, JSON_INDENT(1) | JSON_COMPACT | JSON_PRESERVE_ORDER);
+}
+
+int sim_settings_save(const char *path, const struct sim_settings *s)
+{
+	_cleanup_free_ char *text = sim_settings_format(s);
+
 	if (!text)
 		return -ENOMEM;
 	return sim_put_file(path, text, strlen(text));
@@ -401,30 +416,30 @@ static int char_index(const char *table, size_t n, char c)
 	return -1;
 }
 
-int sim_chunk_load(const struct sim_settings *s, uint64_t k, struct sim_block *out, char *err,
-		   size_t errlen)
+static size_t chunk_head(const struct sim_settings *s, uint64_t k, char *buf, size_t len)
 {
-	char path[PATH_MAX], head[96];
-	_cleanup_close_ int fd = -1;
-	uint64_t first = k * SIM_CHUNK, n = chunk_count(s, k);
+	uint64_t first = k * SIM_CHUNK;
+
+	return (size_t)snprintf(buf, len, "# blocks %" PRIu64 "-%" PRIu64 ": config memmap state zone\n", first,
+				first + chunk_count(s, k) - 1);
+}
+
+int sim_chunk_parse(const struct sim_settings *s, uint64_t k, const char *buf, size_t got,
+		    const char *path, struct sim_block *out, char *err, size_t errlen)
+{
+	char head[96];
+	uint64_t first = k * SIM_CHUNK, n;
 	size_t hlen, want;
-	char buf[128 + SIM_CHUNK * 5];
-	ssize_t got;
 	const char *p;
 
-	chunk_path(s, k, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fail(err, errlen, -errno, path, "cannot read sim records: %s", strerror(errno));
-	hlen = (size_t)snprintf(head, sizeof(head), "# blocks %" PRIu64 "-%" PRIu64 ": config memmap state zone\n",
-				first, first + n - 1);
+	if (k >= sim_n_chunks(s))
+		return fail(err, errlen, -EINVAL, path, "no chunk %" PRIu64 " in %" PRIu64 " blocks", k, s->n_blocks);
+	n = chunk_count(s, k);
+	hlen = chunk_head(s, k, head, sizeof(head));
 	want = hlen + (size_t)n * 5;
-	got = read(fd, buf, sizeof(buf));
-	if (got < 0)
-		return fail(err, errlen, -errno, path, "cannot read sim records: %s", strerror(errno));
-	if ((size_t)got < hlen || memcmp(buf, head, hlen) != 0)
+	if (got < hlen || memcmp(buf, head, hlen) != 0)
 		return fail(err, errlen, -EINVAL, path, "must start with \"%.*s\"", (int)hlen - 1, head);
-	if ((size_t)got != want)
+	if (got != want)
 		return fail(err, errlen, -EINVAL, path, "must hold %" PRIu64 " lines of 4 characters", n);
 	p = buf + hlen;
 	for (uint64_t i = 0; i < n; i++, p += 5) {
@@ -454,15 +469,30 @@ int sim_chunk_load(const struct sim_settings *s, uint64_t k, struct sim_block *o
 	return 0;
 }
 
-int sim_chunk_save(const struct sim_settings *s, uint64_t k, const struct sim_block *blocks)
+int sim_chunk_load(const struct sim_settings *s, uint64_t k, struct sim_block *out, char *err,
+		   size_t errlen)
 {
-	char path[PATH_MAX], buf[128 + SIM_CHUNK * 5];
-	uint64_t first = k * SIM_CHUNK, n = chunk_count(s, k);
-	size_t len;
+	char path[PATH_MAX], buf[SIM_CHUNK_FILE_MAX];
+	_cleanup_close_ int fd = -1;
+	ssize_t got;
 
 	chunk_path(s, k, path, sizeof(path));
-	len = (size_t)snprintf(buf, sizeof(buf), "# blocks %" PRIu64 "-%" PRIu64 ": config memmap state zone\n",
-			       first, first + n - 1);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(err, errlen, -errno, path, "cannot read sim records: %s", strerror(errno));
+	got = read(fd, buf, sizeof(buf));
+	if (got < 0)
+		return fail(err, errlen, -errno, path, "cannot read sim records: %s", strerror(errno));
+	return sim_chunk_parse(s, k, buf, (size_t)got, path, out, err, errlen);
+}
+
+size_t sim_chunk_format(const struct sim_settings *s, uint64_t k, const struct sim_block *blocks,
+			char buf[static SIM_CHUNK_FILE_MAX])
+{
+	uint64_t n = chunk_count(s, k);
+	size_t len;
+
+	len = chunk_head(s, k, buf, SIM_CHUNK_FILE_MAX);
 	for (uint64_t i = 0; i < n; i++) {
 		const struct sim_block *b = &blocks[i];
 		char *p = buf + len;
@@ -474,6 +504,15 @@ int sim_chunk_save(const struct sim_settings *s, uint64_t k, const struct sim_bl
 		p[4] = '\n';
 		len += 5;
 	}
+	return len;
+}
+
+int sim_chunk_save(const struct sim_settings *s, uint64_t k, const struct sim_block *blocks)
+{
+	char path[PATH_MAX], buf[SIM_CHUNK_FILE_MAX];
+	size_t len = sim_chunk_format(s, k, blocks, buf);
+
+	chunk_path(s, k, path, sizeof(path));
 	return sim_put_file(path, buf, len);
 }
 
@@ -539,21 +578,15 @@ void sim_summary_compute(const struct sim_block *all, uint64_t n, struct sim_sum
 	}
 }
 
-int sim_summary_load(const struct sim_settings *s, struct sim_summary *out)
+int sim_summary_parse(const struct sim_settings *s, const char *text, size_t len, struct sim_summary *out)
 {
-	char path[PATH_MAX], buf[512], *p, *end;
+	char buf[SIM_SUMMARY_MAX + 1], *p, *end;
 	uint64_t v[11];
-	_cleanup_close_ int fd = -1;
-	ssize_t n;
 
-	snprintf(path, sizeof(path), "%s/summary", s->dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
+	if (len > SIM_SUMMARY_MAX)
+		len = SIM_SUMMARY_MAX;
+	memcpy(buf, text, len);
+	buf[len] = '\0';
 	p = buf;
 	for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
 		errno = 0;
@@ -574,13 +607,26 @@ int sim_summary_load(const struct sim_settings *s, struct sim_summary *out)
 	return v[9] == s->n_blocks && v[10] == 0 ? 0 : -EINVAL;
 }
 
-int sim_summary_save(const struct sim_settings *s, const struct sim_summary *sum)
+int sim_summary_load(const struct sim_settings *s, struct sim_summary *out)
 {
-	char path[PATH_MAX], buf[512];
-	int len;
+	char path[PATH_MAX], buf[SIM_SUMMARY_MAX];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/summary", s->dir);
-	len = snprintf(buf, sizeof(buf),
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf));
+	if (n < 0)
+		return -errno;
+	return sim_summary_parse(s, buf, (size_t)n, out);
+}
+
+size_t sim_summary_format(const struct sim_settings *s, const struct sim_summary *sum,
+			  char buf[static SIM_SUMMARY_MAX + 1])
+{
+	return (size_t)snprintf(buf, SIM_SUMMARY_MAX + 1,
 		       "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
 		       " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " 0\n"
 		       "# spans DMA Normal Movable [lo hi), online memmap-in, online memmap-out, "
@@ -588,7 +634,15 @@ int sim_summary_save(const struct sim_settings *s, const struct sim_summary *sum
 		       sum->sp.lo[ZONE_DMA], sum->sp.hi[ZONE_DMA], sum->sp.lo[ZONE_NORMAL], sum->sp.hi[ZONE_NORMAL],
 		       sum->sp.lo[ZONE_MOVABLE], sum->sp.hi[ZONE_MOVABLE], sum->online_mm, sum->online_nomm,
 		       sum->conf_nomm, s->n_blocks);
-	return sim_put_file(path, buf, (size_t)len);
+}
+
+int sim_summary_save(const struct sim_settings *s, const struct sim_summary *sum)
+{
+	char path[PATH_MAX], buf[SIM_SUMMARY_MAX + 1];
+	size_t len = sim_summary_format(s, sum, buf);
+
+	snprintf(path, sizeof(path), "%s/summary", s->dir);
+	return sim_put_file(path, buf, len);
 }
 
 static int cmp_range(const void *a, const void *b)
@@ -728,45 +782,64 @@ void sim_unlock(int fd)
 }
 
 /* "clean" or "dirty full|ID|- lo hi lo hi lo hi", one fixed-size pwrite:
- * only writers holding the lock read or write it. */
-int sim_marker_read(int fd, struct sim_marker *m)
+ * only writers holding the lock read or write it.  Anything else that is
+ * not "clean" reads as "dirty full": unreadable, assume the worst. */
+void sim_marker_parse(const char *text, size_t len, struct sim_marker *m)
 {
-	char buf[MARKER_LEN + 1], id[32];
+	char buf[SIM_MARKER_LEN + 1], id[32], *end;
 	unsigned long long v[6];
-	ssize_t n = pread(fd, buf, MARKER_LEN, 0);
 
 	memset(m, 0, sizeof(*m));
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	if (n == 0 || startswith(buf, "clean"))
-		return 0;
+	if (len > SIM_MARKER_LEN)
+		len = SIM_MARKER_LEN;
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	if (len == 0 || startswith(buf, "clean"))
+		return;
 	m->dirty = true;
 	if (sscanf(buf, "dirty %31s %llu %llu %llu %llu %llu %llu", id, &v[0], &v[1], &v[2], &v[3], &v[4],
 		   &v[5]) != 7 || streq(id, "full")) {
-		m->full = true; /* unreadable: assume the worst */
-		return 0;
+		m->full = true;
+		return;
 	}
 	if (!streq(id, "-")) {
+		errno = 0;
+		m->id = strtoull(id, &end, 10);
+		if (!isdigit((unsigned char)id[0]) || *end || errno) {
+			m->id = 0;
+			m->full = true; /* an id that is no block id */
+			return;
+		}
 		m->has_id = true;
-		m->id = strtoull(id, NULL, 10);
 	}
 	sim_spans_empty(&m->sp);
 	for (int z = ZONE_DMA; z < ZONE_COUNT; z++) {
 		m->sp.lo[z] = v[(z - 1) * 2];
 		m->sp.hi[z] = v[(z - 1) * 2 + 1];
 	}
+}
+
+int sim_marker_read(int fd, struct sim_marker *m)
+{
+	char buf[SIM_MARKER_LEN];
+	ssize_t n = pread(fd, buf, sizeof(buf), 0);
+
+	if (n < 0) {
+		memset(m, 0, sizeof(*m));
+		return -errno;
+	}
+	sim_marker_parse(buf, (size_t)n, m);
 	return 0;
 }
 
-int sim_marker_write(int fd, const struct sim_marker *m)
+void sim_marker_format(const struct sim_marker *m, char buf[static SIM_MARKER_LEN])
 {
-	char buf[MARKER_LEN], id[32];
+	char id[32];
 	int len;
 
-	memset(buf, ' ', sizeof(buf));
+	memset(buf, ' ', SIM_MARKER_LEN);
 	if (!m->dirty) {
-		len = snprintf(buf, sizeof(buf), "clean");
+		len = snprintf(buf, SIM_MARKER_LEN, "clean");
 	} else {
 		if (m->full)
 			snprintf(id, sizeof(id), "full");
@@ -774,13 +847,20 @@ int sim_marker_write(int fd, const struct sim_marker *m)
 			snprintf(id, sizeof(id), "%" PRIu64, m->id);
 		else
 			snprintf(id, sizeof(id), "-");
-		len = snprintf(buf, sizeof(buf), "dirty %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+		len = snprintf(buf, SIM_MARKER_LEN, "dirty %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
 			       " %" PRIu64, id, m->sp.lo[ZONE_DMA], m->sp.hi[ZONE_DMA], m->sp.lo[ZONE_NORMAL],
 			       m->sp.hi[ZONE_NORMAL], m->sp.lo[ZONE_MOVABLE], m->sp.hi[ZONE_MOVABLE]);
 	}
 	buf[len] = ' ';
-	buf[MARKER_LEN - 1] = '\n';
-	if (pwrite(fd, buf, MARKER_LEN, 0) != MARKER_LEN)
+	buf[SIM_MARKER_LEN - 1] = '\n';
+}
+
+int sim_marker_write(int fd, const struct sim_marker *m)
+{
+	char buf[SIM_MARKER_LEN];
+
+	sim_marker_format(m, buf);
+	if (pwrite(fd, buf, SIM_MARKER_LEN, 0) != SIM_MARKER_LEN)
 		return errno ? -errno : -EIO;
 	return 0;
 }

@@ -311,6 +311,10 @@ static int take_grants(struct https_provider *p, const struct response *resp, ui
 	if (r < 0)
 		return r;
 	log_skips(p, &b, *cursor);
+	/* no status can name a generation outside 1..2^53: the log and this
+	 * counter are all there is (docs/https.md) */
+	if (b.n_skips)
+		engine_count_skipped(p->d, p->source, "generation", b.n_skips);
 	for (size_t i = 0; i < b.n_entries; i++) {
 		const struct https_entry *e = &b.entries[i];
 		struct engine_verdict v = { 0 };
@@ -325,6 +329,7 @@ static int take_grants(struct https_provider *p, const struct response *resp, ui
 			(*n_taken)++;
 			if (e->generation > *cursor)
 				*cursor = e->generation;
+			engine_count_skipped(p->d, p->source, "malformed", 1);
 			log_warn(p->log, "https poll: grants[%zu] (%s) not applied (400): %s", e->index,
 				 e->id[0] ? e->id : "no id", err.message);
 			continue;
@@ -535,6 +540,8 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	r = engine_source_add(d, SOURCE, ENGINE_SOURCE_REPORTS, &p->source);
 	if (r < 0)
 		goto fail;
+	engine_count_skipped(d, p->source, "generation", 0); /* the series exist from the start */
+	engine_count_skipped(d, p->source, "malformed", 0);
 
 	r = -ENOMEM;
 	p->base = strdup(cfg->url);

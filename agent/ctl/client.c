@@ -8,6 +8,8 @@
 
 #include <curl/curl.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "lib/util.h"
 
@@ -71,6 +73,28 @@ static CURL *handle_for(const struct ctl_ctx *ctx, const char *path, char *url, 
  * busy agent (its listen queue full) or one restarting answers soon. */
 #define CONNECT_RETRY_MS 2000L
 
+/* libcurl connects without blocking and takes the EAGAIN of a Unix
+ * socket's full listen queue for "in progress": it then fails with
+ * CURLE_COULDNT_CONNECT and errno 0.  A connect of our own tells which it
+ * was; one that gets through now means the queue was full a moment ago. */
+static long probe_connect_errno(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len = strlen(path);
+	int fd, e = 0;
+
+	if (len >= sizeof(sa.sun_path))
+		return ENAMETOOLONG;
+	memcpy(sa.sun_path, path, len + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		e = errno;
+	close(fd);
+	return e == 0 || e == EINPROGRESS ? EAGAIN : e;
+}
+
 /* curl_easy_perform(), again while the connect fails with EAGAIN (the
  * agent's listen queue is full) or ECONNREFUSED (nothing listens yet) and
  * the socket file exists.  *OS_ERRNO: the connect's errno of the last try. */
@@ -85,6 +109,8 @@ static CURLcode perform_retrying(const struct ctl_ctx *ctx, CURL *c, long *os_er
 		if (cc != CURLE_COULDNT_CONNECT)
 			return cc;
 		curl_easy_getinfo(c, CURLINFO_OS_ERRNO, os_errno);
+		if (*os_errno == 0)
+			*os_errno = probe_connect_errno(ctl_socket_path(ctx));
 		if ((*os_errno != EAGAIN && *os_errno != ECONNREFUSED) || waited >= CONNECT_RETRY_MS ||
 		    access(ctl_socket_path(ctx), F_OK) < 0)
 			return cc;

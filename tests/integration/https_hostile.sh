@@ -2,7 +2,9 @@
 # A hostile or broken control plane cannot wedge the agent:
 # - a message whose generation is 2^62 (the protocol's maximum is 2^53), or
 #   not an integer, is skipped with a warning naming it, and never moves the
-#   poll's cursor: the valid grant that follows is fetched and applied;
+#   poll's cursor: the valid grant that follows is fetched and applied; no
+#   status can name such a message (docs/https.md), so none is sent, and
+#   memgrant_messages_skipped_total counts them;
 # - a 302 to another host is logged as a refused redirect naming where it
 #   pointed;
 # - N grants in one answer (500 here, 10,000 by hand): taken at most 256 per answer with
@@ -36,6 +38,12 @@ cp_admin POST /agents/test-guest/grants '{"type":"grant","id":"g-ok","size":"128
 wait_state g-ok applied
 cp_wait 'st("g-ok")[-1:] == ["applied"]' 10
 cp_wait 'all(p["after"] <= 1 for p in s["polls"])' 1
+cp_wait 'st("g-huge") == [] and st("g-text") == [] and all(not x["schema_errors"] for x in s["statuses"])' 1
+curl -s --unix-socket "$SOCK" http://agent/metrics > "$T/metrics"
+grep -qx 'memgrant_messages_skipped_total{source="https",reason="generation"} 2' "$T/metrics" ||
+	fail "2 skipped messages not counted: $(grep skipped "$T/metrics")"
+grep -qx 'memgrant_messages_skipped_total{source="https",reason="malformed"} 0' "$T/metrics" ||
+	fail "malformed messages counted: $(grep skipped "$T/metrics")"
 
 # 2. a redirect is refused and says where it pointed
 cp_admin POST /mode '{"mode":"redirect"}' >/dev/null
