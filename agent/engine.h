@@ -182,7 +182,11 @@ int engine_memory(struct engine *e, struct engine_memory *out);
 const char *engine_backend_root(struct engine *e);
 
 json_t *engine_status_json(struct engine *e);
-int engine_blocks_json(struct engine *e, json_t **out);
+/* The live block table as GET /v1/blocks (hotplug/blockjson.h) with each
+ * online block's "owner" (a grant's id, "foreign", or null).  RUNS: blocks
+ * that follow each other with the same values are one entry with a
+ * "count" (a machine of 65,536 blocks is a handful of runs). */
+int engine_blocks_json(struct engine *e, bool runs, json_t **out);
 json_t *engine_grants_json(struct engine *e);
 json_t *engine_grant_json(struct engine *e, const char *id); /* NULL: no such request */
 int engine_metrics_text(struct engine *e, char **out);

@@ -34,38 +34,88 @@ int engine_memory(struct engine *e, struct engine_memory *out)
 	return 0;
 }
 
-/* Who holds each online block: the grant's id, "foreign" (brought up
- * outside memgrant) or null (boot memory, or not online). */
-int engine_blocks_json(struct engine *e, json_t **out)
+/* Who holds online block MB: a grant's id (in JB), "foreign" (brought up
+ * outside memgrant) or NULL (boot memory, or not online).  Engine lock held. */
+static const char *block_owner_locked(struct engine *e, const struct mem_block *mb, struct intentlog_block *jb)
+{
+	if (!mb->configured || mb->state != MEM_STATE_ONLINE)
+		return NULL;
+	if (machine_find_owned_locked(e, mb->id, jb) == 0)
+		return jb->grant_id;
+	return mb->id >= e->boot_end ? "foreign" : NULL;
+}
+
+static bool same_values(const struct mem_block *a, const struct mem_block *b)
+{
+	return a->in_firmware == b->in_firmware && a->configured == b->configured &&
+	       a->memmap_on_memory == b->memmap_on_memory && a->state == b->state && a->removable == b->removable &&
+	       a->node == b->node && streq(a->zones, b->zones);
+}
+
+static bool same_owner(const char *a, const char *b)
+{
+	return a == b || (a && b && streq(a, b));
+}
+
+int engine_blocks_json(struct engine *e, bool runs, json_t **out)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
 	_cleanup_json_ json_t *j = NULL;
-	json_t *b;
-	size_t i;
+	json_t *arr, *run = NULL;
+	struct intentlog_block jb, prev_jb;
+	const char *prev_owner = NULL;
+	size_t count = 0;
 	int r;
 
 	machine_sync(e);
 	r = machine_snapshot(e, &t);
 	if (r < 0)
 		return r;
-	r = blockjson_from_table(t, &j);
-	if (r < 0)
-		return r;
-	pthread_mutex_lock(&e->lock);
-	json_array_foreach(json_object_get(j, "blocks"), i, b) {
-		const struct mem_block *mb = &t->blocks[i];
-		struct intentlog_block jb;
-		json_t *owner = json_null();
+	if (!runs) {
+		r = blockjson_from_table(t, &j);
+		if (r < 0)
+			return r;
+	} else {
+		/* the table's fields without its blocks, then the runs */
+		struct mem_table head = *t;
 
-		if (mb->configured && mb->state == MEM_STATE_ONLINE) {
-			if (machine_find_owned_locked(e, mb->id, &jb) == 0)
-				owner = json_string(jb.grant_id);
-			else if (mb->id >= e->boot_end)
-				owner = json_string("foreign");
+		head.n = 0;
+		r = blockjson_from_table(&head, &j);
+		if (r < 0)
+			return r;
+	}
+	arr = json_object_get(j, "blocks");
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < t->n && r == 0; i++) {
+		const struct mem_block *mb = &t->blocks[i];
+		const char *owner = block_owner_locked(e, mb, &jb);
+		json_t *b;
+
+		if (runs && run && mb->id == t->blocks[i - 1].id + 1 && same_values(mb, &t->blocks[i - 1]) &&
+		    same_owner(owner, prev_owner)) {
+			json_object_set_new(run, "count", json_integer((json_int_t)++count));
+			continue;
 		}
-		json_object_set_new(b, "owner", owner);
+		if (!runs) {
+			b = json_array_get(arr, i);
+		} else {
+			r = blockjson_from_block(t, mb, &b);
+			if (r < 0 || json_array_append_new(arr, b) < 0) {
+				r = r < 0 ? r : -ENOMEM;
+				break;
+			}
+			run = b;
+			count = 1;
+			json_object_set_new(run, "count", json_integer(1));
+			prev_jb = jb; /* the owner's text outlives the next lookup */
+			owner = owner == jb.grant_id ? prev_jb.grant_id : owner;
+			prev_owner = owner;
+		}
+		json_object_set_new(b, "owner", owner ? json_string(owner) : json_null());
 	}
 	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return r;
 	*out = TAKE_PTR(j);
 	return 0;
 }

@@ -264,15 +264,28 @@ int blockjson_to_table(const json_t *j, struct mem_table **out, char *err, size_
 		struct mem_block tmp, *b;
 
 		snprintf(where, sizeof(where), "blocks[%zu]", i);
+		uint64_t count = 1;
+
 		r = parse_block(&bc, json_array_get(arr, i), block_size, &tmp);
 		if (r < 0)
 			return r;
 		if (tmp.in_firmware && !has_fw)
 			return bad(&bc, "in_firmware", "true but the table has no firmware (C0)");
-		b = mem_table_add(t, tmp.id);
-		if (!b)
-			return -ENOMEM;
-		*b = tmp;
+		/* a run: COUNT blocks from ID on with the same values */
+		if (json_object_get(json_array_get(arr, i), "count") &&
+		    (r = get_u64(&bc, json_array_get(arr, i), "count", false, &count, NULL)) < 0)
+			return r;
+		if (count == 0 || count > BLOCKJSON_MAX_BLOCKS || t->n + count > BLOCKJSON_MAX_BLOCKS)
+			return bad(&bc, "count", "expected 1 or more, at most 2^24 blocks in the whole table");
+		if (tmp.id + count - 1 < tmp.id || (tmp.id + count - 1) > UINT64_MAX / block_size)
+			return bad(&bc, "count", "the run goes past the end of the address space");
+		for (uint64_t k = 0; k < count; k++) {
+			b = mem_table_add(t, tmp.id + k);
+			if (!b)
+				return -ENOMEM;
+			*b = tmp;
+			b->id = tmp.id + k;
+		}
 	}
 	mem_table_sort(t);
 	for (size_t i = 1; i < t->n; i++)

@@ -11,6 +11,9 @@
  *                   "state": "offline", "removable": true | null,
  *                   "node": 0 | null, "zones": "" } ] }
  *
+ * A block may carry "count": N, a run of N blocks from "id" on with the same
+ * values (GET /v1/blocks?runs=1); a table holds at most BLOCKJSON_MAX_BLOCKS.
+ *
  * null stands for "unknown / no such file" (the -1 of struct mem_block).
  * from_json checks every type and value and returns -EINVAL with a message
  * naming the offending field ("blocks[3].state: expected one of ...");
@@ -22,6 +25,9 @@
 #include <stddef.h>
 
 #include "block.h"
+
+/* 2^24 blocks: 2 PiB in 128M blocks, 4 TiB in 256K ones */
+#define BLOCKJSON_MAX_BLOCKS (1u << 24)
 
 /* New reference in *OUT.  0 or -ENOMEM. */
 int blockjson_from_table(const struct mem_table *t, json_t **out);

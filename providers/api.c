@@ -429,7 +429,13 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 		int r;
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		r = engine_blocks_json(a->e, &j);
+		const char *runs = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "runs");
+		int rf = runs ? api_parse_flag(runs) : 0;
+
+		if (rf < 0)
+			return api_send_error(c, 400, "EINVAL", "query \"runs\": \"%s\" is not one of 1, 0, true, false",
+					      runs);
+		r = engine_blocks_json(a->e, rf == 1, &j);
 		if (r < 0)
 			return api_send_error(c, 500, errno_name(r), "cannot read the memory blocks: %s", strerror(-r));
 		return api_send_json(c, 200, j);

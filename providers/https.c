@@ -50,7 +50,7 @@ static int inventory_build(struct https_provider *p, char **body, uint64_t *fp)
 	json_t *st;
 	int r;
 
-	r = engine_blocks_json(p->d, &blocks);
+	r = engine_blocks_json(p->d, false, &blocks);
 	if (r < 0)
 		return r;
 	layout = json_dumps(blocks, JSON_COMPACT | JSON_SORT_KEYS);
@@ -79,7 +79,7 @@ static uint64_t layout_fp(struct https_provider *p)
 	_cleanup_json_ json_t *blocks = NULL;
 	_cleanup_free_ char *layout = NULL;
 
-	if (engine_blocks_json(p->d, &blocks) < 0)
+	if (engine_blocks_json(p->d, false, &blocks) < 0)
 		return 0;
 	layout = json_dumps(blocks, JSON_COMPACT | JSON_SORT_KEYS);
 	return layout ? fnv1a(layout) : 0;

@@ -69,18 +69,22 @@ static int owners_from_reply(const json_t *reply, const struct mem_table *t, con
 	if (!owners)
 		return -ENOMEM;
 	json_array_foreach(json_object_get(reply, "blocks"), i, jb) {
-		json_int_t id = json_integer_value(json_object_get(jb, "id"));
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(jb, "id"));
+		uint64_t count = json_is_integer(json_object_get(jb, "count")) ?
+					 (uint64_t)json_integer_value(json_object_get(jb, "count")) : 1;
 		const char *owner = json_string_value(json_object_get(jb, "owner"));
 		size_t lo = 0, hi = t->n;
 
 		while (owner && lo < hi) { /* the table is sorted by id */
 			size_t mid = lo + (hi - lo) / 2;
 
-			if (t->blocks[mid].id == (uint64_t)id) {
-				owners[mid] = owner;
+			if (t->blocks[mid].id == id) {
+				/* a run's blocks follow one another in the table */
+				for (uint64_t k = 0; k < count && mid + k < t->n; k++)
+					owners[mid + k] = owner;
 				break;
 			}
-			if (t->blocks[mid].id < (uint64_t)id)
+			if (t->blocks[mid].id < id)
 				lo = mid + 1;
 			else
 				hi = mid;
@@ -93,7 +97,7 @@ static int owners_from_reply(const json_t *reply, const struct mem_table *t, con
 static int table_from_daemon(const struct ctl_ctx *ctx, struct mem_table **t, json_t **reply, const char ***owners,
 			     char *err, size_t errlen)
 {
-	int r = ctl_get_json(ctx, "/v1/blocks", reply);
+	int r = ctl_get_json(ctx, "/v1/blocks?runs=1", reply); /* a few runs, not 65,536 objects */
 
 	if (r < 0)
 		return r;

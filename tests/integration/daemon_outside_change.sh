@@ -64,6 +64,14 @@ $CTL lsmem -o BLOCK,STATE,OWNER -r -n > "$T/owners"
 grep -qx '16-18 online local-1' "$T/owners" || fail "lsmem OWNER of the grant's blocks: $(cat "$T/owners")"
 grep -qx '30 online foreign' "$T/owners" || fail "lsmem OWNER of block 30: $(cat "$T/owners")"
 grep -qx '0-15 online ' "$T/owners" || fail "lsmem OWNER of boot memory: $(cat "$T/owners")"
+# lsmem through memgrantd (its table in runs) prints what lsmem on the sim prints
+for opts in "" "-a" "-J" "--output-all" "-a -o BLOCK,STATE,ZONES,CONFIGURED,MEMMAP-ON-MEMORY,NODE" "-b -P" "-r -S STATE"; do
+	# shellcheck disable=SC2086 # word splitting of the options is meant
+	$CTL lsmem $opts > "$T/via-daemon" || fail "lsmem $opts through memgrantd"
+	# shellcheck disable=SC2086
+	$MEMGRANTCTL --sim "$SIM" lsmem $opts > "$T/direct" || fail "lsmem $opts on the sim"
+	cmp -s "$T/via-daemon" "$T/direct" || fail "lsmem $opts: through memgrantd differs: $(diff "$T/direct" "$T/via-daemon")"
+done
 $CTL status > "$T/status.txt"
 grep -q "^not memgrant's: *128M in 1 block" "$T/status.txt" || fail "status does not show the foreign block: $(cat "$T/status.txt")"
 $MEMGRANTCTL --sim "$SIM" lsmem -o +OWNER > "$T/owner-direct" 2>&1 && fail "OWNER without the daemon accepted"

@@ -98,6 +98,33 @@ static void test_unknowns_are_null(void **state)
 	json_decref(j);
 }
 
+/* A run ("count") stands for that many blocks with the same values. */
+static void test_runs(void **state)
+{
+	const char *text = "{\"block_size\":128,\"has_firmware\":true,\"blocks\":["
+			   "{\"id\":4,\"in_firmware\":true,\"configured\":true,\"state\":\"online\",\"zones\":\"Movable\",\"count\":3},"
+			   "{\"id\":7,\"in_firmware\":true,\"configured\":false,\"state\":\"offline\"}]}";
+	json_error_t jerr;
+	json_t *j = json_loads(text, 0, &jerr);
+	struct mem_table *t = NULL;
+	char err[256] = "";
+
+	(void)state;
+	assert_non_null(j);
+	assert_int_equal(blockjson_to_table(j, &t, err, sizeof(err)), 0);
+	assert_int_equal(t->n, 4);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(t->blocks[i].id, 4 + i);
+		assert_true(t->blocks[i].configured);
+		assert_int_equal(t->blocks[i].state, MEM_STATE_ONLINE);
+		assert_string_equal(t->blocks[i].zones, "Movable");
+	}
+	assert_int_equal(t->blocks[3].id, 7);
+	assert_false(t->blocks[3].configured);
+	mem_table_free(t);
+	json_decref(j);
+}
+
 static void expect_bad(const char *text, const char *msg)
 {
 	json_error_t jerr;
@@ -142,6 +169,11 @@ static void test_rejects_bad_input(void **state)
 	expect_bad(HDR "{" OKB ",\"zones\":\"" "Normal Movable Normal Movable Normal Movable Normal Movable" "\"}]}",
 		   "blocks[0].zones: longer than");
 	expect_bad(HDR "{" OKB "},{" OKB "}]}", "id 1 appears twice");
+	expect_bad(HDR "{" OKB ",\"count\":0}]}", "blocks[0].count: expected 1 or more");
+	expect_bad(HDR "{" OKB ",\"count\":16777217}]}", "blocks[0].count: expected 1 or more");
+	expect_bad(HDR "{" OKB ",\"count\":-1}]}", "blocks[0].count");
+	expect_bad(HDR "{" OKB ",\"count\":2},{\"id\":2,\"in_firmware\":true,\"configured\":true,\"state\":\"online\"}]}",
+		   "id 2 appears twice");
 	expect_bad("{\"block_size\":128,\"has_firmware\":false,\"blocks\":[{" OKB "}]}", "no firmware (C0)");
 	expect_bad("{\"block_size\":128,\"has_firmware\":true,\"auto_online_blocks\":5,\"blocks\":[]}",
 		   "auto_online_blocks: expected a string");
@@ -153,6 +185,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_unknowns_are_null),
 		cmocka_unit_test(test_rejects_bad_input),
+		cmocka_unit_test(test_runs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
