@@ -12,8 +12,9 @@
 # program is started explicitly as "qemu-s390x-static -L ROOT PROGRAM".
 # The integration scripts find the programs under $BUILD; here BUILD is
 # build/qemu, which holds one-line scripts that start build/memgrantd,
-# build/memgrantctl and build/memgrant-host that way, so the scripts run
-# unchanged.  Test logs: build/qemu/test-logs/.
+# build/memgrant-helper, build/memgrantctl, build/memgrant-host and the
+# programs in build/tests/tools that way, so the scripts run unchanged.
+# Test logs: build/qemu/test-logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +24,7 @@ sysroot_opts=()
 for arg in "$@"; do
 	case $arg in
 	--no-libvirt) sysroot_opts+=(--no-libvirt) ;;
-	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "s390x.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -78,11 +79,40 @@ real=$(pwd)/build
 wrapped=$real/qemu
 rm -rf "$wrapped"
 mkdir -p "$wrapped/tests/tools"
-for p in memgrantd memgrantctl memgrant-host; do
-	[ -x "$real/$p" ] || continue
-	printf '#!/bin/sh\n# %s for s390x, through qemu-user (written by .ci/s390x.sh)\nexec %s %s "$@"\n' \
-		"$p" "$wrapper" "$real/$p" > "$wrapped/$p"
-	chmod 0755 "$wrapped/$p"
+# wrap NAME PROGRAM [ARG...]: $wrapped/NAME runs PROGRAM ARG... "$@" under qemu
+wrap() {
+	local name=$1 args
+	shift
+	args=$(printf ' %q' "$@")
+	printf '#!/bin/sh\n# %s for s390x, through qemu-user (written by .ci/s390x.sh)\nexec %s%s "$@"\n' \
+		"$name" "$wrapper" "$args" > "$wrapped/$name"
+	chmod 0755 "$wrapped/$name"
+}
+# qemu-user does not let the program it runs load seccomp filters: it has no
+# seccomp() call, refuses PR_SET_SECCOMP (EINVAL), and libseccomp then cannot
+# even create a filter with the kill_process or log action.  memgrantd and
+# its helper would stop at start, so they run with agent.seccomp=off here (a
+# loud warning in each daemon log); the filters are tested natively.
+no_seccomp=agent.seccomp=off
+# memgrantd finds memgrant-helper next to itself (/proc/self/exe): under
+# qemu that is the s390x build/memgrant-helper, which the kernel cannot
+# execute without binfmt_misc (ENOEXEC); --helper names its wrapper instead.
+wrap memgrant-helper "$real/memgrant-helper"
+wrap memgrantd "$real/memgrantd" --helper "$wrapped/memgrant-helper" --set "$no_seccomp"
+wrap memgrantctl "$real/memgrantctl"
+if [ -x "$real/memgrant-host" ]; then # not built with --no-libvirt
+	wrap memgrant-host "$real/memgrant-host"
+fi
+# every test tool; privhelper_probe starts memgrant-helper as memgrantd does,
+# so it gets the same override (tests/integration/privsep_bad_requests.sh
+# hands it $BUILD/memgrant-helper, the wrapper).  simfs gets a stub below.
+for t in "$real"/tests/tools/*; do
+	n=${t##*/}
+	case $n in
+	simfs | *.*) continue ;; # *.d, *.o: not programs
+	privhelper_probe) wrap "tests/tools/$n" "$t" -o "$no_seccomp" ;;
+	*) if [ -f "$t" ] && [ -x "$t" ]; then wrap "tests/tools/$n" "$t"; fi ;;
+	esac
 done
 # simfs cannot work here: the FUSE protocol on /dev/fuse is in the kernel's
 # byte order, and qemu-user does not convert it for a big-endian program on a

@@ -124,7 +124,7 @@ static void exec_helper(int fd, int lock_fd, pid_t parent, const char *path, con
 		argv[n++] = cfg->backend.root ? cfg->backend.root : "/";
 	}
 	argv[n++] = "--seccomp";
-	argv[n++] = cfg->agent.seccomp == MG_SECCOMP_LOG ? "log" : "kill";
+	argv[n++] = mg_seccomp_action_name(cfg->agent.seccomp); /* kill, log or off */
 	argv[n++] = "--log-level";
 	argv[n++] = level;
 	argv[n] = NULL;

@@ -4,7 +4,7 @@
  * docs/security.md).  memgrantd executes it with its end of the socketpair
  * as fd 3; it is not meant to be run by hand.
  *
- *   memgrant-helper --sysfs ROOT | --sim STATE  [--seccomp kill|log] [--log-level N]
+ *   memgrant-helper --sysfs ROOT | --sim STATE  [--seccomp kill|log|off] [--log-level N]
  *
  * It opens the backend for writing, drops every capability, loads its
  * seccomp filter, says hello and serves hotplug/privhelper.h's requests
@@ -40,7 +40,7 @@ int main(int argc, char **argv)
 		{ 0 }
 	};
 	struct sigaction sa = { .sa_handler = on_alarm };
-	const char *root = NULL, *sim = NULL;
+	const char *root = NULL, *sim = NULL, *bad_seccomp = NULL;
 	enum mg_seccomp_action act = MG_SECCOMP_KILL;
 	_cleanup_backend_ struct hp_backend *w = NULL;
 	_cleanup_hp_path_ struct hp_path *tree = NULL;
@@ -53,7 +53,16 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'r': root = optarg; break;
 		case 's': sim = optarg; break;
-		case 'S': act = streq(optarg, "log") ? MG_SECCOMP_LOG : MG_SECCOMP_KILL; break;
+		case 'S':
+			if (streq(optarg, "kill"))
+				act = MG_SECCOMP_KILL;
+			else if (streq(optarg, "log"))
+				act = MG_SECCOMP_LOG;
+			else if (streq(optarg, "off"))
+				act = MG_SECCOMP_OFF; /* memgrantd warned at its start */
+			else
+				bad_seccomp = optarg; /* refused once the log is set up */
+			break;
 		case 'l': level = atoi(optarg); break;
 		default: return 1;
 		}
@@ -61,6 +70,10 @@ int main(int argc, char **argv)
 	log_init(&log, "memgrantd", level);
 	if (!root == !sim || optind != argc) {
 		log_err(&log, "privileged helper: usage: memgrant-helper --sysfs ROOT | --sim STATE (started by memgrantd)");
+		return 1;
+	}
+	if (bad_seccomp) {
+		log_err(&log, "privileged helper: --seccomp %s: expected kill, log or off", bad_seccomp);
 		return 1;
 	}
 	sigemptyset(&sa.sa_mask); /* no SA_RESTART: the alarm must end the write */

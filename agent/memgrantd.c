@@ -9,6 +9,7 @@
  */
 #include <curl/curl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,7 +38,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: memgrantd [-c FILE] [--foreground] [--check-config] [-o KEY=VALUE]...\n"
+		"Usage: memgrantd [-c FILE] [--foreground] [--check-config] [-o KEY=VALUE]... [--helper PATH]\n"
 		"\n"
 		"Turns standby-memory grants into online memory and gives it back.\n"
 		"\n"
@@ -45,6 +46,10 @@ static void usage(FILE *f)
 		"  -f, --foreground       stay in the foreground (systemd runs it so)\n"
 		"  -t, --check-config     validate the configuration, print every problem, exit\n"
 		"  -o, --set KEY=VALUE    override one configuration key (section.key=value)\n"
+		"      --helper PATH      the privileged helper program to execute\n"
+		"                         [memgrant-helper next to memgrantd]; for installs that\n"
+		"                         keep it elsewhere and for tests under qemu-user, where\n"
+		"                         it must be a script that starts the emulator\n"
 		"  -V, --version          print the version\n"
 		"  -h, --help             this text\n",
 		MG_CONFIG_DEFAULT_PATH);
@@ -230,7 +235,8 @@ static int watchdog_timer(void)
 	return fd;
 }
 
-/* memgrant-helper is installed (and built) next to memgrantd. */
+/* memgrant-helper is installed (and built) next to memgrantd, unless
+ * --helper says otherwise. */
 static int helper_path(char *buf, size_t len)
 {
 	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
@@ -284,6 +290,7 @@ static int drop_privileges(const struct mg_config *cfg, const struct mg_log *log
 			 "only for tests and development");
 	log_info(log, "privileged helper is pid %d; this process runs as uid %u gid %u without capabilities%s",
 		 (int)helper_pid, (unsigned)getuid(), (unsigned)getgid(),
+		 cfg->agent.seccomp == MG_SECCOMP_OFF ? " (seccomp filters off)" :
 		 sandbox_sanitized() ? " (sanitizer build: seccomp only logs)" : "");
 	return 0;
 }
@@ -295,11 +302,14 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "check-config", no_argument, NULL, 't' },
 		{ "set", required_argument, NULL, 'o' },
+		{ "helper", required_argument, NULL, 'H' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	const char *config_path = MG_CONFIG_DEFAULT_PATH;
+	static char helper_buf[PATH_MAX];
+	const char *helper_arg = NULL; /* --helper; NULL: next to memgrantd */
 	const char *overrides[33] = { 0 };
 	size_t n_overrides = 0;
 	bool foreground = false, check_only = false;
@@ -320,6 +330,14 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			overrides[n_overrides++] = optarg;
+			break;
+		case 'H':
+			/* absolute now: a classic daemon() start changes to / */
+			if (!realpath(optarg, helper_buf)) {
+				fprintf(stderr, "memgrantd: --helper %s: %s\n", optarg, strerror(errno));
+				return 1;
+			}
+			helper_arg = helper_buf;
 			break;
 		case 'V': printf("memgrantd %s\n", MEMGRANT_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
@@ -361,9 +379,16 @@ int main(int argc, char **argv)
 	 * with explicit modes; the umask only keeps them from being wider. */
 	umask(022);
 
+	if (m.cfg->agent.seccomp == MG_SECCOMP_OFF)
+		log_warn(&log, "seccomp filters are off (agent.seccomp: off): neither the helper nor this process "
+			 "is stopped from making system calls outside its allow-list; meant only for emulators "
+			 "without seccomp (qemu-user)");
+
 	/* The privilege split (docs/security.md): the helper first, while this
 	 * is the only thread, then the rest of the agent gives up root. */
-	{
+	if (helper_arg) {
+		r = helper_start(m.cfg, &log, helper_arg, &helper);
+	} else {
 		char path[4096];
 		r = helper_path(path, sizeof(path));
 		if (r < 0)

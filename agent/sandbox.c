@@ -302,6 +302,21 @@ static uint32_t default_action(enum mg_seccomp_action act)
 	return SCMP_ACT_KILL_PROCESS;
 }
 
+/* seccomp_init() fails when out of memory or when the kernel does not offer
+ * the default action: both actions need API level 3 (the seccomp() call with
+ * SECCOMP_GET_ACTION_AVAIL).  qemu-user offers neither seccomp() nor
+ * PR_SET_SECCOMP, so it ends up here: say that rather than "no memory". */
+static int init_failed(enum mg_seccomp_action act, char *err, size_t errlen)
+{
+	unsigned level = seccomp_api_get();
+
+	if (level < 3)
+		return fail(err, errlen, -EOPNOTSUPP, "seccomp: this kernel (or emulator) cannot load filters with the "
+			    "action %s (libseccomp API level %u, 3 needed); agent.seccomp: off runs without filters",
+			    act == MG_SECCOMP_LOG || MG_SANITIZED ? "log" : "kill_process", level);
+	return fail(err, errlen, -ENOMEM, "seccomp: cannot create a filter");
+}
+
 /*
  * The helper: receive a request, open one file, write it, answer.  The sim
  * (a model kept in files) additionally loads and saves its state file and
@@ -322,11 +337,14 @@ static const char *const helper_sim_calls[] = {
 
 int sandbox_filter_helper(bool sim, enum mg_seccomp_action act, char *err, size_t errlen)
 {
-	_cleanup_(ctx_releasep) scmp_filter_ctx c = seccomp_init(default_action(act));
+	_cleanup_(ctx_releasep) scmp_filter_ctx c = NULL;
 	int r;
 
+	if (act == MG_SECCOMP_OFF)
+		return 0; /* the caller says so in the log */
+	c = seccomp_init(default_action(act));
 	if (!c)
-		return fail(err, errlen, -ENOMEM, "seccomp: cannot create a filter");
+		return init_failed(act, err, errlen);
 	r = allow_names(c, helper_calls, ARRAY_SIZE(helper_calls), err, errlen);
 	if (r == 0 && sim)
 		r = allow_names(c, helper_sim_calls, ARRAY_SIZE(helper_sim_calls), err, errlen);
@@ -384,11 +402,14 @@ static const char *const main_calls[] = {
 int sandbox_filter_main(enum mg_seccomp_action act, char *err, size_t errlen)
 {
 	static const int families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
-	_cleanup_(ctx_releasep) scmp_filter_ctx c = seccomp_init(default_action(act));
+	_cleanup_(ctx_releasep) scmp_filter_ctx c = NULL;
 	int r;
 
+	if (act == MG_SECCOMP_OFF)
+		return 0; /* the caller says so in the log */
+	c = seccomp_init(default_action(act));
 	if (!c)
-		return fail(err, errlen, -ENOMEM, "seccomp: cannot create a filter");
+		return init_failed(act, err, errlen);
 	r = allow_names(c, main_calls, ARRAY_SIZE(main_calls), err, errlen);
 	if (r < 0)
 		return r;

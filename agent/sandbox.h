@@ -17,6 +17,8 @@
  * - sandbox_filter_helper() / sandbox_filter_main(): the seccomp allow-lists
  *   (libseccomp); a call outside them kills the process (SIGSYS; the audit
  *   subsystem logs the call) or, with MG_SECCOMP_LOG, is allowed and logged.
+ *   With MG_SECCOMP_OFF they load nothing and return 0: for running under
+ *   an emulator that refuses seccomp (qemu-user); the caller warns.
  *   In a build with AddressSanitizer the action is always "log": the
  *   sanitizer runtime makes calls (ptrace for leak checking, /proc reads)
  *   that the product never makes.

@@ -92,6 +92,7 @@ struct mg_sim_config {
 enum mg_seccomp_action {
 	MG_SECCOMP_KILL, /* the process is killed (SIGSYS, logged by the audit subsystem) */
 	MG_SECCOMP_LOG,  /* allowed and logged: for finding what a filter misses */
+	MG_SECCOMP_OFF,  /* no filter is loaded: only where seccomp is unavailable (qemu-user) */
 };
 
 struct mg_agent_config {
@@ -232,3 +233,4 @@ static inline void config_diag_clearp(struct config_diag *d)
 const char *mg_backend_type_name(enum mg_backend_type t);
 const char *mg_memmap_policy_name(enum mg_memmap_policy p);
 const char *mg_log_level_name(enum mg_log_level l);
+const char *mg_seccomp_action_name(enum mg_seccomp_action a);

@@ -23,7 +23,7 @@
 
 static const char *const backend_types[] = { "sysfs", "sim", NULL };
 static const char *const memmap_policies[] = { "auto", "always", "never", NULL };
-static const char *const seccomp_actions[] = { "kill", "log", NULL };
+static const char *const seccomp_actions[] = { "kill", "log", "off", NULL };
 static const char *const log_levels[] = { "error", "warning", "notice", "info", "debug", NULL };
 
 static const char *name_of(const char *const *names, size_t n, int i)
@@ -44,6 +44,11 @@ const char *mg_memmap_policy_name(enum mg_memmap_policy p)
 const char *mg_log_level_name(enum mg_log_level l)
 {
 	return name_of(log_levels, ARRAY_SIZE(log_levels) - 1, (int)l - MG_LOG_ERROR);
+}
+
+const char *mg_seccomp_action_name(enum mg_seccomp_action a)
+{
+	return name_of(seccomp_actions, ARRAY_SIZE(seccomp_actions) - 1, (int)a);
 }
 
 /* ---------------------------------------------------------------- value checks */

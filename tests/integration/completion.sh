@@ -59,6 +59,8 @@ expect_eq "no daemon, no ids" "$out" ""
 out=$(complete_words memgrantd memgrantd --c)
 has "memgrantd options" "$out" --check-config
 has "memgrantd options" "$out" --config
+out=$(complete_words memgrantd memgrantd --h)
+has "memgrantd options" "$out" --helper
 
 out=$(complete_words memgrant-host memgrant-host "")
 has "memgrant-host commands" "$out" grant

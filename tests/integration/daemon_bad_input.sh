@@ -156,6 +156,26 @@ rc=0
 "$MEMGRANTD" extra-argument > "$T/start.log" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "start-args: extra argument: exit $rc, want 1"
 
+# start-helper: --helper naming nothing, or something that cannot be executed:
+# exit 1 with the path and the reason, no socket left behind.  (Under qemu
+# the wrapper's own --helper comes first; the last one wins.)
+ROWS=$((ROWS + 1))
+rc=0
+"$MEMGRANTD" -c "$T/memgrant.yaml" --foreground --helper "$T/no-helper" > "$T/start.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "start-helper: missing: exit $rc, want 1"
+grep -q -- "--helper $T/no-helper: No such file or directory" "$T/start.log" ||
+	fail "start-helper: missing: message: $(cat "$T/start.log")"
+printf '#!/bin/sh\nexit 0\n' > "$T/not-executable"
+chmod 0644 "$T/not-executable"
+rc=0
+"$MEMGRANTD" -c "$T/memgrant.yaml" --foreground --helper "$T/not-executable" > "$T/start.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "start-helper: not executable: exit $rc, want 1"
+grep -q "privileged helper: cannot execute $T/not-executable: Permission denied" "$T/start.log" ||
+	fail "start-helper: not executable: message: $(cat "$T/start.log")"
+[ ! -e "$SOCK" ] || fail "start-helper: the API socket was left behind"
+rm -rf "$SIM" "$SIM".* "$T/not-executable" # the sim was made before the exec failed
+echo "ok start-helper: exit 1"
+
 # ---------------------------------------------------------------- a daemon with one grant
 start_daemon
 api setup POST /v1/grants '{"type":"grant","id":"g-base","generation":100,"size":"256M"}' 202 None ""

@@ -5,7 +5,9 @@
 # byte for byte).  Well-formed requests are answered with the write's errno.
 # Both backends: sysfs over a generated tree and the sim.  The helper runs
 # exactly as under memgrantd, with its capabilities dropped and its seccomp
-# filter loaded (a call outside it would show as "helper: signal 31").
+# filter loaded (a call outside it would show as "helper: signal 31"; under
+# qemu-user, .ci/s390x.sh has the probe pass agent.seccomp=off: qemu refuses
+# seccomp).
 . "$(dirname "$0")/lib.sh"
 
 [ -x "$BUILD/tests/tools/privhelper_probe" ] || fail "no $BUILD/tests/tools/privhelper_probe"

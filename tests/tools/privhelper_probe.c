@@ -6,7 +6,10 @@
  * and sends it one request, well-formed or not.  For
  * tests/integration/privsep_bad_requests.sh.
  *
- *   privhelper_probe HELPER CONFIG REQUEST     (HELPER: the memgrant-helper binary)
+ *   privhelper_probe [-o KEY=VALUE]... HELPER CONFIG REQUEST
+ *
+ * HELPER: the memgrant-helper program.  -o overrides a key of CONFIG as
+ * memgrantd's does (.ci/s390x.sh sets agent.seccomp=off under qemu-user).
  *
  * Well-formed: configure:N deconfigure:N memmap:N:V online:N:ZONE
  * offline:N:DEADLINE_MS auto_online:WORD_INDEX.  Malformed: short long huge
@@ -24,6 +27,7 @@
 #include "lib/util.h"
 
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -148,25 +152,36 @@ int main(int argc, char **argv)
 	static char bytes[4096];
 	size_t len;
 	bool with_fd;
+	const char *overrides[9] = { 0 };
+	size_t n_overrides = 0;
 	ssize_t n;
-	int status, r;
+	int status, r, c;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: privhelper_probe HELPER CONFIG REQUEST\n");
+	while ((c = getopt(argc, argv, "+o:")) != -1) {
+		if (c != 'o' || n_overrides + 1 >= ARRAY_SIZE(overrides)) {
+			fprintf(stderr, "usage: privhelper_probe [-o KEY=VALUE]... HELPER CONFIG REQUEST\n");
+			return 2;
+		}
+		overrides[n_overrides++] = optarg;
+	}
+	argv += optind;
+	argc -= optind;
+	if (argc != 3) {
+		fprintf(stderr, "usage: privhelper_probe [-o KEY=VALUE]... HELPER CONFIG REQUEST\n");
 		return 2;
 	}
-	if (build(argv[3], &rq, bytes, &len, &with_fd) < 0) {
-		fprintf(stderr, "privhelper_probe: unknown request '%s'\n", argv[3]);
+	if (build(argv[2], &rq, bytes, &len, &with_fd) < 0) {
+		fprintf(stderr, "privhelper_probe: unknown request '%s'\n", argv[2]);
 		return 2;
 	}
-	r = config_load(argv[2], NULL, &cfg, &diag);
+	r = config_load(argv[1], overrides, &cfg, &diag);
 	if (r < 0) {
 		for (size_t i = 0; i < diag.n; i++)
 			fprintf(stderr, "%s\n", diag.msgs[i]);
 		return 2;
 	}
 	log_init(&log, "memgrantd", LOG_DEBUG);
-	r = helper_start(cfg, &log, argv[1], &h);
+	r = helper_start(cfg, &log, argv[0], &h);
 	if (r < 0) {
 		fprintf(stderr, "privhelper_probe: the helper did not start: %s\n", strerror(-r));
 		config_free(cfg);

@@ -86,6 +86,7 @@ static void assert_defaults(const struct mg_config *c)
 	assert_string_equal(c->agent.api_group, "memgrant");
 	assert_int_equal(c->agent.api_body_limit, 64 * 1024);
 	assert_int_equal(c->agent.log_level, MG_LOG_INFO);
+	assert_int_equal(c->agent.seccomp, MG_SECCOMP_KILL);
 
 	assert_int_equal(c->backend.type, MG_BACKEND_SYSFS);
 	assert_string_equal(c->backend.root, "/");
@@ -389,6 +390,27 @@ static void test_bad_enums(void **state)
 	load_bad1("policy:\n  zone: DMA\n", "2:9: policy.zone: 'DMA' is not one of auto, movable, normal");
 	load_bad1("backend: {type: [sysfs]}\n",
 		  "1:17: backend.type: expected one of sysfs, sim, found a list");
+	/* no operator words for a security switch: exactly the three */
+	load_bad1("agent:\n  seccomp: Off\n", "2:12: agent.seccomp: 'Off' is not one of kill, log, off "
+		  "(write it in lowercase: 'off')");
+	load_bad1("agent:\n  seccomp: false\n", "2:12: agent.seccomp: 'false' is not one of kill, log, off");
+}
+
+/* agent.seccomp: kill (the default), log, off (qemu-user, docs/security.md) */
+static void test_seccomp_actions(void **state)
+{
+	static const struct {
+		const char *word;
+		enum mg_seccomp_action want;
+	} a[] = { { "kill", MG_SECCOMP_KILL }, { "log", MG_SECCOMP_LOG }, { "off", MG_SECCOMP_OFF } };
+
+	for (size_t i = 0; i < ARRAY_SIZE(a); i++) {
+		_cleanup_free_ char *y = NULL;
+		assert_true(asprintf(&y, "agent:\n  seccomp: %s\n", a[i].word) > 0);
+		_cleanup_config_ struct mg_config *c = load_ok(y);
+		assert_int_equal(c->agent.seccomp, a[i].want);
+		assert_string_equal(mg_seccomp_action_name(c->agent.seccomp), a[i].word);
+	}
 }
 
 /* The operators' words: memmap on/off/1/0/true/false, zones as lsmem writes them. */
@@ -524,7 +546,7 @@ static void test_overrides(void **state)
 	const char *file = "policy:\n  zone: movable\nproviders:\n";
 	const char *const ok[] = { "policy.zone=normal", "agent.log_level=debug",
 				   "backend.type=sim", "backend.sim.online=1G",
-				   "providers.channel.path=/dev/vport0p1", NULL };
+				   "providers.channel.path=/dev/vport0p1", "agent.seccomp=off", NULL };
 	const char *const bad[] = { "policy.reserve=lots", "nodot", "policy.zone.x=1",
 				    "agent.nokey=1", NULL };
 
@@ -536,6 +558,7 @@ static void test_overrides(void **state)
 	assert_int_equal(c->backend.sim.online, GIB);
 	assert_true(c->providers.channel.enabled);
 	assert_string_equal(c->providers.channel.path, "/dev/vport0p1");
+	assert_int_equal(c->agent.seccomp, MG_SECCOMP_OFF);
 	config_free(TAKE_PTR(c));
 
 	assert_int_equal(config_load_buffer("o.yaml", file, strlen(file), bad, &c, &d), -EINVAL);
@@ -586,6 +609,8 @@ static void test_names(void **state)
 	assert_string_equal(mg_log_level_name(MG_LOG_WARNING), "warning");
 	assert_string_equal(mem_auto_online_name(MEM_AUTO_ONLINE_KERNEL), "online_kernel");
 	assert_string_equal(mem_zone_name((enum mem_zone)42), "?");
+	assert_string_equal(mg_seccomp_action_name(MG_SECCOMP_KILL), "kill");
+	assert_string_equal(mg_seccomp_action_name((enum mg_seccomp_action)3), "?");
 	config_free(NULL);
 	config_diag_clear(NULL);
 }
@@ -603,6 +628,7 @@ int main(void)
 		cmocka_unit_test(test_bad_sizes),
 		cmocka_unit_test(test_bad_durations),
 		cmocka_unit_test(test_bad_enums),
+		cmocka_unit_test(test_seccomp_actions),
 		cmocka_unit_test(test_operator_words),
 		cmocka_unit_test(test_wrong_types),
 		cmocka_unit_test(test_duplicate_keys),
