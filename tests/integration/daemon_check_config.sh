@@ -40,7 +40,11 @@ expect_eq "agent id kept until a restart" "$(jget "$($CTL status --json)" agent)
 sed -i "s|^  user: .*|  user: nobody\n  seccomp: log|" "$T/memgrant.yaml"
 kill -HUP "$DAEMON_PID"
 sleep 0.5
-grep -q "take effect at the next start: agent.user, agent.seccomp$" "$T/daemon.log" ||
-	fail "agent.user and agent.seccomp are not named as needing a restart: $(grep 'next start' "$T/daemon.log")"
+want="agent.user, agent.seccomp"
+# under qemu-user (.ci/s390x.sh) memgrantd runs with --set agent.seccomp=off,
+# which a file cannot change: only agent.user changes there
+[ -n "${TEST_WRAPPER:-}" ] && want="agent.user"
+grep -q "take effect at the next start: $want\$" "$T/daemon.log" ||
+	fail "$want not named as needing a restart: $(grep 'next start' "$T/daemon.log")"
 stop_daemon
 echo ok

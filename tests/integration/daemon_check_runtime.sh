@@ -62,6 +62,10 @@ echo "$out" | grep -q "OK" || fail "no OK: $out"
 # under the shipped unit (no IPv4/IPv6 sockets, as RestrictAddressFamilies
 # does it) the HTTPS provider and the webhook are refused with the way out;
 # a configuration that needs no network passes there
+if ! "$BUILD/tests/tools/no_network" true 2>"$T/nonet.err"; then
+	# qemu-user (.ci/s390x.sh) loads no seccomp filter; checked natively
+	echo "network check left out: $(cat "$T/nonet.err")"
+else
 out=$("$BUILD/tests/tools/no_network" "$MEMGRANTD" -c "$T/memgrant.yaml" --check-config 2>&1) &&
 	fail "HTTPS and a webhook accepted without network: $out"
 has "providers.https.url: this process may not open network sockets (EAFNOSUPPORT): memgrantd.service runs without network unless its network drop-in is installed (see NETWORK in memgrantd(8))"
@@ -69,6 +73,7 @@ has "hooks\[2\].webhook: this process may not open network sockets"
 expect_eq "messages without network" "$(echo "$out" | grep -c 'memgrant.yaml:')" 2
 out=$("$BUILD/tests/tools/no_network" "$MEMGRANTD" -c "$T/base.yaml" --check-config 2>&1) ||
 	fail "a configuration without HTTPS or webhooks refused without network: $out"
+fi
 
 # an unreadable file, when not root can tell (root reads everything)
 if [ "$(id -u)" -ne 0 ]; then
