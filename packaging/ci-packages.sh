@@ -157,10 +157,15 @@ done
 
 run=$tmp/run
 mkdir -p "$run/state"
+# the agent gives up root for the user memgrant, which must reach its state
+# and socket; the socket's folder is made by memgrantd for that user, as
+# tmpfiles.d makes /run/memgrant
+chmod 0755 "$tmp" "$run"
+sock=$run/sock/api.sock
 # The one-line override: the installed config, switched to the sim, with its
 # state, journal and socket in a temporary directory.
 set -- -c /etc/memgrant/memgrant.yaml -o backend.type=sim -o backend.sim.state="$run/sim.json" \
-	-o agent.state_dir="$run/state" -o agent.api_socket="$run/api.sock"
+	-o agent.state_dir="$run/state" -o agent.api_socket="$sock"
 say "memgrantd --check-config $*"
 /usr/sbin/memgrantd "$@" --check-config || die "installed config with the sim override is invalid"
 # Belt and braces: where mount namespaces are allowed, the test agent sees
@@ -176,13 +181,13 @@ fi
 "$@" >"$tmp/memgrantd.log" 2>&1 &
 agent_pid=$!
 i=0
-while [ ! -S "$run/api.sock" ]; do
+while [ ! -S "$sock" ]; do
 	kill -0 "$agent_pid" 2>/dev/null || { cat "$tmp/memgrantd.log" >&2; die "memgrantd exited"; }
 	i=$((i + 1))
 	[ $i -le 100 ] || { cat "$tmp/memgrantd.log" >&2; die "no API socket after 10s"; }
 	sleep 0.1
 done
-/usr/bin/memgrantctl --socket "$run/api.sock" status ||
+/usr/bin/memgrantctl --socket "$sock" status ||
 	{ cat "$tmp/memgrantd.log" >&2; die "installed memgrantctl status did not answer"; }
 kill -TERM "$agent_pid"
 rc=0
