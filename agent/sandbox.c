@@ -215,8 +215,21 @@ int sandbox_drop(const char *user, const char *group, char *err, size_t errlen)
 		r = sandbox_lookup_user(user, &uid, &gid, err, errlen);
 		if (r < 0)
 			return r;
-		if (uid == 0)
-			goto caps; /* agent.user: root, see sandbox.h */
+		if (uid == 0) {
+			/* agent.user: root (sandbox.h): uid 0 without capabilities
+			 * can give the API socket a group it is a member of only */
+			struct group gr, *res = NULL;
+			char buf[16384];
+
+			if (group && *group && getgrnam_r(group, &gr, buf, sizeof(buf), &res) == 0 && res &&
+			    gr.gr_gid != gid) {
+				gid_t both[2] = { gid, gr.gr_gid };
+
+				if (setgroups(2, both) < 0)
+					return fail(err, errlen, -errno, "cannot add the group %s: %m", group);
+			}
+			goto caps;
+		}
 		gid_t groups[2];
 		size_t n;
 
