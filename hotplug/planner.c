@@ -91,37 +91,6 @@ static bool owned_index_dup(const struct owned_index *ix, uint64_t *dup)
 	return false;
 }
 
-/* "16-23,25,27-28" for ids in the given order; "..." when it does not fit. */
-static void format_ids(const uint64_t *ids, size_t n, char *buf, size_t len)
-{
-	size_t used = 0;
-
-	if (len == 0)
-		return;
-	buf[0] = '\0';
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		char part[48];
-		int w;
-
-		while (j + 1 < n && ids[j + 1] == ids[j] + 1)
-			j++;
-		if (j == i)
-			w = snprintf(part, sizeof(part), "%s%" PRIu64, i ? "," : "", ids[i]);
-		else
-			w = snprintf(part, sizeof(part), "%s%" PRIu64 "-%" PRIu64, i ? "," : "",
-				     ids[i], ids[j]);
-		if (w < 0 || used + (size_t)w + 4 > len) {
-			if (used + 4 <= len)
-				memcpy(buf + used, "...", 4);
-			return;
-		}
-		memcpy(buf + used, part, (size_t)w + 1);
-		used += (size_t)w;
-		i = j + 1;
-	}
-}
-
 static struct plan *plan_new(const struct mem_table *t)
 {
 	struct plan *p = calloc(1, sizeof(*p));
@@ -482,7 +451,7 @@ done:
 		char ids[160], sz[16];
 
 		p->want_bytes = p->n * t->block_size;
-		format_ids(p->blocks, p->n, ids, sizeof(ids));
+		words_block_list_format(p->blocks, p->n, ids, sizeof(ids));
 		size_format(p->want_bytes, sz, sizeof(sz));
 		snprintf(p->reason, sizeof(p->reason), "%s: %zu %s block%s %s", sz, p->n,
 			 source_word(src), p->n == 1 ? "" : "s", ids);
@@ -556,7 +525,7 @@ int plan_revoke(const struct mem_table *t, const struct revoke_request *req,
 		for (size_t i = 0; i < n_owned; i++)
 			p->blocks[p->n++] = order[i]->id;
 		p->want_bytes = req->size;
-		format_ids(p->blocks, p->n, ids, sizeof(ids));
+		words_block_list_format(p->blocks, p->n, ids, sizeof(ids));
 		snprintf(p->reason, sizeof(p->reason),
 			 "%s of %s owned: candidates movable first, newest first: %s", want, have, ids);
 		break;
@@ -575,7 +544,7 @@ int plan_revoke(const struct mem_table *t, const struct revoke_request *req,
 		}
 		p->want_bytes = p->n * t->block_size;
 		size_format(p->want_bytes, want, sizeof(want));
-		format_ids(p->blocks, p->n, ids, sizeof(ids));
+		words_block_list_format(p->blocks, p->n, ids, sizeof(ids));
 		snprintf(p->reason, sizeof(p->reason), "grant %s: %s in %zu block%s %s",
 			 req->grant_id, want, p->n, p->n == 1 ? "" : "s", ids);
 		break;
@@ -611,7 +580,7 @@ int plan_revoke(const struct mem_table *t, const struct revoke_request *req,
 				p->blocks[p->n++] = order[i]->id;
 		p->want_bytes = p->n * t->block_size;
 		size_format(p->want_bytes, want, sizeof(want));
-		format_ids(p->blocks, p->n, ids, sizeof(ids));
+		words_block_list_format(p->blocks, p->n, ids, sizeof(ids));
 		snprintf(p->reason, sizeof(p->reason), "%s in %zu block%s %s", want, p->n,
 			 p->n == 1 ? "" : "s", ids);
 		break;

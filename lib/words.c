@@ -2,6 +2,7 @@
 #include "words.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,4 +272,34 @@ int words_size_in_blocks(uint64_t size, const char *shown, uint64_t block_size, 
 			 "%s and %s", given, bs, lo, hi);
 	}
 	return -EINVAL;
+}
+
+void words_block_list_format(const uint64_t *ids, size_t n, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		char part[48];
+		int w;
+
+		while (j + 1 < n && ids[j + 1] == ids[j] + 1)
+			j++;
+		if (j == i)
+			w = snprintf(part, sizeof(part), "%s%" PRIu64, i ? "," : "", ids[i]);
+		else
+			w = snprintf(part, sizeof(part), "%s%" PRIu64 "-%" PRIu64, i ? "," : "",
+				     ids[i], ids[j]);
+		if (w < 0 || used + (size_t)w + 4 > len) {
+			if (used + 4 <= len)
+				memcpy(buf + used, "...", 4);
+			return;
+		}
+		memcpy(buf + used, part, (size_t)w + 1);
+		used += (size_t)w;
+		i = j + 1;
+	}
 }

@@ -47,6 +47,10 @@ const char *words_memmap_name(int memmap); /* "on", "off", "auto" */
  * appended to; the caller frees it on every path). */
 int words_block_list(const char *s, size_t max_ids, uint64_t **ids, size_t *n, char *why, size_t len);
 
+/* The other way: "16-23,25,27-28" for N ids in the order given; a list that
+ * does not fit LEN ends in "..." rather than half a number. */
+void words_block_list_format(const uint64_t *ids, size_t n, char *buf, size_t len);
+
 /* Whether S is written as an address range ("0x...-0x..."), not blocks. */
 bool words_is_addr_range(const char *s);
 /* "0xSTART-0xEND" into the blocks FIRST..LAST of BLOCK_SIZE bytes. */

@@ -9,6 +9,7 @@
 #include "agent/message.h"
 #include "client.h"
 #include "ctl.h"
+#include "lib/words.h"
 #include "lib/size.h"
 #include "lib/util.h"
 
@@ -22,7 +23,7 @@ static void size_cell(struct libscols_line *ln, size_t col, json_t *j)
 
 static int by_id(const void *a, const void *b)
 {
-	json_int_t x = *(const json_int_t *)a, y = *(const json_int_t *)b;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return x < y ? -1 : x > y;
 }
@@ -33,41 +34,20 @@ static int by_id(const void *a, const void *b)
  * that failed), so that a range never covers a block that was not done */
 static void block_ranges(json_t *blocks, bool failed, char *buf, size_t len)
 {
-	size_t used = 0, i = 0, n = 0, all = json_array_size(blocks);
-	_cleanup_free_ json_int_t *ids = calloc(all + 1, sizeof(*ids));
+	size_t n = 0, all = json_array_size(blocks);
+	_cleanup_free_ uint64_t *ids = calloc(all + 1, sizeof(*ids));
 
 	buf[0] = '\0';
 	if (!ids)
 		return;
-	for (i = 0; i < all; i++) {
+	for (size_t i = 0; i < all; i++) {
 		json_t *b = json_array_get(blocks, i);
 
 		if (json_is_object(json_object_get(b, "error")) == failed)
-			ids[n++] = json_integer_value(json_object_get(b, "block"));
+			ids[n++] = (uint64_t)json_integer_value(json_object_get(b, "block"));
 	}
 	qsort(ids, n, sizeof(*ids), by_id);
-	i = 0;
-	while (i < n) {
-		json_int_t a = ids[i], b = a;
-		char part[64];
-		int w;
-
-		while (i + 1 < n && ids[i + 1] == b + 1) {
-			b++;
-			i++;
-		}
-		w = a == b ? snprintf(part, sizeof(part), "%s%lld", used ? "," : "", (long long)a)
-			   : snprintf(part, sizeof(part), "%s%lld-%lld", used ? "," : "", (long long)a, (long long)b);
-		/* what does not fit ends in "...", never in half a number */
-		if (w < 0 || used + (size_t)w + 4 > len) {
-			if (used + 4 <= len)
-				memcpy(buf + used, "...", 4);
-			return;
-		}
-		memcpy(buf + used, part, (size_t)w + 1);
-		used += (size_t)w;
-		i++;
-	}
+	words_block_list_format(ids, n, buf, len);
 }
 
 /* One grant or revocation in detail: GET /v1/grants/ID. */
