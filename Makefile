@@ -24,14 +24,23 @@ ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 
 # --- sources -----------------------------------------------------------------
-HOTPLUG_SRC := $(wildcard lib/*.c) $(wildcard hotplug/*.c)
+# lib/: generic helpers; hotplug/: the kernel side (block model, planner,
+# policy, live table, the sysfs and sim backends, both ends of the privilege
+# split's wire); agent/: memgrantd (engine/, exec/, journal/) and memgrantctl
+# (ctl/); providers/: the adapters and the wire protocol (wire/).
+LIB_SRC := $(wildcard lib/*.c)
+HOTPLUG_SRC := $(wildcard hotplug/*.c hotplug/sysfs/*.c hotplug/sim/*.c) \
+	hotplug/privsep/client.c hotplug/privsep/serve.c
+# the helper's start and the confinement of both processes, linked into memgrantd
+PRIVSEP_AGENT_SRC := hotplug/privsep/spawn.c hotplug/privsep/sandbox.c
 CONFIG_SRC := $(wildcard config/*.c)
-AGENT_SRC := $(filter-out agent/memgrantd.c agent/memgrant-helper.c,$(wildcard agent/*.c))
-PROVIDERS_SRC := $(wildcard providers/*.c) $(wildcard providers/*/*.c)
-CTL_SRC := $(wildcard agent/ctl/*.c)
+AGENT_SRC := lib/log.c agent/reload.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
 HOST_SRC := $(wildcard providers/host/*.c)
-PROVIDERS_SRC := $(filter-out $(HOST_SRC),$(PROVIDERS_SRC))
+PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/wire/*.c)
+CTL_SRC := $(wildcard agent/ctl/*.c agent/ctl/lsmem/*.c)
 
+CTL_LIB := $(B)/libctl.a
+MG_LIB := $(B)/libmg.a
 HOTPLUG_LIB := $(B)/libhotplug.a
 AGENT_LIB := $(B)/libagent.a
 
@@ -40,8 +49,13 @@ AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS
 AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) $(SECCOMP_LIBS) \
 	$(SYSTEMD_LIBS) -lpthread
 
-UNIT_HOTPLUG := $(patsubst tests/unit/hotplug/%.c,$(B)/tests/%,$(wildcard tests/unit/hotplug/test_*.c))
-UNIT_AGENT := $(patsubst tests/unit/agent/%.c,$(B)/tests/%,$(wildcard tests/unit/agent/test_*.c))
+# unit tests mirror the source folders; build/tests/test_NAME from
+# tests/unit/.../test_NAME.c.  Those of lib/ and hotplug/ link only those.
+UNIT_SRC_HOTPLUG := $(shell find tests/unit/hotplug tests/unit/lib -name 'test_*.c' 2>/dev/null | sort)
+UNIT_SRC_AGENT := $(filter-out $(UNIT_SRC_HOTPLUG),$(shell find tests/unit -name 'test_*.c' | sort))
+unit_bin = $(patsubst %.c,$(B)/tests/%,$(notdir $(1)))
+UNIT_HOTPLUG := $(call unit_bin,$(UNIT_SRC_HOTPLUG))
+UNIT_AGENT := $(call unit_bin,$(UNIT_SRC_AGENT))
 TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(wildcard tests/tools/*.c))
 
 ifeq ($(ONLY),hotplug)
@@ -68,25 +82,33 @@ AGENT_CFLAGS_tests = $(AGENT_CFLAGS)
 AGENT_CFLAGS_bench = $(AGENT_CFLAGS)
 CMOCKA_CFLAGS_tests = $(CMOCKA_CFLAGS)
 
+$(CTL_LIB): $(patsubst %.c,$(B)/%.o,$(filter-out agent/ctl/ctl.c,$(CTL_SRC)))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(MG_LIB): $(patsubst %.c,$(B)/%.o,$(LIB_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 $(HOTPLUG_LIB): $(patsubst %.c,$(B)/%.o,$(HOTPLUG_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(AGENT_LIB): $(patsubst %.c,$(B)/%.o,$(CONFIG_SRC) $(AGENT_SRC) $(PROVIDERS_SRC))
+$(AGENT_LIB): $(patsubst %.c,$(B)/%.o,$(CONFIG_SRC) $(AGENT_SRC) $(PRIVSEP_AGENT_SRC) $(PROVIDERS_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/memgrantd: $(B)/agent/memgrantd.o $(AGENT_LIB) $(HOTPLUG_LIB)
+$(B)/memgrantd: $(B)/agent/memgrantd.o $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
-# the privileged helper memgrantd starts (agent/helper.h): hotplug writes
-# only, without the libraries that parse outside input
-$(B)/memgrant-helper: $(B)/agent/memgrant-helper.o $(B)/agent/sandbox.o $(B)/agent/log.o $(HOTPLUG_LIB)
+# the privileged helper memgrantd starts (hotplug/privsep/spawn.h): hotplug
+# writes only, without the libraries that parse outside input
+$(B)/memgrant-helper: $(B)/hotplug/privsep/main.o $(B)/hotplug/privsep/sandbox.o $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SECCOMP_LIBS) $(JANSSON_LIBS)
 
-$(B)/memgrantctl: $(patsubst %.c,$(B)/%.o,$(CTL_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB)
+$(B)/memgrantctl: $(B)/agent/ctl/ctl.o $(CTL_LIB) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
@@ -104,24 +126,24 @@ HOST_XML_CFLAGS := $(XML_CFLAGS)
 HOST_XML_LIBS := $(XML_LIBS)
 $(B)/providers/host/%.o: ALL_CFLAGS += $(HOST_XML_CFLAGS)
 
-$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB)
+$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
 
-$(B)/tests/test_%: $(B)/tests/unit/hotplug/test_%.o $(HOTPLUG_LIB)
-	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(JANSSON_LIBS) $(CMOCKA_LIBS)
-
-$(B)/tests/test_%: $(B)/tests/unit/agent/test_%.o $(AGENT_LIB) $(HOTPLUG_LIB)
-	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(CMOCKA_LIBS)
+define unit_rule
+$(call unit_bin,$(1)): $(patsubst %.c,$(B)/%.o,$(1)) $(2)
+	@$$(if $$(Q),echo "  LD      $$@")
+	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ $(3) $$(CMOCKA_LIBS)
+endef
+$(foreach t,$(UNIT_SRC_HOTPLUG),$(eval $(call unit_rule,$(t),$$(HOTPLUG_LIB) $$(MG_LIB),$$(JANSSON_LIBS))))
+$(foreach t,$(UNIT_SRC_AGENT),$(eval $(call unit_rule,$(t),$$(CTL_LIB) $$(AGENT_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(AGENT_LIBS))))
 
 # tests/tools: libfuse3 for simfs (a stub that exits 77 without it)
 TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)
 TOOLS_LIBS := $(FUSE3_LIBS)
 $(B)/tests/tools/%.o: ALL_CFLAGS += $(TOOLS_CFLAGS)
 
-$(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(HOTPLUG_LIB)
+$(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(TOOLS_LIBS)
 
@@ -178,6 +200,6 @@ distclean: clean
 # --- benchmarks (figures, not tests): build/bench/* -----------------------------
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
 bench-bin: $(BENCH_BIN)
-$(B)/bench/%: $(B)/bench/%.o $(HOTPLUG_LIB)
+$(B)/bench/%: $(B)/bench/%.o $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(JANSSON_LIBS) -lpthread

@@ -4,7 +4,7 @@
  * configuration, signals (a signalfd; no work in signal handlers), systemd
  * notification, the watchdog, and the process-wide set-up (umask, signal
  * mask, libcurl) done once before any thread starts and undone after every
- * thread stopped.  The engine is agent/engine.h; every way a request arrives
+ * thread stopped.  The engine is agent/engine/engine.h; every way a request arrives
  * or a report leaves is an adapter in providers/, wired here.
  */
 #include <curl/curl.h>
@@ -18,18 +18,19 @@
 #include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
 
-#include "../config/config.h"
-#include "../lib/util.h"
-#include "../providers/api.h"
-#include "../providers/channel.h"
-#include "../providers/hooks/hooks.h"
-#include "../providers/https.h"
-#include "helper.h"
-#include "sandbox.h"
-#include "../providers/pressure.h"
-#include "engine.h"
-#include "log.h"
-#include "reload.h"
+#include "config/config.h"
+#include "lib/util.h"
+#include "providers/api.h"
+#include "providers/channel.h"
+#include "providers/hooks/hooks.h"
+#include "providers/https.h"
+#include "hotplug/privsep/spawn.h"
+#include "agent/engine/backend_setup.h"
+#include "hotplug/privsep/sandbox.h"
+#include "providers/pressure.h"
+#include "agent/engine/engine.h"
+#include "lib/log.h"
+#include "agent/reload.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -387,14 +388,14 @@ int main(int argc, char **argv)
 	/* The privilege split (docs/security.md): the helper first, while this
 	 * is the only thread, then the rest of the agent gives up root. */
 	if (helper_arg) {
-		r = helper_start(m.cfg, &log, helper_arg, &helper);
+		r = backend_start_helper(m.cfg, &log, helper_arg, &helper);
 	} else {
 		char path[4096];
 		r = helper_path(path, sizeof(path));
 		if (r < 0)
 			log_err(&log, "cannot find memgrant-helper next to memgrantd: %s", strerror(-r));
 		else
-			r = helper_start(m.cfg, &log, path, &helper);
+			r = backend_start_helper(m.cfg, &log, path, &helper);
 	}
 	if (r < 0) {
 		log_err(&log, "cannot start the privileged helper: %s", strerror(-r));

@@ -2,12 +2,12 @@
 /*
  * Live and restart-only configuration keys.  See reload.h.
  */
-#include "reload.h"
+#include "agent/reload.h"
 
 #include <string.h>
 
-#include "../config/config.h"
-#include "../lib/util.h"
+#include "config/config.h"
+#include "lib/util.h"
 
 static bool str_differ(const char *a, const char *b)
 {

@@ -15,7 +15,7 @@
  */
 #include "hotplug/backend.h"
 #include "hotplug/livetable.h"
-#include "hotplug/sim.h"
+#include "hotplug/sim/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

@@ -14,7 +14,7 @@
  *   BENCH_DIR=/dev/shm build/bench/sim_write   puts the sims on tmpfs
  */
 #include "hotplug/backend.h"
-#include "hotplug/sim.h"
+#include "hotplug/sim/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

@@ -6,7 +6,7 @@
  * folder of the guest channel.  Each problem is a message at the key, as the
  * load's own are; nothing is created or changed.
  */
-#include "internal.h"
+#include "config/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

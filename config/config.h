@@ -24,7 +24,8 @@
  */
 #pragma once
 
-#include "../hotplug/block.h"
+#include "hotplug/privsep/sandbox.h"
+#include "hotplug/block.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -89,11 +90,7 @@ struct mg_sim_config {
 	} faults;
 };
 
-enum mg_seccomp_action {
-	MG_SECCOMP_KILL, /* the process is killed (SIGSYS, logged by the audit subsystem) */
-	MG_SECCOMP_LOG,  /* allowed and logged: for finding what a filter misses */
-	MG_SECCOMP_OFF,  /* no filter is loaded: only where seccomp is unavailable (qemu-user) */
-};
+/* enum mg_seccomp_action: hotplug/privsep/sandbox.h */
 
 struct mg_agent_config {
 	char *id;                 /* never NULL: configured, /etc/machine-id, or "unknown" */

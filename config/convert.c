@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* One scalar of memgrant.yaml into its C value, defaults, and freeing, all by the key tables. */
-#include "internal.h"
+#include "config/internal.h"
 
 #include <ctype.h>
 #include <errno.h>

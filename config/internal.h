@@ -18,7 +18,7 @@
 
 #include <yaml.h>
 
-#include "config.h"
+#include "config/config.h"
 
 #define MAX_DIAG 100 /* after this many messages, one more says so and the rest are dropped */
 #define MACHINE_ID_PATH "/etc/machine-id"
@@ -48,7 +48,7 @@ struct key_def {
 	bool required;
 	uint64_t min, max;           /* max 0: no upper limit */
 	const char *const *choices;  /* K_ENUM */
-	int (*alias)(const char *s); /* K_ENUM: other spellings (lib/words.h), index or -1 */
+	int (*alias)(const char *s); /* K_ENUM: other spellings (hotplug/words.h), index or -1 */
 	int choice_base;
 	char psi_op;                 /* K_PSI: the comparison the key's name implies */
 	const struct key_def *sub;   /* K_SECTION, K_HOOKS */

@@ -5,7 +5,7 @@
  * and the unknown-key messages can not drift apart.  And the names of the
  * enumerations.
  */
-#include "internal.h"
+#include "config/internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include <curl/curl.h>
 
 #include "lib/util.h"
-#include "lib/words.h"
+#include "hotplug/words.h"
 
 /* ---------------------------------------------------------------- names */
 

@@ -5,7 +5,7 @@
  * walk over it, and cfg_finish() (validate.c) does the checks that need
  * several keys.
  */
-#include "internal.h"
+#include "config/internal.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The checks of memgrant.yaml that need several keys, after the walk. */
-#include "internal.h"
+#include "config/internal.h"
 
 #include <errno.h>
 #include <stddef.h>

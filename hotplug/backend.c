@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#include "backend.h"
-#include "../lib/util.h"
+#include "hotplug/backend.h"
+#include "lib/util.h"
 
 void hp_backend_close(struct hp_backend *b)
 {

@@ -26,7 +26,7 @@
  */
 #pragma once
 
-#include "block.h"
+#include "hotplug/block.h"
 
 #include <errno.h>
 #include <stdbool.h>

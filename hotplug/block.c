@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#include "block.h"
-#include "../lib/util.h"
+#include "hotplug/block.h"
+#include "lib/util.h"
 
 const char *mem_state_name(enum mem_state s)
 {

@@ -7,9 +7,9 @@
  * table without the lock and takes the write lock only to store rows it has
  * already read from the backend.
  */
-#include "livetable.h"
+#include "hotplug/livetable.h"
 
-#include "../lib/util.h"
+#include "lib/util.h"
 
 #include <pthread.h>
 

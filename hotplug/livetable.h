@@ -29,8 +29,8 @@
  */
 #pragma once
 
-#include "backend.h"
-#include "block.h"
+#include "hotplug/backend.h"
+#include "hotplug/block.h"
 
 #include <stdbool.h>
 #include <stdint.h>

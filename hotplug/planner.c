@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-#include "planner.h"
+#include "hotplug/planner.h"
 
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdarg.h>
 
-#include "../lib/size.h"
-#include "../lib/util.h"
-#include "../lib/words.h"
+#include "lib/size.h"
+#include "lib/util.h"
+#include "hotplug/words.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "block.h"
+#include "hotplug/block.h"
 
 
 /* One block this agent onlined, as the journal remembers it. */

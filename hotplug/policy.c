@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-#include "policy.h"
+#include "hotplug/policy.h"
 
 #include <ctype.h>
 #include <stdarg.h>
 
-#include "../lib/size.h"
-#include "../lib/util.h"
+#include "lib/size.h"
+#include "lib/util.h"
 
 /* snprintf for reason lines: a reason cut short is acceptable, and going
  * through vsnprintf keeps -Wformat-truncation from flagging every one. */

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "block.h"
+#include "hotplug/block.h"
 
 #define POLICY_DEFAULT_RESERVE (256ULL << 20)
 #define POLICY_DEFAULT_MOVABLE_RATIO 301 /* the kernel's auto_movable_ratio default (P3) */

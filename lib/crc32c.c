@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "crc32c.h"
+#include "lib/crc32c.h"
 
 /* TABLE[i] is the CRC of byte i alone (generated from the polynomial). */
 static const uint32_t crc32c_table[256] = {

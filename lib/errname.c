@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "util.h"
+#include "lib/util.h"
 
 #include <stdarg.h>
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#include "fileio.h"
-#include "util.h"
+#include "lib/fileio.h"
+#include "lib/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "timeutil.h"
+#include "lib/timeutil.h"
 
 void deadline_after_ms(struct timespec *ts, long ms)
 {

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Builds the memgrant .deb from this source tree and checks it with lintian.
 #   packaging/build-deb.sh [OUTDIR]      (default OUTDIR: build/packages)
-# The tree is copied (without build/, config.mk, .git) to a temporary
-# directory, packaging/debian/ becomes its debian/, and
+# The files git tracks (or, outside a git checkout, the tree without its
+# build outputs) are copied to a temporary directory, packaging/debian/ becomes its debian/, and
 # `dpkg-buildpackage -us -uc -b` builds the binary package there.  lintian
 # must report neither errors nor warnings.  Needs: dpkg-dev debhelper lintian
 # fakeroot scdoc and the build dependencies of packaging/debian/control.
@@ -17,8 +17,13 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 src=$tmp/memgrant-$version
 
 mkdir -p "$src"
-(cd "$top" && tar --exclude=./build --exclude=./config.mk --exclude=./.git \
-	--exclude=./debian --exclude=./.ci-work -cf - .) | tar -C "$src" -xf -
+if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	# only sources: never a build folder that happens to lie in the tree
+	(cd "$top" && git ls-files -z | tar --null -T - -cf -) | tar -C "$src" -xf -
+else
+	(cd "$top" && tar --exclude='./build*' --exclude=./config.mk --exclude=./.git \
+		--exclude=./debian --exclude=./.ci-work -cf - .) | tar -C "$src" -xf -
+fi
 cp -a "$top/packaging/debian" "$src/debian"
 
 echo "build-deb: building memgrant $version in $src"

@@ -96,8 +96,7 @@ spec_version=$(sed -n 's/^Version: *//p' "$top/packaging/rpm/memgrant.spec")
 	die "version mismatch: debian/changelog $version, memgrant.spec $spec_version"
 rpmtop=$tmp/rpm
 mkdir -p "$rpmtop/SOURCES" "$tmp/src/memgrant-$version"
-(cd "$top" && tar --exclude=./build --exclude=./config.mk --exclude=./.git -cf - .) |
-	tar -C "$tmp/src/memgrant-$version" -xf -
+(cd "$top" && git ls-files -z | tar --null -T - -cf -) | tar -C "$tmp/src/memgrant-$version" -xf -
 tar -C "$tmp/src" -czf "$rpmtop/SOURCES/memgrant-$version.tar.gz" "memgrant-$version"
 cp "$top/packaging/systemd/memgrant.sysusers" "$rpmtop/SOURCES/"
 # Debian's rpm has no database of the build dependencies (--nodeps) and no

@@ -14,10 +14,10 @@
  * them.  A connection over its uid's share is answered 503 at once and
  * closed, so it holds nothing.
  */
-#include "api_int.h"
-#include "api_parse.h"
-#include "../lib/fileio.h"
-#include "../lib/util.h"
+#include "providers/api_int.h"
+#include "providers/api_parse.h"
+#include "lib/fileio.h"
+#include "lib/util.h"
 
 #include <grp.h>
 #include <pwd.h>

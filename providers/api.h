@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "../agent/engine.h"
-#include "../agent/log.h"
+#include "agent/engine/engine.h"
+#include "lib/log.h"
 
 struct api_params {
 	const char *socket_path;

@@ -6,8 +6,8 @@
  */
 #pragma once
 
-#include "api.h"
-#include "api_parse.h"
+#include "providers/api.h"
+#include "providers/api_parse.h"
 
 #include <microhttpd.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-#include "api_parse.h"
-#include "../lib/util.h"
+#include "providers/api_parse.h"
+#include "lib/util.h"
 
 #include <jansson.h>
 

@@ -11,8 +11,8 @@
  * shut down, however steadily it trickles bytes.  It sleeps until the
  * nearest such deadline, so an idle agent never wakes.
  */
-#include "api_int.h"
-#include "../lib/util.h"
+#include "providers/api_int.h"
+#include "lib/util.h"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>

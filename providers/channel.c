@@ -31,12 +31,12 @@
 #include <sys/un.h>
 #include <termios.h>
 
-#include "../agent/engine.h"
-#include "../agent/log.h"
-#include "../agent/message.h"
-#include "../config/config.h"
-#include "../lib/util.h"
-#include "channel.h"
+#include "agent/engine/engine.h"
+#include "lib/log.h"
+#include "providers/wire/message.h"
+#include "config/config.h"
+#include "lib/util.h"
+#include "providers/channel.h"
 
 #define DEST "channel"
 #define OUT_MAX (4u << 20)        /* pending output beyond this: the host is not reading */

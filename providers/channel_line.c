@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What one line from the host is (see channel.h; the framing is
- * agent/lines.c).  Apart from channel.c so that it builds alone for the unit
+ * providers/wire/lines.c).  Apart from channel.c so that it builds alone for the unit
  * test and tests/fuzz/fuzz_channel.c.
  */
-#include "channel.h"
-#include "../agent/message.h"
-#include "../lib/util.h"
+#include "providers/channel.h"
+#include "providers/wire/message.h"
+#include "lib/util.h"
 
 #include <jansson.h>
 

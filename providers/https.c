@@ -15,9 +15,9 @@
  * lets https_provider_stop() abort a long poll at once, with no periodic
  * progress callback waking the thread while the server holds the poll.
  */
-#include "https.h"
-#include "https_int.h"
-#include "https_wire.h"
+#include "providers/https.h"
+#include "providers/https_int.h"
+#include "providers/https_wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +25,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "../config/config.h"
-#include "../lib/util.h"
+#include "config/config.h"
+#include "lib/util.h"
 
 /* --- inventory ----------------------------------------------------------------- */
 

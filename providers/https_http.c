@@ -5,8 +5,8 @@
  * an answer means (success, retry with backoff, refused), logged once per
  * change of state.
  */
-#include "https_int.h"
-#include "https_wire.h"
+#include "providers/https_int.h"
+#include "providers/https_wire.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../lib/timeutil.h"
-#include "../lib/util.h"
+#include "lib/timeutil.h"
+#include "lib/util.h"
 
 void https_response_done(struct response *r)
 {

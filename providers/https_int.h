@@ -16,8 +16,8 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "../agent/engine.h"
-#include "../agent/log.h"
+#include "agent/engine/engine.h"
+#include "lib/log.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"

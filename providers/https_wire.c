@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-#include "https_wire.h"
-#include "../agent/message.h"
-#include "../lib/util.h"
+#include "providers/https_wire.h"
+#include "providers/wire/message.h"
+#include "lib/util.h"
 
 #include <jansson.h>
 

@@ -3,7 +3,7 @@
  * Memory-pressure monitor: one thread that sleeps in poll() on the PSI
  * trigger (or an interval when there is none) and an eventfd for stopping.
  */
-#include "pressure.h"
+#include "providers/pressure.h"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -14,11 +14,11 @@
 #include <sys/vfs.h>
 #include <time.h>
 
-#include "../hotplug/policy.h"
-#include "../lib/fileio.h"
-#include "../lib/size.h"
-#include "../lib/util.h"
-#include "../agent/engine.h"
+#include "hotplug/policy.h"
+#include "lib/fileio.h"
+#include "lib/size.h"
+#include "lib/util.h"
+#include "agent/engine/engine.h"
 
 #define PSI_FILE_MAX 4096
 

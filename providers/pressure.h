@@ -31,8 +31,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../config/config.h"
-#include "../agent/log.h"
+#include "config/config.h"
+#include "lib/log.h"
 
 #define PRESSURE_INTERVAL_DEFAULT_MS 10000
 #define PRESSURE_TRIGGER_WINDOW_MAX_US 10000000u /* the kernel refuses longer trigger windows */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Reading /proc/pressure/memory (see pressure.h); apart from pressure.c so
  * that the parser builds alone (tests/fuzz/fuzz_pressure.c). */
-#include "pressure.h"
-#include "../lib/util.h"
+#include "providers/pressure.h"
+#include "lib/util.h"
 
 int pressure_parse_psi(const char *text, enum mg_psi_kind kind, unsigned window_s, unsigned *centi)
 {

@@ -4,7 +4,7 @@
  * over the Unix socket.  Requests are small; the event stream is read line by
  * line through a callback.
  */
-#include "client.h"
+#include "agent/ctl/client.h"
 
 #include <curl/curl.h>
 #include <signal.h>

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "ctl.h"
+#include "agent/ctl/ctl.h"
 
 const char *ctl_socket_path(const struct ctl_ctx *ctx);
 

@@ -2,7 +2,7 @@
 /*
  * memgrantctl main: global options, the command table, shared helpers.
  */
-#include "ctl.h"
+#include "agent/ctl/ctl.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -12,10 +12,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "hotplug/sim.h"
+#include "hotplug/sim/sim.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "lib/words.h"
+#include "hotplug/words.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"

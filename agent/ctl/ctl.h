@@ -87,7 +87,7 @@ int ctl_open_backend(const struct ctl_ctx *ctx, const char *default_root, struct
 int ctl_parse_size(const char *opt, const char *arg, uint64_t *out);
 /* Decimal non-negative integer. */
 int ctl_parse_u64(const char *opt, const char *arg, uint64_t *out);
-/* Block list "16,17,20-23" (ranges inclusive, lib/words.h) into a malloc'd array. */
+/* Block list "16,17,20-23" (ranges inclusive, hotplug/words.h) into a malloc'd array. */
 int ctl_parse_id_list(const char *opt, const char *arg, uint64_t **ids, size_t *n);
 /* Every id must be a block of T (firmware entry or present); prints which is not. */
 int ctl_check_ids(const struct mem_table *t, const uint64_t *ids, size_t n);

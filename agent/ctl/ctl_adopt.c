@@ -8,8 +8,8 @@
  */
 #include <getopt.h>
 
-#include "client.h"
-#include "ctl.h"
+#include "agent/ctl/client.h"
+#include "agent/ctl/ctl.h"
 #include "lib/size.h"
 #include "lib/util.h"
 

@@ -10,11 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client.h"
-#include "ctl.h"
-#include "hotplug/sim.h"
+#include "agent/ctl/client.h"
+#include "agent/ctl/ctl.h"
+#include "hotplug/sim/sim.h"
 #include "lib/util.h"
-#include "lib/words.h"
+#include "hotplug/words.h"
 
 #ifndef EHWPOISON
 #define EHWPOISON 133

@@ -2,8 +2,8 @@
 /* memgrantctl events [--json]: follow what the agent does, one line per event. */
 #include <getopt.h>
 
-#include "client.h"
-#include "ctl.h"
+#include "agent/ctl/client.h"
+#include "agent/ctl/ctl.h"
 #include "lib/size.h"
 #include "lib/util.h"
 

@@ -10,12 +10,12 @@
 #include <signal.h>
 #include <time.h>
 
-#include "agent/message.h"
-#include "client.h"
-#include "ctl.h"
+#include "providers/wire/message.h"
+#include "agent/ctl/client.h"
+#include "agent/ctl/ctl.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "lib/words.h"
+#include "hotplug/words.h"
 
 struct waiter {
 	bool tty;

@@ -6,10 +6,10 @@
 #include <libsmartcols.h>
 #include <string.h>
 
-#include "agent/message.h"
-#include "client.h"
-#include "ctl.h"
-#include "lib/words.h"
+#include "providers/wire/message.h"
+#include "agent/ctl/client.h"
+#include "agent/ctl/ctl.h"
+#include "hotplug/words.h"
 #include "lib/size.h"
 #include "lib/util.h"
 

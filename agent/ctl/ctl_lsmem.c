@@ -3,7 +3,7 @@
  * memgrantctl lsmem: util-linux lsmem's options and output.  Where the table
  * comes from:
  *   --sim FILE       the sim's model of the machine;
- *   --sysroot DIR    the tree under DIR, read directly (agent/lsmemread.h:
+ *   --sysroot DIR    the tree under DIR, read directly (agent/ctl/lsmem/lsmemread.h:
  *                    only the attributes the output needs);
  *   --socket PATH    memgrantd's block table (GET /v1/blocks), nothing read
  *                    from sysfs here;
@@ -18,10 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/lsmem.h"
-#include "client.h"
-#include "ctl.h"
-#include "hotplug/blockjson.h"
+#include "agent/ctl/lsmem/lsmem.h"
+#include "agent/ctl/client.h"
+#include "agent/ctl/ctl.h"
+#include "providers/wire/blockjson.h"
 #include "lib/util.h"
 
 static void lsmem_usage(FILE *f)

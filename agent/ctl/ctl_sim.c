@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memgrantctl sim init|fault: create a simulated s390 guest (hotplug/sim.h)
+ * memgrantctl sim init|fault: create a simulated s390 guest (hotplug/sim/sim.h)
  * or replace its fault set.  Every argument is checked before the state
  * file is touched.
  */
@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl.h"
-#include "hotplug/sim.h"
+#include "agent/ctl/ctl.h"
+#include "hotplug/sim/sim.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "lib/words.h"
+#include "hotplug/words.h"
 
 static void sim_usage(FILE *f)
 {

@@ -2,8 +2,8 @@
 /* memgrantctl status [--json]: what the agent is doing and how much memory it holds. */
 #include <getopt.h>
 
-#include "client.h"
-#include "ctl.h"
+#include "agent/ctl/client.h"
+#include "agent/ctl/ctl.h"
 #include "lib/size.h"
 #include "lib/util.h"
 

@@ -7,7 +7,7 @@
  * are noticed through pidfds (or, where pidfd_open is missing, a short poll
  * while a child runs).
  */
-#include "hooks_impl.h"
+#include "providers/hooks/hooks_impl.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../../lib/util.h"
+#include "lib/util.h"
 
 struct child {
 	struct job *job;

@@ -5,15 +5,15 @@
  * job per matching exec hook (exec.c runs them) and puts it in the outbox
  * of each matching webhook (webhook.c delivers them).
  */
-#include "hooks_impl.h"
+#include "providers/hooks/hooks_impl.h"
 
 #include <dirent.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include "../../agent/engine.h"
-#include "../../lib/util.h"
+#include "agent/engine/engine.h"
+#include "lib/util.h"
 
 #define PENDING_MAX 4096 /* events waiting for the follower; beyond, dropped with a log line */
 

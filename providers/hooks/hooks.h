@@ -6,7 +6,7 @@
  * - Events are named "kind.what": grant.accepted ... grant.rejected (and the
  *   same for revoke), block.failed, pressure.high, pressure.low,
  *   agent.started, agent.stopping.  hooks_start() subscribes to the
- *   engine's typed transitions (agent/engine.h) and turns them into events:
+ *   engine's typed transitions (agent/engine/engine.h) and turns them into events:
  *   each (operation, state) fires once, and each block that reports an error
  *   fires block.failed once per operation.  Start the hooks before the
  *   engine to see what recovery does.  Other modules call hooks_fire().
@@ -34,8 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../config/config.h"
-#include "../../agent/log.h"
+#include "config/config.h"
+#include "lib/log.h"
 
 #define HOOKS_DIR_DEFAULT SYSCONFDIR "/memgrant/hooks.d"
 #define HOOKS_MAX_RUNNING_DEFAULT 4

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hooks.h"
-#include "webhook.h"
+#include "providers/hooks/hooks.h"
+#include "providers/hooks/webhook.h"
 
 /* One program run for one event. */
 struct job {

@@ -4,7 +4,7 @@
  * for an event in the outbox, POST it, acknowledge on 2xx, otherwise sleep
  * the backoff (interruptible by webhook_stop()) and try the same event again.
  */
-#include "webhook.h"
+#include "providers/hooks/webhook.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -14,9 +14,9 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "../../lib/fileio.h"
-#include "../../lib/util.h"
-#include "../../agent/engine.h"
+#include "lib/fileio.h"
+#include "lib/util.h"
+#include "agent/engine/engine.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../agent/log.h"
+#include "lib/log.h"
 
 #define WEBHOOK_BACKOFF_MIN_MS 1000
 #define WEBHOOK_BACKOFF_MAX_MS (5 * 60 * 1000)

@@ -6,9 +6,9 @@
  */
 #include <getopt.h>
 
-#include "../../lib/size.h"
-#include "../../lib/util.h"
-#include "host.h"
+#include "lib/size.h"
+#include "lib/util.h"
+#include "providers/host/host.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"

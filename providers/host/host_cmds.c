@@ -6,11 +6,11 @@
  */
 #include <getopt.h>
 
-#include "../../agent/message.h"
-#include "../../lib/size.h"
-#include "../../lib/util.h"
-#include "../../lib/words.h"
-#include "host.h"
+#include "providers/wire/message.h"
+#include "lib/size.h"
+#include "lib/util.h"
+#include "hotplug/words.h"
+#include "providers/host/host.h"
 
 struct conn {
 	struct host_transport *t;

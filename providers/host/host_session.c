@@ -7,9 +7,9 @@
  */
 #include <sys/random.h>
 
-#include "../../agent/message.h"
-#include "../../lib/util.h"
-#include "host.h"
+#include "providers/wire/message.h"
+#include "lib/util.h"
+#include "providers/host/host.h"
 
 static int on_line(void *ctx, const char *line, size_t len)
 {

@@ -11,10 +11,10 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-#include "../../lib/fileio.h"
-#include "../../lib/util.h"
-#include "../../agent/message.h"
-#include "host.h"
+#include "lib/fileio.h"
+#include "lib/util.h"
+#include "providers/wire/message.h"
+#include "providers/host/host.h"
 
 #define STATE_MAX 65536
 

@@ -19,8 +19,8 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "../../lib/util.h"
-#include "host.h"
+#include "lib/util.h"
+#include "providers/host/host.h"
 
 struct host_transport {
 	int fd;                   /* socket; -1 for libvirt */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for the sysfs attributes discovery reads
- * (hotplug/discover.c through hp_discover_table()): the input, cut at 0xff
+ * (hotplug/sysfs/discover.c through hp_discover_table()): the input, cut at 0xff
  * bytes, becomes block_size_bytes, then memory0's state, valid_zones,
  * removable, phys_index and memmap_on_memory (memory1 stays a good offline
  * block) in a sysfs-shaped tree under /tmp (never the real /sys); a missing piece
@@ -9,7 +9,7 @@
  * either fails with a negative errno and a message naming the file, or
  * returns a table whose blocks have the tree's block size.
  * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: hotplug/discover.c hotplug/path.c
+ * Sources: hotplug/sysfs/discover.c hotplug/sysfs/path.c
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "hotplug/block.h"
-#include "hotplug/discover.h"
-#include "hotplug/path.h"
+#include "hotplug/sysfs/discover.h"
+#include "hotplug/sysfs/path.h"
 
 static char root[64], dev[128];
 

@@ -12,7 +12,7 @@
  * with one line {"type":"ack","seq":SEQ} of the report's seq and nothing else.
  * The transport is a stub in this file.
  * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: providers/host/host_session.c agent/lines.c agent/message.c
+ * Sources: providers/host/host_session.c providers/wire/lines.c providers/wire/message.c
  */
 #include <errno.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for the journal log reader and replay (agent/recordlog.h,
- * agent/intentlog.h): whatever the bytes, no crash, no leak, and
+ * libFuzzer harness for the journal log reader and replay (agent/journal/recordlog.h,
+ * agent/journal/intentlog.h): whatever the bytes, no crash, no leak, and
  *   - recordlog_scan() answers 0 or -EBADMSG; on 0 the kept part ends inside
  *     the image, after the magic, and scanning just the kept part finds the
  *     same records and no torn tail;
@@ -10,7 +10,7 @@
  *   - a replayed state written back as one snapshot record replays to the
  *     same state (what compaction relies on).
  * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: agent/intentlog.c agent/intentlog_replay.c agent/intentlog_migrate.c agent/recordlog.c agent/message.c lib/crc32c.c
+ * Sources: agent/journal/intentlog.c agent/journal/replay.c agent/journal/recordlog.c providers/wire/message.c lib/crc32c.c
  */
 #include <ctype.h>
 #include <errno.h>
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/intentlog.h"
-#include "agent/recordlog.h"
+#include "agent/journal/intentlog.h"
+#include "agent/journal/recordlog.h"
 
 static void check_message(const char *err)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for the sim's state files (hotplug/sim_impl.h): the
+ * libFuzzer harness for the sim's state files (hotplug/sim/sim_impl.h): the
  * input is given to each of the four parsers of what lies in the state
  * directory, as the readers do with a file's bytes:
  *   - the descriptor FILE (sim_settings_parse): 0 or a negative errno with
@@ -19,7 +19,7 @@
  *     sim_marker_format.
  * No crash, no leak whatever the bytes.
  * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: hotplug/sim_state.c
+ * Sources: hotplug/sim/state.c
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hotplug/sim.h"
-#include "hotplug/sim_impl.h"
+#include "hotplug/sim/sim.h"
+#include "hotplug/sim/sim_impl.h"
 
 static void check_err(int r, const char *err, const char *path)
 {

@@ -10,7 +10,7 @@
 # (%-23s before, %-32s in 2.42) and the "Memmap on memory parameter:" line
 # (2.42 only).
 #
-# The direct form (`memgrantctl --sysroot TREE lsmem`, agent/lsmemread.c) is
+# The direct form (`memgrantctl --sysroot TREE lsmem`, agent/ctl/lsmem/lsmemread.c) is
 # compared on the same trees, and on a tree shaped like util-linux's aarch64
 # dump (first block memory8192, no memory0).  Releases before 2.39 look for
 # zones in memory0 only, so on that tree the ZONES comparisons need a newer

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The privileged helper (agent/helper.h) against malformed, oversized and
+# The privileged helper (hotplug/privsep/spawn.h) against malformed, oversized and
 # out-of-range requests: each one ends the helper with one log line naming
 # what was wrong, and nothing in the machine is written (the tree is the same
 # byte for byte).  Well-formed requests are answered with the write's errno.

@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * journal_dump STATE_DIR: prints the live state that STATE_DIR/journal.log
- * replays to, as one JSON object (the shape of journal.json plus "intents"
- * and "step"), for tests and operators (`journal_dump DIR | jq .`).
+ * replays to, as one JSON object (the shape of a snapshot record), for tests and operators (`journal_dump DIR | jq .`).
  * Read-only and lock-free: it may run next to memgrantd; it never cuts a
  * torn tail (it ignores it) and never writes.  Exit 0 printed, 1 the log is
  * corrupt or unreadable (the reason on stderr), 2 usage.
  */
-#include "agent/intentlog.h"
+#include "agent/journal/intentlog.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * privhelper_probe: starts memgrantd's privileged helper exactly as
- * memgrantd does (agent/helper.h: same backend, capabilities and seccomp
+ * memgrantd does (hotplug/privsep/spawn.h: same backend, capabilities and seccomp
  * filter) for a configuration file, stands in for the unprivileged process
  * and sends it one request, well-formed or not.  For
  * tests/integration/privsep_bad_requests.sh.
@@ -21,9 +21,10 @@
  * "helper: signal N" after closing its end.  The helper's log goes to stderr.
  * Exit status 0 unless the probe itself failed (2).
  */
-#include "agent/helper.h"
+#include "hotplug/privsep/spawn.h"
+#include "agent/engine/backend_setup.h"
 #include "config/config.h"
-#include "hotplug/privhelper.h"
+#include "hotplug/privsep/serve.h"
 #include "lib/util.h"
 
 #include <fcntl.h>
@@ -181,7 +182,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_init(&log, "memgrantd", LOG_DEBUG);
-	r = helper_start(cfg, &log, argv[0], &h);
+	r = backend_start_helper(cfg, &log, argv[0], &h);
 	if (r < 0) {
 		fprintf(stderr, "privhelper_probe: the helper did not start: %s\n", strerror(-r));
 		config_free(cfg);

@@ -48,7 +48,7 @@ int main(void)
 #include <unistd.h>
 
 #include "hotplug/backend.h"
-#include "hotplug/discover.h"
+#include "hotplug/sysfs/discover.h"
 #include "lib/util.h"
 
 struct simfs {

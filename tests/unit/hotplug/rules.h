@@ -17,7 +17,7 @@
 #pragma once
 
 #include "hotplug/backend.h"
-#include "hotplug/sim.h"
+#include "hotplug/sim/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

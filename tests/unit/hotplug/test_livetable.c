@@ -13,8 +13,8 @@
 
 #include "hotplug/backend.h"
 #include "hotplug/livetable.h"
-#include "hotplug/sim.h"
-#include "hotplug/sysfs_watch.h"
+#include "hotplug/sim/sim.h"
+#include "hotplug/sysfs/watch.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The operators' words (lib/words.h) and lsmem-style sizes (lib/size.h):
+ * The operators' words (hotplug/words.h) and lsmem-style sizes (lib/size.h):
  * zones, memmap spellings, block lists, address ranges, sizes in blocks.
  */
 #include <setjmp.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "lib/size.h"
-#include "lib/words.h"
+#include "hotplug/words.h"
 
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)

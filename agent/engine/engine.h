@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine of memgrantd: the one port every adapter (local API, HTTPS,
+ * channel, hooks, webhooks, pressure) talks to.  It knows messages (struct
+ * msg, providers/wire/message.h), sources and destinations registered by adapters,
+ * and the kernel through hotplug/; it knows no transport, no HTTP status and
+ * no provider name.
+ *
+ * Contract:
+ * - engine_submit() takes a parsed message from a registered source and
+ *   answers with a typed verdict.  An accepted request is in the journal
+ *   (fsync'd) before the verdict says so; a replay of a recorded generation
+ *   answers with the recorded report and applies nothing; a rejection says
+ *   why (errno and reason) and, when the request was recorded as rejected,
+ *   carries its status report.
+ * - Every kernel write happens on the engine's executor thread, one request
+ *   at a time; crash recovery runs there too, before the first request.
+ *   Other calls take the engine lock only for bookkeeping, so any thread may
+ *   call them and none waits for a block that takes a minute to go offline.
+ * - Transitions (a request's state changed, one of its blocks failed) reach
+ *   subscribers in the order they happened, called with the engine lock held
+ *   from whichever engine thread made them: a subscriber copies what it needs
+ *   and returns; it must not call back into the engine.
+ * - Outboxes: one durable queue of reports per destination name; a source
+ *   registered with ENGINE_SOURCE_REPORTS gets its status reports in the
+ *   outbox of its own name.  Reports stay until the destination acknowledges.
+ * - Functions return 0 or a negative errno.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/engine/events.h"
+#include "lib/log.h"
+#include "providers/wire/message.h"
+
+struct engine;
+struct engine_source;
+struct mg_config;
+
+/* ---- life cycle ----------------------------------------------------------- */
+
+/* Opens the journal and builds the backend (agent/engine/backend_setup.h).  HELPER_FD:
+ * the socket of the privileged helper (hotplug/privsep/spawn.h) that does every write,
+ * owned by the engine from here on, also on error; -1 writes directly (unit
+ * tests). */
+int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper_fd, struct engine **out);
+/* Starts the executor thread; returns once it has reconciled the journal
+ * with the kernel and queued what a stop or crash left unfinished. */
+int engine_start(struct engine *e);
+/* Asks the executor to stop after the block operation in progress, joins it,
+ * restores what the engine changed at start (auto_online_blocks). */
+void engine_stop(struct engine *e);
+void engine_free(struct engine *e);
+/* Applies CFG's live settings (policy, limits, log level). */
+int engine_reload(struct engine *e, const struct mg_config *cfg);
+
+/* ---- sources ----------------------------------------------------------------- */
+
+enum engine_source_flags {
+	/* An operator's source: a message without generation gets the next one
+	 * of the source, one without id "NAME-<generation>". */
+	ENGINE_SOURCE_OPERATOR = 1u << 0,
+	/* Status reports of its requests go to the outbox named like the source. */
+	ENGINE_SOURCE_REPORTS = 1u << 1,
+};
+
+/* Registers source NAME (1..63 of [A-Za-z0-9._:-]) with FLAGS; registering
+ * the same name again with the same flags gives the same handle, with other
+ * flags -EEXIST.  Register sources with non-default flags before
+ * engine_start(): requests that recovery resumes from a source nobody
+ * registered are treated as ENGINE_SOURCE_REPORTS. */
+int engine_source_add(struct engine *e, const char *name, unsigned flags, struct engine_source **out);
+const char *engine_source_name(const struct engine_source *s);
+/* The last generation recorded from S (0: none yet). */
+uint64_t engine_last_generation(struct engine *e, const struct engine_source *s);
+
+/* ---- requests ------------------------------------------------------------------ */
+
+enum engine_verdict_kind {
+	ENGINE_ACCEPTED, /* recorded and queued; REPORT is its first status */
+	ENGINE_REPLAY,   /* generation already recorded; REPORT is the recorded status */
+	ENGINE_ANSWERED, /* a sync: nothing to apply; REPORT is the answer */
+	ENGINE_REJECTED, /* ERR and ERROR say why; REPORT when RECORDED */
+};
+
+struct engine_verdict {
+	enum engine_verdict_kind kind;
+	int err;                /* REJECTED: negative errno */
+	struct msg_error error; /* REJECTED: code and reason */
+	bool recorded;          /* REJECTED: journaled as a rejected request */
+	json_t *report;         /* own reference or NULL: release with engine_verdict_done() */
+};
+
+/*
+ * Submits M (taken: freed by the engine in every case) from SRC.  A message
+ * of an operator's source may come without id and generation
+ * (msg_from_json_opts() with MSG_PARSE_UNNUMBERED).  Errors of the request
+ * are verdicts, not return values: -errno only when V is NULL or SRC unknown.
+ * Rejections not recorded: -ESHUTDOWN stopping, -ESTALE stale generation,
+ * -EEXIST id in use, -ERANGE generation too far ahead, -ENOBUFS outbox full,
+ * other errno the engine's own failure (journal, kernel read, memory).
+ */
+int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v);
+void engine_verdict_done(struct engine_verdict *v);
+
+/*
+ * An operator adopts the N BLOCKS (found online, owned by no grant: brought
+ * up outside memgrant or before its journal) into a new grant record of SRC
+ * (numbered like an operator's grant, state applied); they then count as
+ * granted and can be revoked.  Durable (one write) before the verdict.
+ * Refusals are verdicts (ENGINE_REJECTED, V->error says which block and
+ * why): ENOENT unknown block, EPERM boot memory, EINVAL standby or offline
+ * or a repeated block, EEXIST owned already, EBUSY being changed now,
+ * ESHUTDOWN stopping.  On success ENGINE_ANSWERED with the grant's report.
+ */
+int engine_adopt(struct engine *e, const struct engine_source *src, const uint64_t *blocks, size_t n,
+		 struct engine_verdict *v);
+
+/*
+ * The plan of grant or revocation M (taken) as if SRC had sent it, changing
+ * nothing: no number, no journal record, no kernel write.  ANSWERED with
+ * REPORT {"type":"plan", "blocks": [...], "decisions": [...], the memmap and
+ * zone, what it costs in online memory}, or REJECTED as engine_submit()
+ * would reject it (-EAGAIN: a revocation of a grant that has not run yet).
+ */
+int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v);
+
+/*
+ * Cancels grant or revocation ID on behalf of WHO (named in the report).
+ * Queued: it ends cancelled at once, durably (journal and the sender's
+ * outbox) before the verdict, ANSWERED with its final report.  Running:
+ * ACCEPTED; the executor stops after the block in flight and ends it
+ * partial (blocks done stay done) or cancelled, reported like any final
+ * state.  REJECTED: -ENOENT unknown, -EALREADY final already (REPORT its
+ * status), -EAGAIN not queued yet, -ESHUTDOWN stopping.  A cancel of a
+ * running request that a stop interrupts is not kept: it resumes.
+ */
+int engine_cancel(struct engine *e, const char *id, const char *who, struct engine_verdict *v);
+
+/* ---- transitions --------------------------------------------------------------- */
+
+enum engine_transition_kind {
+	ENGINE_T_STATE,        /* a request reached STATE (once per request and state) */
+	ENGINE_T_BLOCK_FAILED, /* BLOCK of the request failed (once per request and block) */
+	ENGINE_T_BLOCK_CHANGED, /* BLOCK of grant ID was taken down outside memgrant: it left the grant */
+};
+
+struct engine_transition {
+	enum engine_transition_kind kind;
+	enum msg_type type;          /* MSG_GRANT or MSG_REVOKE */
+	const char *id;
+	uint64_t generation;
+	enum msg_state state;
+	const char *source;
+	uint64_t requested_bytes, applied_bytes;
+	uint64_t block;              /* BLOCK_FAILED, BLOCK_CHANGED */
+	const json_t *block_report;  /* BLOCK_FAILED: the block's entry of REPORT */
+	const json_t *report;        /* the request's status report, borrowed */
+};
+
+typedef void engine_transition_fn(void *ctx, const struct engine_transition *t);
+/* At most 8 subscribers; subscribe before engine_start() to see recovery. */
+int engine_subscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
+/* After it returns, FN is not called with CTX any more. */
+void engine_unsubscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
+
+/* ---- views (agent/engine/views.h renders them) ------------------------------------------ */
+
+struct engine_memory {
+	uint64_t block_size;
+	uint64_t online_bytes;
+	uint64_t standby_bytes;
+	uint64_t granted_bytes;
+};
+
+/* The machine's memory figures now; -errno when the kernel cannot be read. */
+int engine_memory(struct engine *e, struct engine_memory *out);
+/* Where the backend reads sys/ and proc/ ("/" on a guest, the sim's tree). */
+const char *engine_backend_root(struct engine *e);
+
+json_t *engine_status_json(struct engine *e);
+/* The live block table as GET /v1/blocks (providers/wire/blockjson.h) with each
+ * online block's "owner" (a grant's id, "foreign", or null).  RUNS: blocks
+ * that follow each other with the same values are one entry with a
+ * "count" (a machine of 65,536 blocks is a handful of runs). */
+int engine_blocks_json(struct engine *e, bool runs, json_t **out);
+json_t *engine_grants_json(struct engine *e);
+json_t *engine_grant_json(struct engine *e, const char *id); /* NULL: no such request */
+int engine_metrics_text(struct engine *e, char **out);
+/* Counts N messages of SRC's control plane skipped without a status report
+ * (memgrant_messages_skipped_total): REASON "generation" or "malformed". */
+void engine_count_skipped(struct engine *e, const struct engine_source *src, const char *reason, uint64_t n);
+/* One line for systemd's STATUS= ("idle; 1.0G online, 512M granted"). */
+void engine_status_line(struct engine *e, char *buf, size_t len);
+/* Status messages as they are published (the SSE stream). */
+struct event_bus *engine_events(struct engine *e);
+/* Readable whenever the state changed; drain it after reading the state. */
+int engine_notify_fd(struct engine *e);
+void engine_notify_drain(struct engine *e);
+
+/* ---- outboxes ---------------------------------------------------------------------- */
+
+/* Registers destination DEST (counted in metrics from now on; pushing
+ * registers it too). */
+int engine_outbox_register(struct engine *e, const char *dest);
+/* Oldest undelivered report for DEST: 0 with *REPORT (new reference) and *SEQ,
+ * -ENOENT none. */
+int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, json_t **report);
+/* DEST acknowledged SEQ: removed durably. */
+int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq);
+/* How many reports for DEST wait in its outbox (an adapter's back-pressure). */
+size_t engine_outbox_count(struct engine *e, const char *dest);
+/* Sleeps until a report for DEST waits (1), TIMEOUT_MS passed (-1: no limit),
+ * engine_outbox_wake() was called or the engine stops (0). */
+int engine_outbox_wait(struct engine *e, const char *dest, int timeout_ms);
+/* Queues a copy of REPORT for DEST durably; -ENOBUFS when its outbox is full. */
+int engine_outbox_push(struct engine *e, const char *dest, json_t *report);
+/* Wakes every engine_outbox_wait() (an adapter that stops). */
+void engine_outbox_wake(struct engine *e);

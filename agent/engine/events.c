@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+#include "agent/engine/events.h"
+#include "lib/timeutil.h"
+#include "lib/util.h"
+
+#include <pthread.h>
+#include <time.h>
+
+struct event_bus {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	size_t capacity;
+	uint64_t next_seq; /* seq of the next event; the first is 1 */
+	uint64_t oldest;   /* oldest seq still kept */
+	size_t bytes;      /* text kept in the ring */
+	char **ring;       /* ring[seq % capacity] */
+	bool closed;
+	/* the listener has a lock of its own: it runs outside LOCK */
+	pthread_mutex_t listener_lock;
+	void (*listener)(void *arg);
+	void *listener_arg;
+};
+
+int events_new(size_t capacity, struct event_bus **out)
+{
+	struct event_bus *b;
+	pthread_condattr_t ca;
+
+	if (capacity == 0)
+		return -EINVAL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->ring = calloc(capacity, sizeof(*b->ring));
+	if (!b->ring) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->capacity = capacity;
+	b->next_seq = 1;
+	b->oldest = 1;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->listener_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = b;
+	return 0;
+}
+
+void events_free(struct event_bus *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->capacity; i++)
+		free(b->ring[i]);
+	free(b->ring);
+	pthread_cond_destroy(&b->cond);
+	pthread_mutex_destroy(&b->lock);
+	pthread_mutex_destroy(&b->listener_lock);
+	free(b);
+}
+
+#define EVENTS_MAX_BYTES (4u << 20)
+
+static void call_listener(struct event_bus *b)
+{
+	pthread_mutex_lock(&b->listener_lock);
+	if (b->listener)
+		b->listener(b->listener_arg);
+	pthread_mutex_unlock(&b->listener_lock);
+}
+
+void events_set_listener(struct event_bus *b, void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&b->listener_lock);
+	b->listener = fn;
+	b->listener_arg = arg;
+	pthread_mutex_unlock(&b->listener_lock);
+}
+
+static void drop_oldest(struct event_bus *b)
+{
+	char **slot = &b->ring[b->oldest % b->capacity];
+
+	if (*slot) {
+		b->bytes -= strlen(*slot);
+		free(*slot);
+		*slot = NULL;
+	}
+	b->oldest++;
+}
+
+uint64_t events_publish(struct event_bus *b, json_t *ev)
+{
+	char *text;
+	uint64_t seq;
+
+	pthread_mutex_lock(&b->lock);
+	seq = b->next_seq++;
+	json_object_set_new(ev, "seq", json_integer((json_int_t)seq));
+	text = json_dumps(ev, JSON_COMPACT);
+	if (seq >= b->oldest + b->capacity)
+		drop_oldest(b);
+	b->ring[seq % b->capacity] = text; /* NULL on ENOMEM: readers skip it */
+	b->bytes += text ? strlen(text) : 0;
+	/* big grants publish big reports: the ring is bounded in bytes too */
+	while (b->bytes > EVENTS_MAX_BYTES && b->oldest < seq)
+		drop_oldest(b);
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	call_listener(b);
+	return seq;
+}
+
+uint64_t events_last_seq(struct event_bus *b)
+{
+	uint64_t s;
+
+	pthread_mutex_lock(&b->lock);
+	s = b->next_seq - 1;
+	pthread_mutex_unlock(&b->lock);
+	return s;
+}
+
+int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text, uint64_t *seq,
+		uint64_t *missed)
+{
+	struct timespec deadline;
+	int r = 0;
+
+	deadline_after_ms(&deadline, timeout_ms);
+	*missed = 0;
+	pthread_mutex_lock(&b->lock);
+	for (;;) {
+		uint64_t oldest = b->oldest;
+		uint64_t want = after + 1;
+
+		if (b->closed) {
+			r = -EPIPE;
+			break;
+		}
+		if (want < oldest) {
+			*missed = oldest - want;
+			want = oldest;
+		}
+		if (want < b->next_seq) {
+			const char *t = b->ring[want % b->capacity];
+			*seq = want;
+			if (!t) {
+				after = want; /* lost to ENOMEM at publish time */
+				continue;
+			}
+			*text = strdup(t);
+			r = *text ? 1 : -ENOMEM;
+			break;
+		}
+		if (pthread_cond_timedwait(&b->cond, &b->lock, &deadline) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return r;
+}
+
+void events_close(struct event_bus *b)
+{
+	pthread_mutex_lock(&b->lock);
+	b->closed = true;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	call_listener(b);
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's view of the machine: one live block table (hotplug/livetable.h)
+ * opened on the engine's backend, kept current by a watcher thread that
+ * sleeps in poll() on the backend's change notifications (no timer), and
+ * the reconciliation of changes made outside memgrantd.
+ *
+ * Reads (machine_snapshot, machine_figures) never touch the backend.
+ * machine_sync() applies what is already pending, so a reader that just saw
+ * the executor finish sees its writes; it must be called without e->lock
+ * (the change callback takes it).
+ *
+ * Outside changes are facts: a block a grant owns that is found not online
+ * (offlined, deconfigured or gone) while the executor has no step on it
+ * leaves the grant: its owned-block record (or, for a block the running
+ * operation brought up, its place in that operation's result), the grant's applied_bytes, a new
+ * status report for the source (outbox), and an ENGINE_T_BLOCK_CHANGED
+ * transition plus a "block.changed" event on the bus.  A block brought up
+ * outside is never recorded as owned: views call it foreign.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "hotplug/block.h"
+
+struct engine;
+
+/* Opens the live table on e->backend (one discovery). */
+int machine_open(struct engine *e);
+/* Starts the watcher thread; after it, outside changes are reconciled. */
+int machine_start(struct engine *e);
+/* Stops the watcher thread (idempotent). */
+void machine_stop(struct engine *e);
+void machine_free(struct engine *e);
+
+/* Applies pending notifications now (cheap when none); without e->lock. */
+void machine_sync(struct engine *e);
+/* A copy of the table; -errno when there is no table. */
+int machine_snapshot(struct engine *e, struct mem_table **out);
+
+struct machine_figures {
+	uint64_t block_size;
+	uint64_t online_bytes, standby_bytes;
+	uint64_t in_flight_bytes; /* configured, not online: between two steps of a block */
+	uint64_t total_bytes;     /* every block of the table */
+	uint64_t foreign_blocks; /* online standby-capable blocks no grant owns */
+};
+/* Figures from the table; the journal is read under e->lock, which the
+ * caller must NOT hold. */
+int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *granted_bytes);
+
+/* Who owns BLOCK now (e->lock held): the journal's record, corrected by
+ * the running operation's open intent: blocks it brought up so far are its
+ * own, blocks it took down nobody's, although neither is journaled before
+ * its result.  0 (OUT may be NULL) or -ENOENT.  Every reader of ownership
+ * (views, figures, planner, reconciliation) goes through these two. */
+struct intentlog_block;
+int machine_find_owned_locked(struct engine *e, uint64_t block, struct intentlog_block *out);
+/* Every owned block, that way: the journal's oldest seq first, then the
+ * running operation's, newest last; *OUT freed by the caller. */
+int machine_owned_blocks_locked(struct engine *e, struct intentlog_block **out, size_t *n);
+
+/* Whoever owned BLOCK no longer does (the one place the engine forgets a
+ * block on the kernel's word): the running operation's result, or the
+ * journal; e->lock held. */
+int machine_forget_block_locked(struct engine *e, uint64_t block);

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The executor thread: recovery once, then one queued grant or revocation at
+ * a time, every kernel write through exec_block_step().  See executor.h.
+ */
+#include "agent/exec/executor.h"
+
+#include <malloc.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "hotplug/planner.h"
+#include "hotplug/privsep/client.h"
+#include "hotplug/policy.h"
+#include "lib/size.h"
+#include "lib/util.h"
+#include "agent/engine/admission.h"
+#include "agent/engine/engine_impl.h"
+#include "agent/exec/executor_impl.h"
+#include "agent/exec/recovery.h"
+
+double exec_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static enum metric_outcome metric_of_state(enum msg_state s)
+{
+	switch (s) {
+	case MSG_STATE_APPLIED: return OUT_APPLIED;
+	case MSG_STATE_PARTIAL: return OUT_PARTIAL;
+	case MSG_STATE_REJECTED: return OUT_REJECTED;
+	case MSG_STATE_CANCELLED: return OUT_CANCELLED;
+	default: return OUT_FAILED;
+	}
+}
+
+static void interrupt_handler(int sig)
+{
+	(void)sig; /* only there to make a blocking sysfs write return EINTR */
+}
+
+/*
+ * The deadline of a blocking write (W6: offlining has no time limit of its
+ * own; a signal ends it with EINTR).  Writes through the privileged helper
+ * get the deadline with the request, and the helper enforces it with its own
+ * timer signal; on another backend a timer interrupts the executor's own
+ * write, firing every 50 ms after the deadline until disarmed, so a signal
+ * that lands just before the write starts is not lost.
+ */
+struct budget_timer {
+	timer_t id;
+	bool armed;
+	bool helper;
+};
+
+static void budget_arm(struct engine *e, struct budget_timer *bt, double deadline)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGUSR1 };
+	struct itimerspec its = { .it_interval = { .tv_sec = 0, .tv_nsec = 50000000L } };
+	double left = deadline - exec_now();
+
+	struct timespec end;
+
+	if (left < 0.001)
+		left = 0.001;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t)left;
+	end.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	if (hp_privsep_set_deadline(e->backend, &end) == 0) {
+		bt->helper = true;
+		return;
+	}
+	sev._sigev_un._tid = e->executor_tid;
+	if (timer_create(CLOCK_MONOTONIC, &sev, &bt->id) < 0)
+		return;
+	its.it_value.tv_sec = (time_t)left;
+	its.it_value.tv_nsec = (long)((left - (double)(time_t)left) * 1e9);
+	timer_settime(bt->id, 0, &its, NULL);
+	bt->armed = true;
+}
+
+static void budget_disarm(struct engine *e, struct budget_timer *bt)
+{
+	if (bt->helper)
+		hp_privsep_set_deadline(e->backend, NULL);
+	bt->helper = false;
+	if (bt->armed)
+		timer_delete(bt->id);
+	bt->armed = false;
+}
+
+void set_outcome_error(struct outcome *oc, const struct block_result *res, const char *extra)
+{
+	snprintf(oc->err_code, sizeof(oc->err_code), "%s", errno_name(res->err));
+	snprintf(oc->err_msg, sizeof(oc->err_msg), "block %llu: %s failed: %s%s%s",
+		 (unsigned long long)oc->block, block_step_name(res->failed_step), strerror(-res->err),
+		 res->undo_err ? "; undo failed too: " : "", res->undo_err ? strerror(-res->undo_err) : "");
+	if (extra) {
+		size_t n = strlen(oc->err_msg);
+		snprintf(oc->err_msg + n, sizeof(oc->err_msg) - n, "%s", extra);
+	}
+}
+
+void count_result(struct engine *e, const struct block_result *res, double secs, bool up)
+{
+	const char *step = res->failed_step != STEP_NONE ? block_step_name(res->failed_step)
+							 : up ? "online" : "deconfigure";
+	static const enum block_step steps[] = { STEP_MEMMAP, STEP_CONFIGURE, STEP_ONLINE, STEP_OFFLINE,
+						 STEP_DECONFIGURE };
+
+	metrics_count_block_op(e->metrics, step, res->err, secs);
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		if (res->steps_done & (1u << steps[i]))
+			metrics_count_step(e->metrics, block_step_name(steps[i]), 0);
+		else if (res->failed_step == steps[i])
+			metrics_count_step(e->metrics, block_step_name(steps[i]), res->err);
+	}
+}
+
+bool stop_requested(struct engine *e)
+{
+	bool s;
+
+	pthread_mutex_lock(&e->lock);
+	s = e->stopping;
+	pthread_mutex_unlock(&e->lock);
+	return s;
+}
+
+/* engine_cancel() asked O to stop: checked between blocks. */
+bool cancel_requested(struct engine *e, const struct op *o)
+{
+	bool c;
+
+	pthread_mutex_lock(&e->lock);
+	c = o->cancel_requested;
+	pthread_mutex_unlock(&e->lock);
+	return c;
+}
+
+/* Ends O: applied (OK == TOTAL), partial or failed, with fresh memory
+ * figures; cancelled before the end: partial (blocks done stay done) or
+ * cancelled (none done). */
+void finish_op(struct engine *e, struct op *o, size_t ok, size_t total)
+{
+	_cleanup_mem_table_ struct mem_table *now = NULL;
+
+	hp_discover(e->backend, &now);
+	pthread_mutex_lock(&e->lock);
+	if (o->cancel_requested && total > 0 && ok < total) {
+		o->state = ok > 0 ? MSG_STATE_PARTIAL : MSG_STATE_CANCELLED;
+		snprintf(o->err_code, sizeof(o->err_code), "ECANCELED");
+		snprintf(o->err_msg, sizeof(o->err_msg), "cancelled by %s after %zu of %zu blocks%s", o->cancel_by,
+			 ok, total, ok ? " (the blocks done stay done)" : "");
+	} else if (total == 0 || ok >= total)
+		o->state = MSG_STATE_APPLIED;
+	else if (ok > 0)
+		o->state = MSG_STATE_PARTIAL;
+	else
+		o->state = MSG_STATE_FAILED;
+	if (o->state != MSG_STATE_APPLIED && !o->err_code[0]) {
+		for (size_t i = 0; i < o->n_outcomes; i++)
+			if (o->outcomes[i].err_code[0]) {
+				snprintf(o->err_code, sizeof(o->err_code), "%s", o->outcomes[i].err_code);
+				snprintf(o->err_msg, sizeof(o->err_msg), "%s", o->outcomes[i].err_msg);
+				break;
+			}
+	}
+	metrics_count_request(e->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
+	{
+		char a[16], q[16];
+		size_format(o->applied_bytes, a, sizeof(a));
+		size_format(o->requested_bytes, q, sizeof(q));
+		log_notice(&e->log, "%s %s %s: %s of %s%s%s", msg_type_name(o->msg->type), o->msg->id,
+			   msg_state_name(o->state), a, q, o->err_code[0] ? "; " : "", o->err_code[0] ? o->err_msg : "");
+	}
+	op_publish_locked(e, o, now);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/*
+ * Ends O because it cannot go on (ERR, a reason): "rejected" when nothing was
+ * done yet, else partial or failed with what was done.
+ */
+int abort_op(struct engine *e, struct op *o, int err, const struct mem_table *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&e->lock);
+	snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(err));
+	va_start(ap, fmt);
+	vsnprintf(o->err_msg, sizeof(o->err_msg), fmt, ap);
+	va_end(ap);
+	o->state = o->blocks_done > 0 ? MSG_STATE_PARTIAL
+		   : o->state == MSG_STATE_ACCEPTED ? MSG_STATE_REJECTED : MSG_STATE_FAILED;
+	log_notice(&e->log, "%s %s %s: %s", msg_type_name(o->msg->type), o->msg->id, msg_state_name(o->state),
+		   o->err_msg);
+	metrics_count_request(e->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
+	op_publish_locked(e, o, t);
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+
+int exec_block_step(struct engine *e, const struct exec_step *s, struct block_result *res)
+{
+	bool up = s->kind == ILOG_UP;
+	struct budget_timer bt = { 0 };
+	double t0;
+
+	memset(res, 0, sizeof(*res));
+	/* nothing durable here: the operation's intent names the block, the
+	 * kernel records what became of it */
+	pthread_mutex_lock(&e->lock);
+	e->step_active = true;
+	e->step_block = s->block;
+	pthread_mutex_unlock(&e->lock);
+	t0 = exec_now();
+	if (s->deadline > 0)
+		budget_arm(e, &bt, s->deadline);
+	if (up)
+		block_bring_up(e->backend, s->block, s->memmap, s->online, res);
+	else
+		block_take_down(e->backend, s->block, res);
+	budget_disarm(e, &bt);
+	count_result(e, res, exec_now() - t0, up);
+
+	pthread_mutex_lock(&e->lock);
+	if (s->record_locked)
+		s->record_locked(e, s->ctx, res);
+	e->step_active = false;
+	pthread_mutex_unlock(&e->lock);
+	return res->err == 0;
+}
+
+static void *executor_main(void *arg)
+{
+	struct engine *e = arg;
+	sigset_t unblock;
+	int r;
+
+	e->executor_tid = (pid_t)syscall(SYS_gettid);
+	sigemptyset(&unblock);
+	sigaddset(&unblock, SIGUSR1);
+	pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
+
+	/* recovery writes to the kernel too: here, before the first request */
+	r = recovery_run(e);
+	pthread_mutex_lock(&e->lock);
+	e->recovered = true;
+	e->recovery_err = r;
+	pthread_cond_broadcast(&e->cond);
+	for (;;) {
+		struct op *o;
+
+		while ((!e->queue_head || e->recovery_err < 0) && !e->stopping)
+			pthread_cond_wait(&e->cond, &e->lock);
+		if (e->stopping)
+			break;
+		o = e->queue_head;
+		e->queue_head = o->next;
+		if (!e->queue_head)
+			e->queue_tail = NULL;
+		o->next = NULL;
+		e->running = o;
+		pthread_mutex_unlock(&e->lock);
+
+		if (o->msg->type == MSG_GRANT)
+			exec_run_grant(e, o);
+		else
+			exec_run_revoke(e, o);
+
+		pthread_mutex_lock(&e->lock);
+		e->running = NULL;
+		op_free(o);
+		engine_notify(e);
+		if (!e->queue_head) {
+			/* an operation over thousands of blocks frees tens of MB of
+			 * reports and tables in many arenas' small chunks; give them
+			 * back to the kernel now that the agent goes idle */
+			pthread_mutex_unlock(&e->lock);
+			malloc_trim(0);
+			pthread_mutex_lock(&e->lock);
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+int exec_start(struct engine *e)
+{
+	struct sigaction sa = { .sa_handler = interrupt_handler };
+	sigset_t block, old;
+	int r;
+
+	/* no SA_RESTART: the budget timer must end a blocking write with EINTR */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	/* the executor gets SIGUSR1 only through its own mask */
+	sigemptyset(&block);
+	sigaddset(&block, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	r = -pthread_create(&e->executor, NULL, executor_main, e);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0)
+		return r;
+	e->executor_started = true;
+	pthread_mutex_lock(&e->lock);
+	while (!e->recovered)
+		pthread_cond_wait(&e->cond, &e->lock);
+	r = e->recovery_err;
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A grant on the executor thread: plan against a fresh table, decide memmap
+ * and zone (policy), journal the intent, bring the blocks up one by one
+ * through exec_block_step(), record the result.  See executor_impl.h.
+ */
+#include <stdarg.h>
+#include <time.h>
+
+#include "hotplug/planner.h"
+#include "hotplug/policy.h"
+#include "lib/size.h"
+#include "lib/util.h"
+#include "agent/engine/admission.h"
+#include "agent/engine/engine_impl.h"
+#include "agent/exec/executor.h"
+#include "agent/exec/executor_impl.h"
+
+/* A block of a grant went up (or failed): its outcome, in memory. */
+struct grant_step {
+	struct op *o;
+	const struct policy_block *pb;
+	const struct mem_table *t;
+	size_t *ok;
+};
+
+static void record_grant_step(struct engine *e, void *ctx, const struct block_result *res)
+{
+	struct grant_step *gs = ctx;
+	struct op *o = gs->o;
+	const struct policy_block *pb = gs->pb;
+	struct outcome *oc = op_outcome(o, pb->id, false);
+
+	if (oc)
+		outcome_from_block(oc, &res->after);
+	o->blocks_done++;
+	if (res->err == 0) {
+		if (op_done_add(o, pb->id, mem_block_zone(&res->after), res->after.memmap_on_memory == 1) < 0)
+			log_err(&e->log, "grant %s: block %llu is online but out of memory to record it; "
+				"the next start adopts it from the kernel", o->msg->id, (unsigned long long)pb->id);
+		(*gs->ok)++;
+		o->applied_bytes += gs->t->block_size;
+		if (res->auto_onlined) {
+			bool wanted_movable = pb->online == ONLINE_MOVABLE;
+			bool got_movable = mem_block_zone(&res->after) == MEM_ZONE_MOVABLE;
+			op_add_decision(o, "block %llu: configuring it onlined it at once (auto_online_blocks); "
+					"policy wanted %s, the kernel chose %s%s",
+					(unsigned long long)pb->id, wanted_movable ? "Movable" : "Normal", res->after.zones,
+					wanted_movable == got_movable ? "" : " (set backend.own_onlining to let the agent choose)");
+			log_warn(&e->log, "grant %s: block %llu was onlined by the kernel at configure time into %s; "
+				 "the policy wanted %s", o->msg->id, (unsigned long long)pb->id, res->after.zones,
+				 wanted_movable ? "Movable" : "Normal");
+		}
+	} else if (oc) {
+		set_outcome_error(oc, res, res->err == -EINTR ? " (policy.block_op_timeout ran out)" : NULL);
+		log_err(&e->log, "grant %s: %s", o->msg->id, oc->err_msg);
+	}
+	op_publish_locked(e, o, gs->t);
+}
+
+int exec_run_grant(struct engine *e, struct op *o)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_free_ struct owned_block *owned = NULL;
+	_cleanup_free_ uint64_t *ids = NULL;
+	_cleanup_plan_ struct plan *p = NULL;
+	_cleanup_policy_decision_ struct policy_decision *pd = NULL;
+	_cleanup_free_ struct intentlog_target *targets = NULL;
+	struct grant_request req;
+	struct policy_request preq = { .memmap = -1 };
+	struct policy_settings ps;
+	uint64_t mem_available = POLICY_MEM_AVAILABLE_UNKNOWN, op_timeout_ms;
+	size_t n_owned = 0, n_ids = 0, ok = 0, mine = 0;
+	int r;
+
+	r = hp_discover(e->backend, &t);
+	if (r < 0)
+		return abort_op(e, o, r, NULL, "cannot read the memory blocks: %s", strerror(-r));
+
+	/* Resuming after a restart: blocks this grant already owns are done. */
+	pthread_mutex_lock(&e->lock);
+	r = owned_list_locked(e, &owned, &n_owned);
+	if (r == 0) {
+		for (size_t i = 0; i < n_owned; i++) {
+			struct mem_block *b;
+			struct outcome *oc;
+			if (!streq(owned[i].grant_id, o->msg->id))
+				continue;
+			b = mem_table_find(t, owned[i].id);
+			oc = op_outcome(o, owned[i].id, false);
+			if (oc && b)
+				outcome_from_block(oc, b);
+			mine++;
+		}
+		o->applied_bytes = mine * t->block_size;
+		o->blocks_done = mine;
+	}
+	ps = e->set.policy;
+	op_timeout_ms = e->set.block_op_timeout_ms;
+	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return abort_op(e, o, r, t, "cannot read the journal's block list");
+
+	fill_grant_request(o->msg, &req);
+	if (req.by == GRANT_BY_SIZE) {
+		if (o->applied_bytes >= req.size) {
+			o->blocks_total = mine;
+			finish_op(e, o, mine, mine);
+			return 0;
+		}
+		req.size -= o->applied_bytes;
+	} else {
+		/* by blocks or ranges: what is left are the listed blocks it does not own yet */
+		size_t k = 0;
+		r = explicit_ids(o->msg, t->block_size, &ids, &n_ids);
+		if (r < 0)
+			return abort_op(e, o, r, t, "cannot expand the blocks of %s", o->msg->id);
+		for (size_t i = 0; i < n_ids; i++) {
+			bool done = false;
+			for (size_t j = 0; j < n_owned; j++)
+				done |= owned[j].id == ids[i] && streq(owned[j].grant_id, o->msg->id);
+			if (!done)
+				ids[k++] = ids[i];
+		}
+		if (k == 0) {
+			o->blocks_total = mine;
+			finish_op(e, o, mine, mine);
+			return 0;
+		}
+		req.by = GRANT_BY_BLOCKS;
+		req.ids = ids;
+		req.n_ids = k;
+	}
+	r = plan_grant(t, &req, owned, n_owned, &p);
+	if (r < 0)
+		return abort_op(e, o, r, t, "%s", p ? p->reason : strerror(-r));
+
+	r = policy_read_meminfo(e->backend->root, NULL, &mem_available);
+	if (r < 0) {
+		log_warn(&e->log, "cannot read %s/proc/meminfo (%s): MemAvailable unknown", e->backend->root,
+			 strerror(-r));
+		mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
+	}
+	preq.memmap = o->msg->memmap == MSG_MEMMAP_AUTO ? -1 : o->msg->memmap == MSG_MEMMAP_ON;
+	preq.zone = o->msg->zone;
+	preq.contiguous = o->msg->contiguous;
+	r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
+	if (r < 0)
+		return abort_op(e, o, r, t, "the policy cannot decide: %s", strerror(-r));
+	log_info(&e->log, "grant %s: %s", o->msg->id, pd->memmap_reason);
+	log_info(&e->log, "grant %s: %s", o->msg->id, pd->zone_reason);
+
+	targets = calloc(p->n + 1, sizeof(*targets));
+	if (!targets)
+		return abort_op(e, o, -ENOMEM, t, "out of memory");
+	for (size_t i = 0; i < p->n; i++)
+		targets[i] = (struct intentlog_target){
+			.block = pd->blocks[i].id,
+			.memmap = pd->blocks[i].memmap,
+			.zone = pd->blocks[i].online == ONLINE_MOVABLE ? MEM_ZONE_MOVABLE : MEM_ZONE_NORMAL,
+		};
+	/* one durable record before the first kernel write; none per block */
+	pthread_mutex_lock(&e->lock);
+	op_add_decision(o, "%s", pd->memmap_reason);
+	op_add_decision(o, "%s", pd->zone_reason);
+	o->blocks_total = mine + p->n;
+	r = op_intent_locked(e, o, ILOG_UP, targets, p->n, t);
+	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return abort_op(e, o, r, t, "cannot journal the intent: %s", strerror(-r));
+
+	for (size_t i = 0; i < p->n; i++) {
+		const struct policy_block *pb = &pd->blocks[i];
+		struct grant_step gs = { .o = o, .pb = pb, .t = t, .ok = &ok };
+		struct exec_step step = { .kind = ILOG_UP, .block = pb->id, .memmap = pb->memmap,
+					  .online = pb->online, .owner = o->msg->id, .record_locked = record_grant_step,
+					  .ctx = &gs };
+		struct block_result res;
+
+		if (stop_requested(e)) {
+			log_notice(&e->log, "grant %s: stopping after %zu of %zu blocks; it resumes at the next start",
+				   o->msg->id, o->blocks_done, o->blocks_total);
+			pthread_mutex_lock(&e->lock);
+			op_close_intent_locked(e, o, t);
+			pthread_mutex_unlock(&e->lock);
+			return -ECANCELED;
+		}
+		if (cancel_requested(e, o))
+			break;
+		if (op_timeout_ms)
+			step.deadline = exec_now() + (double)op_timeout_ms / 1000.0;
+		exec_block_step(e, &step, &res);
+	}
+	finish_op(e, o, mine + ok, o->blocks_total);
+	return 0;
+}

@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Crash recovery on the executor thread.  See recovery.h.
+ */
+#include "agent/exec/recovery.h"
+
+#include "hotplug/planner.h"
+#include "lib/util.h"
+#include "agent/engine/backend_setup.h"
+#include "agent/engine/engine_impl.h"
+#include "agent/exec/executor.h"
+
+/*
+ * Credits BLOCK to a revocation's report STATUS (changed in place): the
+ * block given back, applied_bytes and blocks_done raised.  Idempotent: a
+ * block the report already shows given back is not counted twice.  Returns
+ * true when it credited.
+ */
+static bool credit_status(json_t *status, uint64_t block, uint64_t block_size)
+{
+	json_t *blocks = json_object_get(status, "blocks"), *entry = NULL, *je;
+	size_t i;
+
+	if (!json_is_array(blocks)) {
+		blocks = json_array();
+		json_object_set_new(status, "blocks", blocks);
+	}
+	json_array_foreach(blocks, i, je)
+		if ((uint64_t)json_integer_value(json_object_get(je, "block")) == block)
+			entry = je;
+	if (entry && json_is_null(json_object_get(entry, "error")) &&
+	    streq(json_string_value(json_object_get(entry, "state")) ?: "", "offline"))
+		return false; /* its report counts it already: the crash came after it was recorded */
+	if (!entry) {
+		char range[64];
+		plan_format_range(block_size, block, range, sizeof(range));
+		entry = json_pack("{s:I,s:s}", "block", (json_int_t)block, "range", range);
+		json_array_append_new(blocks, entry);
+	}
+	json_object_set_new(entry, "state", json_string("offline"));
+	json_object_set_new(entry, "configured", json_false());
+	json_object_set_new(entry, "error", json_null());
+	json_object_set_new(status, "applied_bytes",
+			    json_integer(json_integer_value(json_object_get(status, "applied_bytes")) +
+					 (json_int_t)block_size));
+	json_object_set_new(status, "blocks_done",
+			    json_integer(json_integer_value(json_object_get(status, "blocks_done")) + 1));
+	return true;
+}
+
+enum intent_block_fate recovery_block_fate(enum intentlog_dir dir, int rb, const struct mem_block *b,
+					   const char *owner, uint64_t boot_end)
+{
+	if (rb < 0)
+		return FATE_UNTOUCHED; /* gone or unreadable: nothing to adopt or credit */
+	if (dir == ILOG_UP) {
+		if (!b->configured)
+			return FATE_UNTOUCHED;
+		if (owner[0] || b->id < boot_end)
+			return FATE_REFUSED;
+		return b->state == MEM_STATE_ONLINE ? FATE_DONE : FATE_HALF;
+	}
+	/* down: only a block the journal still calls owned is credited */
+	if (!owner[0])
+		return FATE_UNTOUCHED;
+	if (mem_block_is_standby(b) || (!b->in_firmware && b->state == MEM_STATE_OFFLINE))
+		return FATE_DONE;
+	if (b->in_firmware && b->configured && b->state == MEM_STATE_OFFLINE)
+		return FATE_HALF;
+	return FATE_UNTOUCHED; /* still online: stays owned */
+}
+
+/*
+ * One intent a crash left open: each named block is read from the kernel
+ * and judged (recovery_block_fate); a half-done one is finished (up: or
+ * undone when it cannot be); then one result closes the intent with the
+ * blocks found done, in a non-final state: the operation is queued again
+ * and resumes from what the result made its own.
+ */
+static int recover_intent(struct engine *e, const struct intentlog_intent *it, uint64_t block_size)
+{
+	_cleanup_free_ struct intentlog_done *done = calloc(it->n_blocks + 1, sizeof(*done));
+	struct intentlog_grant g = { 0 };
+	json_t *status = NULL;
+	size_t n_done = 0, n_half = 0, n_refused = 0, mine = 0;
+	uint64_t applied;
+	bool up = it->dir == ILOG_UP;
+	int r;
+
+	if (!done)
+		return -ENOMEM;
+	for (size_t i = 0; i < it->n_blocks; i++) {
+		const struct intentlog_target *tg = &it->blocks[i];
+		struct intentlog_block jb = { 0 };
+		struct mem_block b = { 0 };
+		struct block_result res;
+		enum intent_block_fate fate;
+		int rb = hp_read_block(e->backend, tg->block, &b);
+
+		pthread_mutex_lock(&e->lock);
+		if (intentlog_find_owned_block(e->journal, tg->block, &jb) < 0)
+			jb.grant_id[0] = '\0';
+		pthread_mutex_unlock(&e->lock);
+		fate = recovery_block_fate(it->dir, rb, &b, jb.grant_id, e->boot_end);
+		if (fate == FATE_REFUSED) {
+			n_refused++;
+			log_warn(&e->log, "%s: block %llu of its intent is online but %s: not adopted", it->op,
+				 (unsigned long long)tg->block, jb.grant_id[0] ? "owned by another grant" : "boot memory");
+			continue;
+		}
+		if (fate == FATE_HALF && up) {
+			struct exec_step s = { .kind = ILOG_UP, .block = tg->block, .memmap = -1,
+						.online = mem_zone_online_type(tg->zone), .owner = it->op };
+			n_half++;
+			if (exec_block_step(e, &s, &res) == 1) {
+				b = res.after;
+				fate = FATE_DONE;
+			} else {
+				log_warn(&e->log, "%s: block %llu: cannot finish bringing it up (%s), undoing", it->op,
+					 (unsigned long long)tg->block, strerror(-res.err));
+				s.kind = ILOG_DOWN;
+				exec_block_step(e, &s, &res);
+			}
+		} else if (fate == FATE_HALF) {
+			struct exec_step s = { .kind = ILOG_DOWN, .block = tg->block, .owner = it->op };
+			n_half++;
+			if (exec_block_step(e, &s, &res) == 1)
+				fate = FATE_DONE;
+			else
+				log_warn(&e->log, "%s: block %llu: cannot finish taking it down (%s)", it->op,
+					 (unsigned long long)tg->block, strerror(-res.err));
+		}
+		if (fate != FATE_DONE)
+			continue;
+		done[n_done++] = (struct intentlog_done){ .block = tg->block, .zone = up ? mem_block_zone(&b) : MEM_ZONE_AUTO,
+							  .memmap = b.memmap_on_memory == 1 };
+	}
+
+	pthread_mutex_lock(&e->lock);
+	r = intentlog_get_grant(e->journal, it->op, &g);
+	if (r < 0)
+		goto out;
+	if (up) {
+		mine = g.n_blocks + n_done;
+		applied = (uint64_t)mine * block_size;
+	} else {
+		status = g.status ? json_deep_copy(g.status) : json_object();
+		if (!status) {
+			r = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < n_done; i++)
+			credit_status(status, done[i].block, block_size);
+		applied = (uint64_t)json_integer_value(json_object_get(status, "applied_bytes"));
+	}
+	/* not final: the operation is queued again and finishes from here */
+	r = intentlog_result(e->journal, it->op, msg_state_is_final(g.state) ? MSG_STATE_IN_PROGRESS : g.state, applied,
+			     done, n_done, status, NULL);
+out:
+	pthread_mutex_unlock(&e->lock);
+	log_notice(&e->log, "%s: its %s of %zu block%s was interrupted: %zu found done%s, %zu half done, %zu refused%s%s",
+		   it->op, up ? "bring-up" : "take-down", it->n_blocks, it->n_blocks == 1 ? "" : "s", n_done,
+		   up ? " (adopted)" : " (given back)", n_half, n_refused, r < 0 ? "; cannot journal the result: " : "",
+		   r < 0 ? strerror(-r) : "");
+	json_decref(status);
+	intentlog_grant_done(&g);
+	return r;
+}
+
+/* Every intent a crash left open, in the order written. */
+static int recover_intents(struct engine *e)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct intentlog_intent *its = NULL;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = intentlog_open_intents(e->journal, &its, &n);
+	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return r;
+	if (n == 0) {
+		intentlog_intents_free(its, n);
+		return 0;
+	}
+	r = hp_discover(e->backend, &t);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		r = recover_intent(e, &its[i], t->block_size);
+	if (r < 0)
+		log_err(&e->log, "recovery of the open intents: %s", strerror(-r));
+	intentlog_intents_free(its, n);
+	return r;
+}
+
+/*
+ * Blocks the journal says are ours but the kernel no longer has online stop
+ * counting as granted.  One that is configured but offline (an undo that
+ * failed, or an operator's offline) is deconfigured first, so the storage
+ * goes back to the hypervisor instead of being stranded (C13).
+ */
+static void reconcile_owned(struct engine *e)
+{
+	_cleanup_free_ struct intentlog_block *jb = NULL;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = intentlog_owned_blocks(e->journal, &jb, &n);
+	pthread_mutex_unlock(&e->lock);
+	if (r < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct mem_block b;
+		struct block_result res;
+
+		r = hp_read_block(e->backend, jb[i].block, &b);
+		if (r == 0 && b.configured && b.state != MEM_STATE_OFFLINE)
+			continue;
+		if (r == 0 && b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
+			struct exec_step s = { .kind = ILOG_DOWN, .block = jb[i].block,
+						.owner = jb[i].grant_id };
+			int k = exec_block_step(e, &s, &res);
+			r = k < 0 ? k : res.err;
+			log_warn(&e->log, "block %llu of %s was configured but offline: %s", (unsigned long long)jb[i].block,
+				 jb[i].grant_id, r == 0 ? "deconfigured it" : "cannot deconfigure it");
+		}
+		log_warn(&e->log, "block %llu of %s is %s outside the agent's control: no longer counted as granted",
+			 (unsigned long long)jb[i].block, jb[i].grant_id,
+			 r < 0 ? "gone" : !b.configured ? "deconfigured" : "offline");
+		pthread_mutex_lock(&e->lock);
+		intentlog_remove_owned_block(e->journal, jb[i].block);
+		pthread_mutex_unlock(&e->lock);
+	}
+}
+
+/* What a revocation had done before the agent stopped, from its last report. */
+static void restore_revocation(struct op *o, json_t *status)
+{
+	json_t *je;
+	size_t i;
+
+	o->applied_bytes = (uint64_t)json_integer_value(json_object_get(status, "applied_bytes"));
+	o->blocks_done = (size_t)json_integer_value(json_object_get(status, "blocks_done"));
+	json_array_foreach(json_object_get(status, "blocks"), i, je) {
+		struct outcome *oc = op_outcome(o, (uint64_t)json_integer_value(json_object_get(je, "block")), false);
+		json_t *err = json_object_get(je, "error");
+		if (!oc)
+			return;
+		oc->configured = json_is_true(json_object_get(je, "configured"));
+		snprintf(oc->state, sizeof(oc->state), "%s", json_string_value(json_object_get(je, "state")) ?: "");
+		snprintf(oc->zone, sizeof(oc->zone), "%s", json_string_value(json_object_get(je, "zone")) ?: "");
+		if (json_is_object(err)) {
+			snprintf(oc->err_code, sizeof(oc->err_code), "%s",
+				 json_string_value(json_object_get(err, "code")) ?: "E?");
+			snprintf(oc->err_msg, sizeof(oc->err_msg), "%s",
+				 json_string_value(json_object_get(err, "message")) ?: "");
+		}
+	}
+}
+
+/* Grants a crash or stop left accepted or in progress go back into the queue. */
+static int requeue_unfinished(struct engine *e)
+{
+	struct intentlog_grant *gs = NULL;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = intentlog_list_grants(e->journal, &gs, &n);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		const struct engine_source *src;
+		struct msg_error err;
+		struct op *o;
+		struct msg *m = NULL;
+
+		if (msg_state_is_final(gs[i].state))
+			continue;
+		if (msg_from_json(gs[i].request, &m, &err) < 0) {
+			log_err(&e->log, "%s: journaled request unreadable (%s): marking it failed", gs[i].id, err.message);
+			intentlog_set_state(e->journal, gs[i].id, MSG_STATE_FAILED, NULL, NULL);
+			continue;
+		}
+		src = engine_source_intern_locked(e, gs[i].source);
+		o = src ? op_new(m, src) : NULL;
+		if (!o) {
+			if (!src)
+				msg_free(m);
+			r = -ENOMEM;
+			break;
+		}
+		o->state = gs[i].state;
+		o->requested_bytes = (uint64_t)json_integer_value(json_object_get(gs[i].status, "requested_bytes"));
+		if (o->msg->type == MSG_REVOKE)
+			restore_revocation(o, gs[i].status);
+		log_notice(&e->log, "%s %s was %s when the agent stopped: resuming", msg_type_name(o->msg->type),
+			   o->msg->id, msg_state_name(gs[i].state));
+		engine_enqueue_locked(e, o);
+	}
+	pthread_mutex_unlock(&e->lock);
+	intentlog_grants_free(gs, n);
+	return r;
+}
+
+/*
+ * No journal at all (a first start, or a state_dir that was lost) next to
+ * standby memory that is online: those blocks were brought up by someone we
+ * cannot know (an earlier install, an operator).  They stay foreign: no
+ * grant owns them and no revocation takes them; say so loudly, once.
+ * Standby memory is told from boot memory by memmap_on_memory=1 (kernel.md
+ * C2: boot blocks read 0); where the kernel cannot do memmap on memory the
+ * two look alike and nothing is named.
+ */
+static void warn_foreign_standby(struct engine *e)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_free_ char *list = NULL;
+	size_t n = 0, len = 0;
+
+	if (!e->journal_fresh || hp_discover(e->backend, &t) < 0)
+		return;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mem_block *b = &t->blocks[i];
+		char *grown;
+		int k;
+
+		if (!b->in_firmware || !b->configured || b->state == MEM_STATE_OFFLINE || b->memmap_on_memory != 1)
+			continue;
+		grown = realloc(list, len + 24);
+		if (!grown)
+			return;
+		list = grown;
+		k = snprintf(list + len, 24, "%s%llu", n ? " " : "", (unsigned long long)b->id);
+		len += (size_t)k;
+		n++;
+	}
+	if (n)
+		log_warn(&e->log, "no journal in %s, but %zu standby block%s online (%s): "
+			 "they stay foreign, owned by no grant and never revoked", e->state_dir, n, n == 1 ? " is" : "s are", list);
+}
+
+int recovery_run(struct engine *e)
+{
+	int r;
+
+	if (e->own_onlining)
+		backend_take_over_onlining(e);
+	warn_foreign_standby(e);
+	r = recover_intents(e);
+	if (r < 0)
+		return r;
+	reconcile_owned(e);
+	return requeue_unfinished(e);
+}

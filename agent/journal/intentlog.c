@@ -1,0 +1,814 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The intent log's API (agent/journal/intentlog.h): open and close, the durable
+ * calls (each one record through ilog_apply() on a copy of the tree, then
+ * appended), batches, compaction, and the readers of the live state.
+ */
+#include "agent/journal/intentlog_impl.h"
+#include "lib/fileio.h"
+#include "lib/util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+/* ---- open / close ---------------------------------------------------------------------------- */
+
+static int remove_stale_temporaries(struct intentlog *il)
+{
+	_cleanup_close_ int fd = openat(il->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d)
+		return -errno;
+	fd = -1;
+	while ((de = readdir(d))) {
+		if (!startswith(de->d_name, LOG_FILE ".tmp."))
+			continue;
+		if (unlinkat(il->dir_fd, de->d_name, 0) < 0 && errno != ENOENT) {
+			r = -errno;
+			break;
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+static bool exists_at(int dir_fd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+
+static int write_snapshot(struct intentlog *il, bool create)
+{
+	_cleanup_free_ char *data = json_dumps(il->root, JSON_COMPACT);
+	struct recordlog_rec rec;
+	int r;
+
+	if (!data)
+		return -ENOMEM;
+	rec = (struct recordlog_rec){ .type = ILOG_REC_SNAPSHOT, .data = data, .len = strlen(data) };
+	r = create ? recordlog_create(il->dir_fd, il->dir, LOG_FILE, &rec, 1, &il->log) : recordlog_rewrite(il->log, &rec, 1);
+	if (r == 0)
+		il->snapshot_size = rec.len;
+	return r;
+}
+
+void intentlog_close(struct intentlog *il)
+{
+	if (!il)
+		return;
+	for (size_t i = 0; i < il->n_batch; i++)
+		free(il->batch[i].data);
+	free(il->batch);
+	json_decref(il->batch_saved);
+	json_decref(il->root);
+	recordlog_close(il->log);
+	if (il->dir_fd >= 0)
+		close(il->dir_fd);
+	if (il->lock_fd >= 0)
+		close(il->lock_fd);
+	free(il->dir);
+	free(il);
+}
+
+int intentlog_open(const char *state_dir, const struct intentlog_options *opts, struct intentlog **out,
+		   struct intentlog_opened *opened, char *err, size_t errlen)
+{
+	_cleanup_(intentlog_closep) struct intentlog *il = calloc(1, sizeof(*il));
+	struct intentlog_opened info = { 0 };
+	int r;
+
+	*out = NULL;
+	if (!il)
+		return -ENOMEM;
+	il->dir_fd = il->lock_fd = -1;
+	il->history_max = opts && opts->history_max ? opts->history_max : INTENTLOG_HISTORY_DEFAULT;
+	il->outbox_max = opts && opts->outbox_max ? opts->outbox_max : INTENTLOG_OUTBOX_DEFAULT;
+	il->compact_min = opts && opts->compact_min ? opts->compact_min : INTENTLOG_COMPACT_MIN_DEFAULT;
+	il->dir = strdup(state_dir);
+	if (!il->dir)
+		return -ENOMEM;
+	r = mkdir_p(state_dir, 0700);
+	if (r < 0)
+		return errbuf_set(err, errlen, r, "%s: cannot create: %s", state_dir, strerror(-r));
+	il->dir_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (il->dir_fd < 0)
+		return errbuf_set(err, errlen, -errno, "%s: cannot open: %m", state_dir);
+	il->lock_fd = openat(il->dir_fd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (il->lock_fd < 0)
+		return errbuf_set(err, errlen, -errno, "%s/" LOCK_FILE ": cannot open: %m", state_dir);
+	if (flock(il->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			return errbuf_set(err, errlen, -EBUSY, "%s is in use by another process (lock on %s/" LOCK_FILE ")",
+					  state_dir, state_dir);
+		return errbuf_set(err, errlen, -errno, "%s/" LOCK_FILE ": cannot lock: %m", state_dir);
+	}
+	r = remove_stale_temporaries(il);
+	if (r < 0)
+		return errbuf_set(err, errlen, r, "%s: cannot remove stale temporary files: %s", state_dir, strerror(-r));
+
+	if (exists_at(il->dir_fd, LOG_FILE)) {
+		char why[256] = "", cbwhy[256] = "";
+		struct replay rp = { .root = ilog_empty_root(), .history_max = il->history_max, .err = cbwhy,
+				     .errlen = sizeof(cbwhy) };
+		struct recordlog_scan scan;
+		_cleanup_free_ char *data = NULL;
+
+		if (!rp.root)
+			return -ENOMEM;
+		r = recordlog_open(il->dir_fd, il->dir, LOG_FILE, ilog_replay_cb, &rp, &scan, &il->log, err, errlen);
+		if (r < 0) {
+			json_decref(rp.root);
+			if (cbwhy[0]) /* a record that frames well but does not apply */
+				return errbuf_set(err, errlen, r, "%s/" LOG_FILE ": %s", state_dir, cbwhy);
+			return r;
+		}
+		il->root = rp.root;
+		r = ilog_check_root(il->root, why, sizeof(why));
+		if (r < 0)
+			return errbuf_set(err, errlen, r, "%s/" LOG_FILE ": the replayed state is inconsistent: %s",
+					  state_dir, why);
+		info.torn = scan.torn;
+		info.torn_offset = scan.valid_end;
+		snprintf(info.torn_why, sizeof(info.torn_why), "%s", scan.torn_why);
+		info.records = scan.records;
+		data = json_dumps(il->root, JSON_COMPACT);
+		il->snapshot_size = data ? strlen(data) : 0;
+	} else {
+		il->root = ilog_empty_root();
+		if (!il->root)
+			return -ENOMEM;
+		r = write_snapshot(il, true);
+		if (r < 0)
+			return errbuf_set(err, errlen, r, "%s/" LOG_FILE ": cannot create: %s", state_dir, strerror(-r));
+		info.fresh = true;
+	}
+	if (opened)
+		*opened = info;
+	*out = TAKE_PTR(il);
+	return 0;
+}
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+static int maybe_compact(struct intentlog *il)
+{
+	struct recordlog_stats st;
+	uint64_t limit = il->snapshot_size * 4;
+
+	recordlog_stats(il->log, &st);
+	if (limit < il->compact_min)
+		limit = il->compact_min;
+	if (st.size <= limit)
+		return 0;
+	return intentlog_compact(il);
+}
+
+int intentlog_compact(struct intentlog *il)
+{
+	int r;
+
+	if (il->in_batch)
+		return -EBUSY;
+	r = write_snapshot(il, false);
+	if (r == 0)
+		il->compactions++;
+	return r;
+}
+
+/* A copy of the outbox for a record to change: new lists, shared items. */
+static json_t *outbox_copy(json_t *outbox)
+{
+	json_t *out = json_object(), *d, *v;
+	const char *dest, *k;
+
+	if (!out)
+		return NULL;
+	json_object_foreach(outbox, dest, d) {
+		json_t *nd = json_object();
+
+		if (!nd || json_object_set_new(out, dest, nd) < 0)
+			goto fail;
+		json_object_foreach(d, k, v) {
+			/* json_copy of the items: a new array holding the same items */
+			json_t *c = streq(k, "items") ? json_copy(v) : json_deep_copy(v);
+
+			if (!c || json_object_set_new(nd, k, c) < 0)
+				goto fail;
+		}
+	}
+	return out;
+fail:
+	json_decref(out);
+	return NULL;
+}
+
+/*
+ * A copy of the state for a record to apply to.  All of it is copied but the
+ * queued reports: no record changes a report once it is queued (an ack takes
+ * it out of its list), so the lists are new and their items shared.  A copy
+ * then costs what the grants weigh (history_max of them) plus one pointer per
+ * queued report, not the reports' bytes: with a full outbox (4,096 reports)
+ * a deep copy per record made every rejection of a 10,000-grant answer cost
+ * O(outbox).
+ */
+static json_t *state_copy(json_t *root)
+{
+	json_t *next = json_object(), *v;
+	const char *k;
+
+	if (!next)
+		return NULL;
+	json_object_foreach(root, k, v) {
+		json_t *c = streq(k, "outbox") && json_is_object(v) ? outbox_copy(v) : json_deep_copy(v);
+
+		if (!c || json_object_set_new(next, k, c) < 0) {
+			json_decref(next);
+			return NULL;
+		}
+	}
+	return next;
+}
+
+/* Applies REC (consumed) of TYPE to a copy of the state, makes it durable (or
+ * queues it in the open batch), then current.  Errors leave everything as it was. */
+static int commit(struct intentlog *il, unsigned type, json_t *rec)
+{
+	struct apply_ctx c = { .history_max = il->history_max, .outbox_max = il->outbox_max };
+	json_t *next;
+	char *data;
+	int r;
+
+	if (!rec)
+		return -ENOMEM;
+	next = state_copy(il->root);
+	if (!next) {
+		json_decref(rec);
+		return -ENOMEM;
+	}
+	r = ilog_apply(&next, type, rec, &c);
+	data = r == 0 ? json_dumps(rec, JSON_COMPACT) : NULL;
+	json_decref(rec);
+	if (r == 0 && !data)
+		r = -ENOMEM;
+	if (r == 0 && il->in_batch) {
+		if (il->n_batch == il->cap_batch) {
+			size_t cap = il->cap_batch ? il->cap_batch * 2 : 8;
+			struct pending_rec *v = realloc(il->batch, cap * sizeof(*v));
+			if (!v)
+				r = -ENOMEM;
+			else {
+				il->batch = v;
+				il->cap_batch = cap;
+			}
+		}
+		if (r == 0) {
+			il->batch[il->n_batch++] = (struct pending_rec){ .type = (uint16_t)type, .data = data, .len = strlen(data) };
+			data = NULL;
+		}
+	} else if (r == 0) {
+		struct recordlog_rec lr = { .type = (uint16_t)type, .data = data, .len = strlen(data) };
+		r = recordlog_append(il->log, &lr, 1);
+	}
+	free(data);
+	if (r < 0) {
+		json_decref(next);
+		return r;
+	}
+	json_decref(il->root);
+	il->root = next;
+	if (!il->in_batch)
+		(void)maybe_compact(il); /* a failed compaction leaves the log valid: retried next time */
+	return 0;
+}
+
+int intentlog_batch_begin(struct intentlog *il)
+{
+	if (il->in_batch)
+		return -EBUSY;
+	il->batch_saved = state_copy(il->root);
+	if (!il->batch_saved)
+		return -ENOMEM;
+	il->in_batch = true;
+	return 0;
+}
+
+int intentlog_batch_end(struct intentlog *il)
+{
+	struct recordlog_rec *recs;
+	int r = 0;
+
+	if (!il->in_batch)
+		return -EINVAL;
+	if (il->n_batch > 0) {
+		recs = calloc(il->n_batch, sizeof(*recs));
+		if (!recs)
+			r = -ENOMEM;
+		for (size_t i = 0; recs && i < il->n_batch; i++)
+			recs[i] = (struct recordlog_rec){ .type = il->batch[i].type, .data = il->batch[i].data,
+							  .len = il->batch[i].len };
+		if (recs)
+			r = recordlog_append(il->log, recs, il->n_batch);
+		free(recs);
+	}
+	for (size_t i = 0; i < il->n_batch; i++)
+		free(il->batch[i].data);
+	il->n_batch = 0;
+	il->in_batch = false;
+	if (r < 0) {
+		json_decref(il->root);
+		il->root = il->batch_saved;
+	} else {
+		json_decref(il->batch_saved);
+	}
+	il->batch_saved = NULL;
+	if (r == 0)
+		(void)maybe_compact(il);
+	return r;
+}
+
+void intentlog_batch_abort(struct intentlog *il)
+{
+	if (!il->in_batch)
+		return;
+	for (size_t i = 0; i < il->n_batch; i++)
+		free(il->batch[i].data);
+	il->n_batch = 0;
+	il->in_batch = false;
+	json_decref(il->root);
+	il->root = il->batch_saved;
+	il->batch_saved = NULL;
+}
+
+/* "status" and "outbox" members of a record. */
+static int add_report(json_t *rec, json_t *status, const char *outbox_dest)
+{
+	if (!rec)
+		return -ENOMEM;
+	if ((status && !json_is_object(status)) || (outbox_dest && !msg_id_valid(outbox_dest)))
+		return -EINVAL;
+	if (json_object_set_new(rec, "status", status ? json_deep_copy(status) : json_null()) < 0 ||
+	    json_object_set_new(rec, "outbox", outbox_dest ? json_string(outbox_dest) : json_null()) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int intentlog_accept(struct intentlog *il, const char *source, const struct msg *m, enum msg_state state,
+		     json_t *status, const char *outbox_dest)
+{
+	json_t *rec, *req;
+	int r;
+
+	if (!m || m->type == MSG_SYNC || !msg_id_valid(source) || !msg_id_valid(m->id) || m->generation == 0 ||
+	    m->generation > MSG_GENERATION_MAX || (status && !json_is_object(status)) || (outbox_dest && !status))
+		return -EINVAL;
+	if (m->generation <= intentlog_last_generation(il, source))
+		return -ESTALE;
+	if (ilog_find_grant(il->root, m->id, NULL))
+		return -EEXIST;
+	req = msg_to_json(m);
+	if (!req)
+		return -ENOMEM;
+	rec = json_pack("{s:s, s:s, s:o, s:o}", "source", source, "state", msg_state_name(state), "request", req,
+			"time", ilog_now_json());
+	r = add_report(rec, status, outbox_dest);
+	if (r < 0) {
+		json_decref(rec);
+		return r;
+	}
+	return commit(il, ILOG_REC_ACCEPT, rec);
+}
+
+int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, json_t *status,
+			const char *outbox_dest)
+{
+	json_t *g = ilog_find_grant(il->root, id, NULL), *rec;
+	int r;
+
+	if (status && !json_is_object(status))
+		return -EINVAL;
+	if (!g)
+		return -ENOENT;
+	if (outbox_dest && !status && !json_is_object(json_object_get(g, "status")))
+		return -EINVAL;
+	rec = json_pack("{s:s, s:s, s:o}", "id", id, "state", msg_state_name(state), "time", ilog_now_json());
+	r = add_report(rec, status, outbox_dest);
+	if (r < 0) {
+		json_decref(rec);
+		return r;
+	}
+	return commit(il, ILOG_REC_STATE, rec);
+}
+
+int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir dir,
+		     const struct intentlog_target *blocks, size_t n, json_t *status, const char *outbox_dest)
+{
+	json_t *rec, *list;
+	int r;
+
+	if (!msg_id_valid(op) || (dir != ILOG_UP && dir != ILOG_DOWN) || n == 0 || !blocks ||
+	    (outbox_dest && !status && !json_is_object(json_object_get(ilog_find_grant(il->root, op, NULL), "status"))))
+		return -EINVAL;
+	list = json_array();
+	for (size_t i = 0; list && i < n; i++) {
+		const struct intentlog_target *t = &blocks[i];
+		if (t->block > INT64_MAX || t->memmap < -1 || t->memmap > 1 || (t->zone != MEM_ZONE_AUTO && !ilog_zone_word(t->zone))) {
+			json_decref(list);
+			return -EINVAL;
+		}
+		json_array_append_new(list, json_pack("{s:I, s:o, s:o}", "block", (json_int_t)t->block, "memmap",
+						      t->memmap < 0 ? json_null() : json_boolean(t->memmap), "zone",
+						      ilog_zone_word(t->zone) ? json_string(ilog_zone_word(t->zone)) : json_null()));
+	}
+	if (!list || json_array_size(list) != n) {
+		json_decref(list);
+		return -ENOMEM;
+	}
+	rec = json_pack("{s:s, s:s, s:o, s:o}", "op", op, "dir", dir == ILOG_UP ? "up" : "down", "blocks", list, "time",
+			ilog_now_json());
+	r = add_report(rec, status, outbox_dest);
+	if (r < 0) {
+		json_decref(rec);
+		return r;
+	}
+	return commit(il, ILOG_REC_INTENT, rec);
+}
+
+static json_t *done_list(const struct intentlog_done *done, size_t n, bool zoned)
+{
+	json_t *list = json_array();
+
+	for (size_t i = 0; list && i < n; i++) {
+		json_t *e;
+		if (done[i].block > INT64_MAX || (zoned && !ilog_zone_word(done[i].zone))) {
+			json_decref(list);
+			return NULL;
+		}
+		e = zoned ? json_pack("{s:I, s:s, s:b}", "block", (json_int_t)done[i].block, "zone", ilog_zone_word(done[i].zone),
+				      "memmap", done[i].memmap)
+			  : json_integer((json_int_t)done[i].block);
+		if (json_array_append_new(list, e) < 0) {
+			json_decref(list);
+			return NULL;
+		}
+	}
+	return list;
+}
+
+int intentlog_result(struct intentlog *il, const char *op, enum msg_state state, uint64_t applied_bytes,
+		     const struct intentlog_done *done, size_t n, json_t *status, const char *outbox_dest)
+{
+	json_t *it = ilog_find_intent(il->root, op, NULL), *rec, *list;
+	bool up = it && streq(ilog_str_of(it, "dir"), "up");
+	int r;
+
+	if (!msg_id_valid(op) || applied_bytes > INT64_MAX || (n && !done))
+		return -EINVAL;
+	if (!ilog_find_grant(il->root, op, NULL))
+		return -ENOENT;
+	if (outbox_dest && !status && !json_is_object(json_object_get(ilog_find_grant(il->root, op, NULL), "status")))
+		return -EINVAL;
+	list = done_list(done, n, up);
+	if (!list)
+		return -EINVAL;
+	rec = json_pack("{s:s, s:s, s:I, s:o, s:o}", "op", op, "state", msg_state_name(state), "applied_bytes",
+			(json_int_t)applied_bytes, "blocks", list, "time", ilog_now_json());
+	r = add_report(rec, status, outbox_dest);
+	if (r < 0) {
+		json_decref(rec);
+		return r;
+	}
+	return commit(il, ILOG_REC_RESULT, rec);
+}
+
+int intentlog_adopt(struct intentlog *il, const char *grant_id, const struct intentlog_done *blocks, size_t n,
+		    uint64_t *seq)
+{
+	uint64_t first = ilog_u64_of(il->root, "next_block_seq");
+	json_t *list;
+	int r;
+
+	if (!msg_id_valid(grant_id) || n == 0 || !blocks)
+		return -EINVAL;
+	if (!ilog_find_grant(il->root, grant_id, NULL))
+		return -ENOENT;
+	list = done_list(blocks, n, true);
+	if (!list)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (ilog_find_owner(il->root, blocks[i].block, NULL)) {
+			json_decref(list);
+			return -EEXIST;
+		}
+	r = commit(il, ILOG_REC_ADOPT, json_pack("{s:s, s:o, s:o}", "grant", grant_id, "blocks", list, "time", ilog_now_json()));
+	if (r == 0 && seq)
+		*seq = first;
+	return r;
+}
+
+int intentlog_release(struct intentlog *il, const uint64_t *blocks, size_t n)
+{
+	json_t *list = json_array();
+
+	if (!list)
+		return -ENOMEM;
+	if (n == 0 || !blocks) {
+		json_decref(list);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!ilog_find_owner(il->root, blocks[i], NULL)) {
+			json_decref(list);
+			return -ENOENT;
+		}
+		json_array_append_new(list, json_integer((json_int_t)blocks[i]));
+	}
+	return commit(il, ILOG_REC_RELEASE, json_pack("{s:o, s:o}", "blocks", list, "time", ilog_now_json()));
+}
+
+int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64_t block, enum mem_zone zone,
+			      bool memmap, uint64_t *seq)
+{
+	struct intentlog_done d = { .block = block, .zone = zone, .memmap = memmap };
+	json_t *g = ilog_find_grant(il->root, grant_id, NULL);
+
+	if (!ilog_zone_word(zone) || block > INT64_MAX)
+		return -EINVAL;
+	if (!g)
+		return -ENOENT;
+	if (!streq(ilog_str_of(g, "type"), "grant"))
+		return -EINVAL;
+	return intentlog_adopt(il, grant_id, &d, 1, seq);
+}
+
+int intentlog_remove_owned_block(struct intentlog *il, uint64_t block)
+{
+	return intentlog_release(il, &block, 1);
+}
+
+int intentlog_outbox_push(struct intentlog *il, const char *dest, json_t *report, uint64_t *seq)
+{
+	json_t *d = json_object_get(json_object_get(il->root, "outbox"), dest);
+	uint64_t next = d ? ilog_u64_of(d, "next_seq") : 1;
+	int r;
+
+	if (!msg_id_valid(dest) || !json_is_object(report))
+		return -EINVAL;
+	r = commit(il, ILOG_REC_OUTBOX_PUSH, json_pack("{s:s, s:O}", "dest", dest, "report", report));
+	if (r == 0 && seq)
+		*seq = next;
+	return r;
+}
+
+int intentlog_outbox_ack(struct intentlog *il, const char *dest, uint64_t seq)
+{
+	json_t *items = json_object_get(json_object_get(json_object_get(il->root, "outbox"), dest), "items"), *it;
+	size_t i;
+
+	if (!msg_id_valid(dest) || seq == 0 || seq > INT64_MAX)
+		return -EINVAL;
+	json_array_foreach(items, i, it)
+		if (ilog_u64_of(it, "seq") == seq)
+			return commit(il, ILOG_REC_OUTBOX_ACK,
+				      json_pack("{s:s, s:I}", "dest", dest, "seq", (json_int_t)seq));
+	return -ENOENT;
+}
+
+/* ---- reading ------------------------------------------------------------------------------------ */
+
+uint64_t intentlog_last_generation(struct intentlog *il, const char *source)
+{
+	return ilog_u64_of(json_object_get(il->root, "sources"), source);
+}
+
+static int grant_fill(const json_t *g, struct intentlog_grant *out)
+{
+	const json_t *status = json_object_get(g, "status");
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->id, sizeof(out->id), "%s", ilog_str_of(g, "id"));
+	snprintf(out->source, sizeof(out->source), "%s", ilog_str_of(g, "source"));
+	out->type = streq(ilog_str_of(g, "type"), "revoke") ? MSG_REVOKE : MSG_GRANT;
+	out->generation = ilog_u64_of(g, "generation");
+	(void)msg_state_parse(ilog_str_of(g, "state"), &out->state);
+	(void)msg_time_parse(ilog_str_of(g, "created"), &out->created);
+	(void)msg_time_parse(ilog_str_of(g, "updated"), &out->updated);
+	out->n_blocks = json_array_size(json_object_get(g, "blocks"));
+	out->applied_bytes = ilog_u64_of(g, "applied_bytes");
+	out->request = json_deep_copy(json_object_get(g, "request"));
+	out->status = json_is_object(status) ? json_deep_copy(status) : NULL;
+	if (!out->request || (json_is_object(status) && !out->status)) {
+		intentlog_grant_done(out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void intentlog_grant_done(struct intentlog_grant *g)
+{
+	if (!g)
+		return;
+	json_decref(g->request);
+	json_decref(g->status);
+	g->request = g->status = NULL;
+}
+
+int intentlog_lookup_generation(struct intentlog *il, const char *source, uint64_t generation,
+				struct intentlog_grant *recorded)
+{
+	json_t *g;
+	size_t i;
+
+	if (!msg_id_valid(source))
+		return -EINVAL;
+	if (generation > intentlog_last_generation(il, source))
+		return ILOG_GEN_NEW;
+	json_array_foreach(json_object_get(il->root, "grants"), i, g) {
+		if (streq(ilog_str_of(g, "source"), source) && ilog_u64_of(g, "generation") == generation) {
+			if (recorded) {
+				int r = grant_fill(g, recorded);
+				if (r < 0)
+					return r;
+			}
+			return ILOG_GEN_REPLAY;
+		}
+	}
+	return ILOG_GEN_STALE;
+}
+
+int intentlog_get_grant(struct intentlog *il, const char *id, struct intentlog_grant *out)
+{
+	json_t *g = ilog_find_grant(il->root, id, NULL);
+
+	return g ? grant_fill(g, out) : -ENOENT;
+}
+
+void intentlog_grants_free(struct intentlog_grant *g, size_t n)
+{
+	for (size_t i = 0; g && i < n; i++)
+		intentlog_grant_done(&g[i]);
+	free(g);
+}
+
+int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, size_t *n)
+{
+	json_t *grants = json_object_get(il->root, "grants"), *g;
+	size_t count = json_array_size(grants), i;
+	struct intentlog_grant *list = calloc(count ? count : 1, sizeof(*list));
+
+	if (!list)
+		return -ENOMEM;
+	json_array_foreach(grants, i, g) {
+		int r = grant_fill(g, &list[i]);
+		if (r < 0) {
+			intentlog_grants_free(list, i);
+			return r;
+		}
+	}
+	*out = list;
+	*n = count;
+	return 0;
+}
+
+json_t *intentlog_grant_json(struct intentlog *il, const char *id)
+{
+	json_t *g = ilog_find_grant(il->root, id, NULL);
+
+	return g ? json_deep_copy(g) : NULL;
+}
+
+json_t *intentlog_grants_json(struct intentlog *il)
+{
+	return json_deep_copy(json_object_get(il->root, "grants"));
+}
+
+json_t *intentlog_state_json(struct intentlog *il)
+{
+	return json_deep_copy(il->root);
+}
+
+static void block_fill(const json_t *g, const json_t *b, struct intentlog_block *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->block = ilog_u64_of(b, "block");
+	out->seq = ilog_u64_of(b, "seq");
+	(void)ilog_zone_parse(ilog_str_of(b, "zone"), &out->zone);
+	out->memmap = json_is_true(json_object_get(b, "memmap"));
+	snprintf(out->grant_id, sizeof(out->grant_id), "%s", ilog_str_of(g, "id"));
+}
+
+int intentlog_find_owned_block(struct intentlog *il, uint64_t block, struct intentlog_block *out)
+{
+	size_t k;
+	json_t *g = ilog_find_owner(il->root, block, &k);
+
+	if (!g)
+		return -ENOENT;
+	if (out)
+		block_fill(g, json_array_get(json_object_get(g, "blocks"), k), out);
+	return 0;
+}
+
+static int by_seq(const void *a, const void *b)
+{
+	const struct intentlog_block *x = a, *y = b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int intentlog_owned_blocks(struct intentlog *il, struct intentlog_block **out, size_t *n)
+{
+	json_t *grants = json_object_get(il->root, "grants"), *g, *b;
+	struct intentlog_block *list;
+	size_t count = 0, i, k;
+
+	json_array_foreach(grants, i, g)
+		count += json_array_size(json_object_get(g, "blocks"));
+	list = calloc(count ? count : 1, sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	count = 0;
+	json_array_foreach(grants, i, g)
+		json_array_foreach(json_object_get(g, "blocks"), k, b)
+			block_fill(g, b, &list[count++]);
+	qsort(list, count, sizeof(*list), by_seq);
+	*out = list;
+	*n = count;
+	return 0;
+}
+
+void intentlog_intents_free(struct intentlog_intent *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].blocks);
+	free(v);
+}
+
+int intentlog_open_intents(struct intentlog *il, struct intentlog_intent **out, size_t *n)
+{
+	json_t *intents = json_object_get(il->root, "intents"), *it, *b;
+	size_t count = json_array_size(intents), i, k;
+	struct intentlog_intent *v = calloc(count ? count : 1, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	json_array_foreach(intents, i, it) {
+		json_t *blocks = json_object_get(it, "blocks");
+		snprintf(v[i].op, sizeof(v[i].op), "%s", ilog_str_of(it, "op"));
+		v[i].dir = streq(ilog_str_of(it, "dir"), "up") ? ILOG_UP : ILOG_DOWN;
+		(void)msg_time_parse(ilog_str_of(it, "started"), &v[i].started);
+		v[i].blocks = calloc(json_array_size(blocks) + 1, sizeof(*v[i].blocks));
+		if (!v[i].blocks) {
+			intentlog_intents_free(v, i);
+			return -ENOMEM;
+		}
+		json_array_foreach(blocks, k, b)
+			(void)ilog_target_from_json(b, &v[i].blocks[k]);
+		v[i].n_blocks = json_array_size(blocks);
+	}
+	*out = v;
+	*n = count;
+	return 0;
+}
+
+int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq, json_t **report)
+{
+	json_t *items = json_object_get(json_object_get(json_object_get(il->root, "outbox"), dest), "items");
+	json_t *first = json_array_get(items, 0);
+
+	if (!first)
+		return -ENOENT;
+	if (report) {
+		*report = json_deep_copy(json_object_get(first, "report"));
+		if (!*report)
+			return -ENOMEM;
+	}
+	if (seq)
+		*seq = ilog_u64_of(first, "seq");
+	return 0;
+}
+
+size_t intentlog_outbox_count(struct intentlog *il, const char *dest)
+{
+	return json_array_size(json_object_get(json_object_get(json_object_get(il->root, "outbox"), dest), "items"));
+}
+
+void intentlog_stats(struct intentlog *il, struct intentlog_stats *out)
+{
+	struct recordlog_stats st;
+
+	recordlog_stats(il->log, &st);
+	*out = (struct intentlog_stats){ .log_bytes = st.size, .bytes_written = st.bytes_written, .syncs = st.syncs,
+					 .compactions = il->compactions };
+}

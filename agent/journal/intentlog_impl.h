@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The intent log's parts share this (agent/journal/intentlog.h is the contract):
+ * intentlog.c the API (open, the durable calls, batches, compaction, the
+ * readers), replay.c the live state tree and the records applied
+ * to it (validation, replay).  Not for use outside agent/journal/.
+ *
+ * The live state is a JSON tree shaped like the snapshot record (docs/journal.md):
+ * {version, next_order, next_block_seq, sources, grants, outbox, intents}.
+ * Every change is one record whose payload says what changed; the same apply
+ * function serves the live call and the replay at open, so what memory holds
+ * after a call is exactly what a replay of the disk gives.  A live call
+ * applies its record to a copy of the tree, writes the record, and only then
+ * makes the copy current: a failed write leaves memory as the disk has it.
+ */
+#pragma once
+
+#include "agent/journal/intentlog.h"
+#include "agent/journal/recordlog.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STATE_VERSION 1
+#define LOG_FILE "journal.log"
+#define LOCK_FILE "lock"
+
+#ifndef _cleanup_json_
+#define _cleanup_json_ _cleanup_(json_decrefp)
+#endif
+
+struct pending_rec {
+	uint16_t type;
+	char *data;
+	size_t len;
+};
+
+struct intentlog {
+	char *dir;
+	int dir_fd;
+	int lock_fd;
+	unsigned history_max;
+	unsigned outbox_max;
+	uint64_t compact_min;
+	json_t *root;
+	struct recordlog *log;
+	uint64_t snapshot_size;   /* payload of the last snapshot: the live state's size */
+	uint64_t compactions;
+	bool in_batch;
+	json_t *batch_saved;
+	struct pending_rec *batch;
+	size_t n_batch, cap_batch;
+};
+
+/* What an apply function needs besides the tree. */
+struct apply_ctx {
+	unsigned history_max;
+	size_t outbox_max;
+	char *err;
+	size_t errlen;
+};
+
+/* The replay callback's context (ilog_replay_cb). */
+struct replay {
+	json_t *root;
+	unsigned history_max;
+	char *err;
+	size_t errlen;
+};
+
+/* ---- replay.c: the state tree and its records ---- */
+json_t *ilog_u64_json(uint64_t v);
+uint64_t ilog_u64_of(const json_t *o, const char *key);
+const char *ilog_str_of(const json_t *o, const char *key);
+const char *ilog_zone_word(enum mem_zone z);
+int ilog_zone_parse(const char *s, enum mem_zone *out);
+json_t *ilog_find_grant(json_t *root, const char *id, size_t *idx);
+json_t *ilog_find_owner(json_t *root, uint64_t block, size_t *bidx);
+json_t *ilog_find_intent(json_t *root, const char *op, size_t *idx);
+json_t *ilog_now_json(void);
+json_t *ilog_empty_root(void);
+bool ilog_phase_valid(const char *s);
+int ilog_target_from_json(const json_t *b, struct intentlog_target *t);
+int ilog_check_root(json_t *root, char *err, size_t errlen);
+int ilog_apply(json_t **rootp, unsigned type, json_t *rec, struct apply_ctx *c);
+int ilog_replay_cb(void *ctx, uint64_t offset, uint16_t type, const void *data, size_t len);

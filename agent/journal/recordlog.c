@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The framing of journal.log.  The whole file is read at open (it is kept
+ * small by compaction); appends go to the end with pwrite so that a failed
+ * write can be cut back with ftruncate to exactly the old end.
+ */
+#include "agent/journal/recordlog.h"
+#include "lib/crc32c.h"
+#include "lib/fileio.h"
+#include "lib/util.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+#define REC_MAGIC 0x4352474du /* "MGRC" little-endian */
+
+struct recordlog {
+	int dir_fd;  /* not owned */
+	int fd;
+	char *dir;
+	char *name;
+	uint64_t end;
+	bool broken;  /* a failed append could not be cut back */
+	struct recordlog_stats stats;
+};
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint16_t get16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* Checks the record at POS; 0 and its fields, or a reason (static string). */
+static const char *record_at(const unsigned char *buf, size_t len, size_t pos, uint16_t *type, uint16_t *flags,
+			     size_t *plen)
+{
+	uint32_t n;
+
+	if (len - pos < RECORDLOG_HEADER_LEN)
+		return "short header";
+	if (get32(buf + pos) != REC_MAGIC)
+		return "bad record magic";
+	n = get32(buf + pos + 4);
+	if (n > RECORDLOG_RECORD_MAX)
+		return "length field above the record limit";
+	if (len - pos - RECORDLOG_HEADER_LEN < n)
+		return "record runs past the end of the file";
+	if (crc32c(crc32c(0, buf + pos, 12), buf + pos + RECORDLOG_HEADER_LEN, n) != get32(buf + pos + 12))
+		return "checksum mismatch";
+	if (get16(buf + pos + 10) & ~RECORDLOG_MORE)
+		return "unknown flags";
+	*type = get16(buf + pos + 8);
+	*flags = get16(buf + pos + 10);
+	*plen = n;
+	return NULL;
+}
+
+/* The first offset after POS where a whole valid record starts, or 0. */
+static size_t valid_record_after(const unsigned char *buf, size_t len, size_t pos)
+{
+	for (size_t q = pos + 1; q + RECORDLOG_HEADER_LEN <= len; q++) {
+		uint16_t t, f;
+		size_t n;
+
+		if (buf[q] != (REC_MAGIC & 0xff) || get32(buf + q) != REC_MAGIC)
+			continue;
+		if (!record_at(buf, len, q, &t, &f, &n))
+			return q;
+	}
+	return 0;
+}
+
+int recordlog_scan(const void *image, size_t len, recordlog_cb cb, void *ctx, struct recordlog_scan *out,
+		   char *err, size_t errlen)
+{
+	const unsigned char *buf = image;
+	size_t pos = RECORDLOG_FILE_MAGIC_LEN, batch_start = pos;
+	bool in_batch = false;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (len == 0)
+		return errbuf_set(err, errlen, -EBADMSG, "empty file (truncated?)");
+	if (len < RECORDLOG_FILE_MAGIC_LEN || memcmp(buf, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN) != 0)
+		return errbuf_set(err, errlen, -EBADMSG, "not a memgrant journal log (no \"%s\" magic at offset 0)",
+				  RECORDLOG_FILE_MAGIC);
+
+	/* first pass: find where the complete batches end */
+	while (pos < len) {
+		uint16_t type, flags;
+		size_t n, later;
+		const char *why = record_at(buf, len, pos, &type, &flags, &n);
+
+		if (why) {
+			later = valid_record_after(buf, len, pos);
+			if (later)
+				return errbuf_set(err, errlen, -EBADMSG,
+						  "corrupt record at byte offset %zu (%s); a valid record follows at "
+						  "offset %zu, so this is not a torn tail: refusing to guess",
+						  pos, why, later);
+			out->torn = true;
+			snprintf(out->torn_why, sizeof(out->torn_why), "%s at byte offset %zu", why, pos);
+			break;
+		}
+		if (!in_batch)
+			batch_start = pos;
+		in_batch = flags & RECORDLOG_MORE;
+		pos += RECORDLOG_HEADER_LEN + n;
+	}
+	if (in_batch && !out->torn) {
+		out->torn = true;
+		snprintf(out->torn_why, sizeof(out->torn_why), "batch starting at byte offset %zu never ends",
+			 batch_start);
+	}
+	out->valid_end = in_batch ? batch_start : pos;
+
+	/* second pass: hand out the records that are kept */
+	for (pos = RECORDLOG_FILE_MAGIC_LEN; pos < out->valid_end;) {
+		uint16_t type, flags;
+		size_t n;
+
+		(void)record_at(buf, len, pos, &type, &flags, &n);
+		if (cb) {
+			r = cb(ctx, pos, type, buf + pos + RECORDLOG_HEADER_LEN, n);
+			if (r < 0)
+				return r;
+		}
+		out->records++;
+		pos += RECORDLOG_HEADER_LEN + n;
+	}
+	return 0;
+}
+
+/* ---- writing ----------------------------------------------------------------------- */
+
+int recordlog_encode(const struct recordlog_rec *recs, size_t n, void **out, size_t *len)
+{
+	size_t total = 0, pos = 0;
+	unsigned char *buf;
+
+	if (n == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].len > RECORDLOG_RECORD_MAX || (recs[i].len && !recs[i].data))
+			return -EINVAL;
+		total += RECORDLOG_HEADER_LEN + recs[i].len;
+	}
+	buf = malloc(total);
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char *h = buf + pos;
+		uint16_t flags = i + 1 < n ? RECORDLOG_MORE : 0;
+
+		put32(h, REC_MAGIC);
+		put32(h + 4, (uint32_t)recs[i].len);
+		h[8] = (unsigned char)recs[i].type;
+		h[9] = (unsigned char)(recs[i].type >> 8);
+		h[10] = (unsigned char)flags;
+		h[11] = (unsigned char)(flags >> 8);
+		if (recs[i].len)
+			memcpy(h + RECORDLOG_HEADER_LEN, recs[i].data, recs[i].len);
+		put32(h + 12, crc32c(crc32c(0, h, 12), h + RECORDLOG_HEADER_LEN, recs[i].len));
+		pos += RECORDLOG_HEADER_LEN + recs[i].len;
+	}
+	*out = buf;
+	*len = total;
+	return 0;
+}
+
+static int pwrite_full(int fd, const void *data, size_t len, off_t off)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+int recordlog_append(struct recordlog *rl, const struct recordlog_rec *recs, size_t n)
+{
+	_cleanup_free_ void *buf = NULL;
+	size_t len;
+	int r;
+
+	if (rl->broken)
+		return -EIO;
+	r = recordlog_encode(recs, n, &buf, &len);
+	if (r < 0)
+		return r;
+	r = pwrite_full(rl->fd, buf, len, (off_t)rl->end);
+	if (r == 0) {
+		rl->stats.syncs++;
+		if (fdatasync(rl->fd) < 0)
+			r = -errno;
+	}
+	if (r < 0) {
+		/* the caller keeps the old state in memory: so must the file */
+		if (ftruncate(rl->fd, (off_t)rl->end) < 0 || fdatasync(rl->fd) < 0)
+			rl->broken = true;
+		return r;
+	}
+	rl->end += len;
+	rl->stats.bytes_written += len;
+	rl->stats.size = rl->end;
+	return 0;
+}
+
+/* Writes DIR/NAME.tmp.PID with the magic and RECS, fsyncs it and renames it
+ * over NAME, then fsyncs the directory.  *FD_OUT is the new file, open. */
+static int write_new_file(int dir_fd, const char *name, const struct recordlog_rec *recs, size_t n, int *fd_out,
+			  uint64_t *size_out)
+{
+	_cleanup_free_ void *buf = NULL;
+	_cleanup_close_ int fd = -1;
+	char tmp[NAME_MAX + 1];
+	size_t len = 0;
+	int r;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", name, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	if (n > 0) {
+		r = recordlog_encode(recs, n, &buf, &len);
+		if (r < 0)
+			return r;
+	}
+	fd = openat(dir_fd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	r = pwrite_full(fd, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN, 0);
+	if (r == 0 && len)
+		r = pwrite_full(fd, buf, len, RECORDLOG_FILE_MAGIC_LEN);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlinkat(dir_fd, tmp, 0);
+		return r;
+	}
+	if (fsync(dir_fd) < 0)
+		return -errno;
+	*fd_out = TAKE_FD(fd);
+	*size_out = RECORDLOG_FILE_MAGIC_LEN + len;
+	return 0;
+}
+
+static struct recordlog *recordlog_alloc(int dir_fd, const char *dir, const char *name)
+{
+	struct recordlog *rl = calloc(1, sizeof(*rl));
+
+	if (!rl)
+		return NULL;
+	rl->fd = -1;
+	rl->dir_fd = dir_fd;
+	rl->dir = strdup(dir);
+	rl->name = strdup(name);
+	if (!rl->dir || !rl->name) {
+		recordlog_close(rl);
+		return NULL;
+	}
+	return rl;
+}
+
+int recordlog_create(int dir_fd, const char *dir, const char *name, const struct recordlog_rec *recs, size_t n,
+		     struct recordlog **out)
+{
+	struct recordlog *rl = recordlog_alloc(dir_fd, dir, name);
+	int r;
+
+	if (!rl)
+		return -ENOMEM;
+	r = write_new_file(dir_fd, name, recs, n, &rl->fd, &rl->end);
+	if (r < 0) {
+		recordlog_close(rl);
+		return r;
+	}
+	rl->stats.syncs = 2;
+	rl->stats.bytes_written = rl->stats.size = rl->end;
+	*out = rl;
+	return 0;
+}
+
+int recordlog_rewrite(struct recordlog *rl, const struct recordlog_rec *recs, size_t n)
+{
+	uint64_t size;
+	int fd, r;
+
+	if (rl->broken)
+		return -EIO;
+	r = write_new_file(rl->dir_fd, rl->name, recs, n, &fd, &size);
+	if (r < 0)
+		return r;
+	close(rl->fd);
+	rl->fd = fd;
+	rl->end = size;
+	rl->stats.syncs += 2;
+	rl->stats.bytes_written += size;
+	rl->stats.size = size;
+	rl->stats.rewrites++;
+	return 0;
+}
+
+int recordlog_open(int dir_fd, const char *dir, const char *name, recordlog_cb cb, void *ctx,
+		   struct recordlog_scan *scan, struct recordlog **out, char *err, size_t errlen)
+{
+	struct recordlog *rl;
+	_cleanup_free_ unsigned char *buf = NULL;
+	char why[256] = "";
+	struct stat st;
+	size_t len = 0;
+	int r;
+
+	rl = recordlog_alloc(dir_fd, dir, name);
+	if (!rl)
+		return -ENOMEM;
+	rl->fd = openat(dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (rl->fd < 0) {
+		r = -errno;
+		recordlog_close(rl);
+		return errbuf_set(err, errlen, r, "%s/%s: cannot open: %s", dir, name, strerror(-r));
+	}
+	if (fstat(rl->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		recordlog_close(rl);
+		return errbuf_set(err, errlen, -EBADMSG, "%s/%s: not a regular file", dir, name);
+	}
+	if ((uint64_t)st.st_size > RECORDLOG_FILE_MAX) {
+		recordlog_close(rl);
+		return errbuf_set(err, errlen, -EFBIG, "%s/%s: larger than %u bytes", dir, name, RECORDLOG_FILE_MAX);
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		recordlog_close(rl);
+		return -ENOMEM;
+	}
+	while (len < (size_t)st.st_size) {
+		ssize_t n = pread(rl->fd, buf + len, (size_t)st.st_size - len, (off_t)len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			recordlog_close(rl);
+			return errbuf_set(err, errlen, r, "%s/%s: cannot read: %s", dir, name, strerror(-r));
+		}
+		len += (size_t)n;
+	}
+	r = recordlog_scan(buf, len, cb, ctx, scan, why, sizeof(why));
+	if (r < 0) {
+		recordlog_close(rl);
+		return errbuf_set(err, errlen, r, "%s/%s: %s", dir, name, why[0] ? why : strerror(-r));
+	}
+	if (scan->torn) {
+		/* an append that never returned: it was not acknowledged, so it goes */
+		if (ftruncate(rl->fd, (off_t)scan->valid_end) < 0 || fsync(rl->fd) < 0) {
+			r = -errno;
+			recordlog_close(rl);
+			return errbuf_set(err, errlen, r, "%s/%s: cannot cut the torn tail at offset %" PRIu64 ": %s", dir,
+					  name, scan->valid_end, strerror(-r));
+		}
+		rl->stats.syncs++;
+	}
+	rl->end = scan->valid_end;
+	rl->stats.size = rl->end;
+	*out = rl;
+	return 0;
+}
+
+void recordlog_close(struct recordlog *rl)
+{
+	if (!rl)
+		return;
+	if (rl->fd >= 0)
+		close(rl->fd);
+	free(rl->dir);
+	free(rl->name);
+	free(rl);
+}
+
+void recordlog_stats(const struct recordlog *rl, struct recordlog_stats *out)
+{
+	*out = rl->stats;
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Executor primitives (contract in executor.h).
+ *
+ * Every decision is taken from a fresh read of the block, never from what
+ * the caller believes.  Undo runs in reverse order and its first failure is
+ * reported in undo_err; the original failure is what the caller gets back.
+ */
+#include "hotplug/blockops.h"
+
+#include "lib/util.h"
+
+const char *block_step_name(enum block_step s)
+{
+	switch (s) {
+	case STEP_NONE: return "none";
+	case STEP_READ: return "read";
+	case STEP_MEMMAP: return "memmap_on_memory";
+	case STEP_CONFIGURE: return "configure";
+	case STEP_ONLINE: return "online";
+	case STEP_OFFLINE: return "offline";
+	case STEP_DECONFIGURE: return "deconfigure";
+	}
+	return "unknown";
+}
+
+static int failed(struct block_result *res, enum block_step step, int err)
+{
+	res->failed_step = step;
+	res->err = err;
+	return err;
+}
+
+static void keep_undo_err(struct block_result *res, int r)
+{
+	if (r < 0 && res->undo_err == 0)
+		res->undo_err = r;
+}
+
+/* Reads the block into res->after; a failed read there is not an error of
+ * the operation, which is already decided. */
+static void read_after(struct hp_backend *b, uint64_t id, struct block_result *res)
+{
+	struct mem_block m;
+
+	if (hp_read_block(b, id, &m) == 0)
+		res->after = m;
+}
+
+int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_type type,
+		   struct block_result *res)
+{
+	struct mem_block m;
+	bool set_memmap = false, configured_now = false;
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	r = hp_read_block(b, id, &m);
+	if (r < 0)
+		return failed(res, STEP_READ, r);
+	res->after = m;
+	if (m.state == MEM_STATE_GOING_OFFLINE) /* someone else is taking it down (W6) */
+		return failed(res, STEP_READ, -EBUSY);
+	/* An online block is up, whatever its zone and memmap: both can only
+	 * change by taking it down first. */
+	if (m.configured && m.state == MEM_STATE_ONLINE) {
+		res->was_noop = true;
+		return 0;
+	}
+
+	if (!m.configured) {
+		/* C12: memmap_on_memory only changes while deconfigured. */
+		if (memmap >= 0 && m.memmap_on_memory >= 0 && m.memmap_on_memory != memmap) {
+			r = block_set_memmap(b, id, memmap);
+			if (r < 0) {
+				read_after(b, id, res);
+				return failed(res, STEP_MEMMAP, r);
+			}
+			set_memmap = true;
+			res->steps_done |= 1u << STEP_MEMMAP;
+		}
+		r = block_configure(b, id); /* C7 */
+		if (r < 0) {
+			if (set_memmap)
+				keep_undo_err(res, block_set_memmap(b, id, !memmap));
+			read_after(b, id, res);
+			return failed(res, STEP_CONFIGURE, r);
+		}
+		configured_now = true;
+		res->steps_done |= 1u << STEP_CONFIGURE;
+		r = hp_read_block(b, id, &m);
+		if (r < 0)
+			return failed(res, STEP_READ, r);
+		res->after = m;
+		/* C7: auto_online_blocks may have onlined it already, possibly in
+		 * another zone than asked; that is reported, not fought. */
+		if (m.state == MEM_STATE_ONLINE) {
+			res->auto_onlined = true;
+			return 0;
+		}
+	}
+
+	r = block_online(b, id, type); /* W5 */
+	if (r < 0) {
+		if (configured_now)
+			keep_undo_err(res, block_deconfigure(b, id));
+		if (set_memmap && res->undo_err == 0)
+			keep_undo_err(res, block_set_memmap(b, id, !memmap));
+		read_after(b, id, res);
+		return failed(res, STEP_ONLINE, r);
+	}
+	res->steps_done |= 1u << STEP_ONLINE;
+	read_after(b, id, res);
+	return 0;
+}
+
+/* The online type that puts a block back into the zone it was in (A9). */
+static enum online_type type_for_zone(const char *zone)
+{
+	if (streq(zone, "Movable"))
+		return ONLINE_MOVABLE;
+	if (streq(zone, "Normal") || streq(zone, "DMA") || streq(zone, "DMA32"))
+		return ONLINE_KERNEL;
+	return ONLINE_DEFAULT;
+}
+
+int block_take_down(struct hp_backend *b, uint64_t id, struct block_result *res)
+{
+	struct mem_block m;
+	bool offlined = false;
+	char zone[sizeof(m.zones)];
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	r = hp_read_block(b, id, &m);
+	if (r < 0)
+		return failed(res, STEP_READ, r);
+	res->after = m;
+	if (m.state == MEM_STATE_GOING_OFFLINE)
+		return failed(res, STEP_READ, -EBUSY);
+	if (!m.configured || (!m.in_firmware && m.state == MEM_STATE_OFFLINE)) {
+		res->was_noop = true;
+		return 0;
+	}
+	snprintf(zone, sizeof(zone), "%s", m.zones);
+
+	if (m.state == MEM_STATE_ONLINE) {
+		r = block_offline(b, id); /* W6 */
+		if (r < 0) {
+			read_after(b, id, res);
+			return failed(res, STEP_OFFLINE, r);
+		}
+		offlined = true;
+		res->steps_done |= 1u << STEP_OFFLINE;
+	}
+	if (m.in_firmware) {
+		r = block_deconfigure(b, id); /* C11 */
+		if (r < 0) {
+			if (offlined)
+				keep_undo_err(res, block_online(b, id, type_for_zone(zone)));
+			read_after(b, id, res);
+			return failed(res, STEP_DECONFIGURE, r);
+		}
+		res->steps_done |= 1u << STEP_DECONFIGURE;
+	}
+	read_after(b, id, res);
+	return 0;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The privileged helper process (docs/security.md).
+ *
+ * helper_start() forks it before anything else of the agent runs and
+ * executes PATH (memgrant-helper, hotplug/privsep/main.c) with only stderr
+ * and its end of a socketpair (fd 3): a fresh program that maps none of the
+ * libraries parsing outside input.  It opens the configured backend for
+ * writing, drops every capability, loads its seccomp filter, says hello and
+ * serves hotplug/privsep/serve.h's requests until the socket closes.  It
+ * ignores SIGTERM, SIGINT and SIGHUP: the agent stops it by closing the
+ * socket once the block operation in progress and the restore of
+ * auto_online_blocks are done, and dies with the agent (PR_SET_PDEATHSIG)
+ * when the agent is killed.  A sim the configuration describes is created
+ * (and its faults set) here, before the fork.
+ *
+ * One helper per state directory: it holds an flock on
+ * STATE_DIR/helper.lock for its whole life (fd 4), and helper_start()
+ * waits (up to 30 s, then -EBUSY) for a helper left by a killed memgrantd
+ * to exit, so that recovery reads the kernel only after the last write of
+ * the previous run has landed.
+ *
+ * In the parent, helper_start() returns once the helper said hello, i.e.
+ * its backend is open; the socket then goes to hp_privsep_open().
+ * Must be called while the process has a single thread.
+ */
+#pragma once
+
+#include <sys/types.h>
+
+#include <stdbool.h>
+
+#include "hotplug/privsep/sandbox.h"
+#include "lib/log.h"
+
+struct helper {
+	pid_t pid;
+	int fd; /* the agent's end of the socketpair */
+};
+
+/* What the helper serves: the sim's state file (created by the caller
+ * beforehand) or the sysfs tree under ROOT. */
+struct helper_spec {
+	const char *state_dir;         /* STATE_DIR/helper.lock */
+	const char *sim_state;         /* the sim's state file, or NULL: sysfs */
+	const char *root;              /* sysfs: "/" or a test tree */
+	enum mg_seccomp_action seccomp;
+};
+
+int helper_start(const struct helper_spec *spec, const struct mg_log *log, const char *path, struct helper *out);
+
+/* Waits for the helper to end (the socket must be closed by then) and logs
+ * how it ended when that was not a clean exit.  0 for a clean exit. */
+int helper_reap(struct helper *h, const struct mg_log *log);

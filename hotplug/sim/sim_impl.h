@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals shared by the sim's files (not an interface of memgrant):
+ *   sim_state.c  the descriptor, the per-block records, the summary, the
+ *                writers' lock and its in-flight marker, zone arithmetic
+ *   sim_tree.c   the sysfs-shaped tree rendered from the records
+ *   sim_watch.c  change notifications (inotify on the state directory)
+ *   sim_kernel.c parsing of written values and the waits of a write
+ *   sim.c        the kernel's rules and the backend
+ *
+ * On disk (sim.h describes the promise):
+ *   FILE              descriptor: settings and faults (JSON, format 2)
+ *   FILE.lock         writers' flock (W4); its content is the marker
+ *   FILE.d/s.XXXXXX/  state directory named by the descriptor:
+ *       blocks.K      records of blocks K*256 .. K*256+255, one line each
+ *       summary       zone spans and meminfo counters derived from them
+ *   TREE/             sys/ and proc/ rendered from the records
+ * Every file is replaced by rename (readers see whole versions) and never
+ * fsynced: the sim outlives processes, not the machine.
+ *
+ * A write changes one block: the summary, then that block's records file
+ * (the commit), then the tree.  The marker says "in flight" from before the
+ * first file until after the last, so the next writer (or an open) that
+ * finds it set after a kill rebuilds the summary and the tree from the
+ * records: the tree never stays apart from the state.
+ */
+#pragma once
+
+#include "hotplug/block.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_FORMAT 2
+#define SIM_CHUNK 256 /* blocks per records file */
+
+enum zone { ZONE_NONE, ZONE_DMA, ZONE_NORMAL, ZONE_MOVABLE, ZONE_COUNT };
+extern const char *const sim_zone_names[ZONE_COUNT];
+
+struct sim_block {
+	bool configured;
+	bool memmap;
+	enum mem_state state; /* OFFLINE, ONLINE or GOING_OFFLINE */
+	enum zone zone;       /* when not offline */
+};
+
+struct id_list {
+	uint64_t *ids;
+	size_t n;
+};
+
+struct sim_settings {
+	uint64_t block_size, n_blocks, boot_blocks, used_bytes;
+	bool memmap_supported, has_firmware, refuse_memmap_eopnotsupp;
+	char auto_online[24];
+	char *tree; /* absolute */
+	char *dir;  /* state directory, absolute; NULL in a format 1 file */
+	struct id_list configure_eio, offline_ebusy, online_enomem;
+	uint64_t latency_ms;
+	struct sim_block *v1_blocks; /* format 1 only: the blocks it held */
+};
+
+/* [lo, hi) in block ids of the blocks not offline, per zone (A9, W5). */
+struct sim_spans {
+	uint64_t lo[ZONE_COUNT], hi[ZONE_COUNT];
+};
+
+struct sim_summary {
+	struct sim_spans sp;
+	uint64_t online_mm;   /* not offline, memmap in the block */
+	uint64_t online_nomm; /* not offline, memmap outside */
+	uint64_t conf_nomm;   /* configured, memmap outside (C8) */
+};
+
+void sim_settings_free(struct sim_settings *s);
+static inline void sim_settings_freep(struct sim_settings **s) { sim_settings_free(*s); }
+#define _cleanup_settings_ __attribute__((cleanup(sim_settings_freep)))
+
+bool sim_is_auto_online_word(const char *s);
+bool sim_valid_block_size(uint64_t bs);
+bool sim_id_in(const struct id_list *l, uint64_t id);
+int sim_id_list_copy(struct id_list *l, const uint64_t *ids, size_t n);
+char *sim_absolute(const char *path);
+
+/* Replaces PATH by DATA through PATH.new and rename(2), no fsync. */
+int sim_put_file(const char *path, const char *data, size_t len);
+
+/* Loads the descriptor (format 1 or 2); ERR names PATH and the problem.
+ * sim_settings_parse() is the same on the file's bytes (PATH only names
+ * them in ERR); sim_settings_format() is what _save() writes (malloc'd
+ * JSON of format 2, NULL without memory or without a state directory). */
+int sim_settings_load(const char *path, struct sim_settings **out, char *err, size_t errlen);
+int sim_settings_parse(const char *text, size_t len, const char *path, struct sim_settings **out,
+		       char *err, size_t errlen);
+char *sim_settings_format(const struct sim_settings *s);
+int sim_settings_save(const char *path, const struct sim_settings *s);
+
+static inline uint64_t sim_n_chunks(const struct sim_settings *s)
+{
+	return (s->n_blocks + SIM_CHUNK - 1) / SIM_CHUNK;
+}
+/* Records of chunk K into OUT (SIM_CHUNK entries; fewer in the last).
+ * _parse() takes the records file's bytes (the first SIM_CHUNK_FILE_MAX of
+ * it; PATH only names it in ERR) and accepts exactly what _format() writes:
+ * the header, then one line of 4 characters per block. */
+#define SIM_CHUNK_FILE_MAX (128 + SIM_CHUNK * 5)
+int sim_chunk_load(const struct sim_settings *s, uint64_t k, struct sim_block *out, char *err,
+		   size_t errlen);
+int sim_chunk_parse(const struct sim_settings *s, uint64_t k, const char *buf, size_t len,
+		    const char *path, struct sim_block *out, char *err, size_t errlen);
+size_t sim_chunk_format(const struct sim_settings *s, uint64_t k, const struct sim_block *blocks,
+			char buf[static SIM_CHUNK_FILE_MAX]);
+int sim_chunk_save(const struct sim_settings *s, uint64_t k, const struct sim_block *blocks);
+/* All records (the format 1 blocks for a format 1 file), malloc'd. */
+int sim_records_load(const struct sim_settings *s, struct sim_block **out, char *err, size_t errlen);
+/* The summary file: 11 numbers, then a comment.  _parse() reads the first
+ * SIM_SUMMARY_MAX bytes of LEN; -EINVAL unless it is for S's block count. */
+#define SIM_SUMMARY_MAX 511
+int sim_summary_load(const struct sim_settings *s, struct sim_summary *out);
+int sim_summary_parse(const struct sim_settings *s, const char *text, size_t len, struct sim_summary *out);
+size_t sim_summary_format(const struct sim_settings *s, const struct sim_summary *sum,
+			  char buf[static SIM_SUMMARY_MAX + 1]);
+int sim_summary_save(const struct sim_settings *s, const struct sim_summary *sum);
+void sim_summary_compute(const struct sim_block *all, uint64_t n, struct sim_summary *out);
+/* Adds (SIGN 1) or removes (-1) block B's share of the meminfo counters. */
+void sim_summary_count(struct sim_summary *sum, const struct sim_block *b, int sign);
+void sim_spans_empty(struct sim_spans *sp);
+/* Merged id ranges [r[i][0], r[i][1]) where A and B place blocks differently;
+ * returns how many (at most 2 per zone). */
+size_t sim_spans_diff(const struct sim_spans *a, const struct sim_spans *b, uint64_t r[][2]);
+
+enum zone sim_kernel_zone(const struct sim_settings *s, uint64_t id);
+enum zone sim_zone_for(const struct sim_settings *s, const struct sim_spans *sp, uint64_t id,
+		       enum online_type t);
+/* valid_zones of a configured block (A9). */
+void sim_valid_zones(const struct sim_settings *s, const struct sim_spans *sp, uint64_t id,
+		     const struct sim_block *b, char *buf, size_t len);
+uint64_t sim_mem_total(const struct sim_settings *s, const struct sim_summary *sum);
+
+/* The writers' lock (W4) and the in-flight marker kept in the lock file. */
+struct sim_marker {
+	bool dirty;         /* a write is (or was, if its writer died) in flight */
+	bool full;          /* the whole tree may be stale (init, migration) */
+	bool has_id;
+	uint64_t id;        /* the block being changed */
+	struct sim_spans sp; /* the spans before the change */
+};
+int sim_lock_open(const char *state_path);        /* fd or -errno */
+int sim_lock(int fd);                              /* LOCK_EX, waits */
+void sim_unlock(int fd);
+#define SIM_MARKER_LEN 256 /* the lock file's content, written whole */
+int sim_marker_read(int fd, struct sim_marker *m);
+int sim_marker_write(int fd, const struct sim_marker *m);
+/* The marker from the lock file's bytes (the first SIM_MARKER_LEN): empty
+ * or "clean..." is clean, anything unreadable is dirty and full. */
+void sim_marker_parse(const char *text, size_t len, struct sim_marker *m);
+void sim_marker_format(const struct sim_marker *m, char buf[static SIM_MARKER_LEN]);
+/* true while some process holds the writers' lock. */
+bool sim_writer_active(const char *state_path);
+
+/* sim_kernel.c */
+int sim_parse_kbool(const char *s, bool *out);             /* K1 */
+bool sim_sysfs_streq(const char *value, const char *word); /* one trailing newline allowed */
+int sim_parse_state_word(const char *v, int *type);        /* W1: -1 for offline */
+int sim_sleep(uint64_t ms);                                /* signals restart it */
+void sim_block_signals(sigset_t *old);
+int sim_sleep_interruptible(uint64_t ms, const sigset_t *open_mask); /* W6: -EINTR */
+
+/* sim_tree.c */
+int sim_tree_safe(const char *tree);
+int sim_tree_render_all(const struct sim_settings *s, const struct sim_block *all,
+			const struct sim_summary *sum);
+/* Block ID went from OLD (NULL: unknown, rewrite all of it) to NEW. */
+int sim_tree_block(const struct sim_settings *s, uint64_t id, const struct sim_block *old,
+		   const struct sim_block *nw, const struct sim_spans *sp);
+int sim_tree_zones(const struct sim_settings *s, uint64_t id, const struct sim_block *b,
+		   const struct sim_spans *sp);
+int sim_tree_meminfo(const struct sim_settings *s, const struct sim_summary *sum);
+int sim_tree_auto_online(const struct sim_settings *s);
+
+/* sim_watch.c: see hp_backend_ops.watch_open/watch_read. */
+struct sim_watch;
+int sim_watch_open(const char *state_path, struct sim_watch **out);
+int sim_watch_fd(const struct sim_watch *w);
+int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bool *overflow);
+void sim_watch_free(struct sim_watch *w);

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+#include "lib/log.h"
+#include "lib/util.h"
+
+#include <stdarg.h>
+#include <sys/stat.h>
+
+/* JOURNAL_STREAM is "dev:ino" of the stream journald gave us; trust it only
+ * when it still is our stderr (a child of ours may have inherited it). */
+static bool stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return st.st_dev == dev && st.st_ino == ino;
+}
+
+void log_init(struct mg_log *l, const char *ident, int level)
+{
+	l->journal = stderr_is_journal();
+	l->level = level;
+	l->ident = ident;
+}
+
+int log_level_parse(const char *s)
+{
+	static const struct { const char *name; int level; } levels[] = {
+		{ "error", LOG_ERR }, { "warning", LOG_WARNING }, { "notice", LOG_NOTICE },
+		{ "info", LOG_INFO }, { "debug", LOG_DEBUG },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
+		if (streq(s, levels[i].name))
+			return levels[i].level;
+	return -EINVAL;
+}
+
+static const char *prio_word(int prio)
+{
+	switch (prio) {
+	case LOG_EMERG: case LOG_ALERT: case LOG_CRIT: case LOG_ERR: return "error: ";
+	case LOG_WARNING: return "warning: ";
+	case LOG_DEBUG: return "debug: ";
+	default: return "";
+	}
+}
+
+void log_msg(const struct mg_log *l, int prio, const char *fmt, ...)
+{
+	char line[2048];
+	va_list ap;
+
+	if (prio > l->level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (l->journal)
+		fprintf(stderr, "<%d>%s\n", prio, line);
+	else
+		fprintf(stderr, "%s: %s%s\n", l->ident, prio_word(prio), line);
+}

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/* The event bus (agent/engine/events.c) and the metrics text (agent/engine/metrics.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "agent/engine/events.h"
+#include "agent/engine/metrics.h"
+#include "lib/util.h"
+
+static void publish_n(struct event_bus *b, int n, const char *pad)
+{
+	for (int i = 0; i < n; i++) {
+		json_t *ev = json_pack("{s:i,s:s}", "i", i, "pad", pad);
+		events_publish(b, ev);
+		json_decref(ev);
+	}
+}
+
+static void test_in_order_with_seq(void **state)
+{
+	struct event_bus *b;
+	char *text = NULL;
+	uint64_t seq = 0, missed = 9, after = 0;
+
+	(void)state;
+	assert_int_equal(events_new(8, &b), 0);
+	publish_n(b, 3, "");
+	for (int i = 0; i < 3; i++) {
+		json_t *j;
+		assert_int_equal(events_wait(b, after, 100, &text, &seq, &missed), 1);
+		assert_int_equal(seq, (uint64_t)i + 1);
+		assert_int_equal(missed, 0);
+		j = json_loads(text, 0, NULL);
+		assert_non_null(j);
+		assert_int_equal(json_integer_value(json_object_get(j, "i")), i);
+		assert_int_equal(json_integer_value(json_object_get(j, "seq")), i + 1);
+		json_decref(j);
+		free(text);
+		after = seq;
+	}
+	/* nothing new: a timeout, not an event */
+	assert_int_equal(events_wait(b, after, 50, &text, &seq, &missed), 0);
+	assert_int_equal(events_last_seq(b), 3);
+	events_free(b);
+}
+
+static void test_slow_reader_is_told_what_it_missed(void **state)
+{
+	struct event_bus *b;
+	char *text = NULL;
+	uint64_t seq = 0, missed = 0;
+
+	(void)state;
+	assert_int_equal(events_new(4, &b), 0);
+	publish_n(b, 10, "");
+	assert_int_equal(events_wait(b, 0, 100, &text, &seq, &missed), 1);
+	assert_int_equal(seq, 7); /* 7..10 kept */
+	assert_int_equal(missed, 6);
+	free(text);
+	events_free(b);
+}
+
+static void test_bounded_in_bytes(void **state)
+{
+	struct event_bus *b;
+	char *text = NULL, *pad = malloc(600 * 1024 + 1);
+	uint64_t seq = 0, missed = 0;
+
+	(void)state;
+	assert_non_null(pad);
+	memset(pad, 'x', 600 * 1024);
+	pad[600 * 1024] = '\0';
+	assert_int_equal(events_new(1024, &b), 0);
+	publish_n(b, 20, pad); /* 12 MB of events: only about 4 MiB stay */
+	assert_int_equal(events_wait(b, 0, 100, &text, &seq, &missed), 1);
+	assert_true(missed >= 12);
+	assert_true(seq > 12 && seq <= 20);
+	free(text);
+	/* the newest is always there */
+	assert_int_equal(events_wait(b, 19, 100, &text, &seq, &missed), 1);
+	assert_int_equal(seq, 20);
+	free(text);
+	free(pad);
+	events_free(b);
+}
+
+static void test_close_wakes_readers(void **state)
+{
+	struct event_bus *b;
+	char *text = NULL;
+	uint64_t seq = 0, missed = 0;
+
+	(void)state;
+	assert_int_equal(events_new(4, &b), 0);
+	events_close(b);
+	assert_int_equal(events_wait(b, 0, 10000, &text, &seq, &missed), -EPIPE);
+	events_close(b); /* twice is fine */
+	events_free(b);
+}
+
+static void test_metrics_text(void **state)
+{
+	struct metrics *m;
+	struct metrics_gauges g = { .block_size = 134217728, .online_bytes = 3ULL << 30, .standby_bytes = 1ULL << 30,
+				    .granted_bytes = 1ULL << 30, .outbox_pending = 2 };
+	char *text = NULL;
+
+	(void)state;
+	assert_int_equal(metrics_new(&m), 0);
+	metrics_count_request(m, "grant", OUT_APPLIED);
+	metrics_count_request(m, "grant", OUT_APPLIED);
+	metrics_count_request(m, "revoke", OUT_PARTIAL);
+	metrics_count_block_op(m, "online", 0, 0.002);
+	metrics_count_block_op(m, "offline", -EBUSY, 7.0);
+	assert_int_equal(metrics_render(m, &g, &text), 0);
+	assert_non_null(strstr(text, "memgrant_online_bytes 3221225472\n"));
+	assert_non_null(strstr(text, "memgrant_requests_total{kind=\"grant\",outcome=\"applied\"} 2\n"));
+	assert_non_null(strstr(text, "memgrant_requests_total{kind=\"revoke\",outcome=\"partial\"} 1\n"));
+	assert_non_null(strstr(text, "memgrant_block_operations_total{step=\"offline\",result=\"EBUSY\"} 1\n"));
+	/* histogram buckets are cumulative */
+	assert_non_null(strstr(text, "memgrant_block_operation_seconds_bucket{le=\"0.01\"} 1\n"));
+	assert_non_null(strstr(text, "memgrant_block_operation_seconds_bucket{le=\"5\"} 1\n"));
+	assert_non_null(strstr(text, "memgrant_block_operation_seconds_bucket{le=\"30\"} 2\n"));
+	assert_non_null(strstr(text, "memgrant_block_operation_seconds_bucket{le=\"+Inf\"} 2\n"));
+	assert_non_null(strstr(text, "memgrant_block_operation_seconds_count 2\n"));
+	free(text);
+	metrics_free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_in_order_with_seq),
+		cmocka_unit_test(test_slow_reader_is_told_what_it_missed),
+		cmocka_unit_test(test_bounded_in_bytes),
+		cmocka_unit_test(test_close_wakes_readers),
+		cmocka_unit_test(test_metrics_text),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
