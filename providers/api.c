@@ -16,6 +16,7 @@
  */
 #include "providers/api_int.h"
 #include "providers/api_parse.h"
+#include "lib/timeutil.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 
@@ -28,13 +29,6 @@
 #include <sys/un.h>
 #include <time.h>
 
-uint64_t api_now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 MHD_Result_t api_send_text(struct MHD_Connection *c, unsigned status, const char *type, char *text)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
@@ -146,7 +140,7 @@ static void refuse_busy(int fd, uid_t uid, const char *what, unsigned max)
  * reconnect in a loop must not flood the log. */
 static void refuse_log(struct api *a, uid_t uid)
 {
-	uint64_t now = api_now_ms(), n = 0;
+	uint64_t now = mono_ms(), n = 0;
 	bool say = false;
 
 	pthread_mutex_lock(&a->lock);
@@ -207,7 +201,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 			return; /* on_request finds no context and drops it */
 		n->c = c;
 		n->fd = ci ? ci->connect_fd : -1;
-		n->since_ms = api_now_ms();
+		n->since_ms = mono_ms();
 		if (n->fd < 0 || getsockopt(n->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
 			free(n);
 			return;
@@ -562,7 +556,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		/* a kept-alive connection has a new deadline for its next request */
 		pthread_mutex_lock(&a->lock);
 		n->answering = false;
-		n->since_ms = api_now_ms();
+		n->since_ms = mono_ms();
 		pthread_mutex_unlock(&a->lock);
 		api_guard_wake(a);
 	}

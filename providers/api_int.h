@@ -91,7 +91,6 @@ struct sse {
 	bool peer_gone;    /* the client hung up while suspended */
 };
 
-uint64_t api_now_ms(void);
 /* Each takes the response text or JSON J (and frees it); MHD_NO on failure. */
 MHD_Result_t api_send_text(struct MHD_Connection *c, unsigned status, const char *type, char *text);
 MHD_Result_t api_send_json(struct MHD_Connection *c, unsigned status, json_t *j);

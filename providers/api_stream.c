@@ -12,6 +12,7 @@
  * nearest such deadline, so an idle agent never wakes.
  */
 #include "providers/api_int.h"
+#include "lib/timeutil.h"
 #include "lib/util.h"
 
 #include <sys/epoll.h>
@@ -115,7 +116,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		/* under a->lock: a publish after this look resumes us (api_on_published) */
 		r = sse_next(s);
-		if (r == 0 && api_now_ms() - s->last_sent_ms >= API_KEEPALIVE_MS) {
+		if (r == 0 && mono_ms() - s->last_sent_ms >= API_KEEPALIVE_MS) {
 			/* keep-alive comment so proxies and clients see a live stream */
 			s->pending = strdup(": keep-alive\n\n");
 			r = s->pending ? 1 : MHD_CONTENT_READER_END_WITH_ERROR;
@@ -144,7 +145,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 		n = max;
 	memcpy(buf, s->pending + s->pending_off, n);
 	s->pending_off += n;
-	s->last_sent_ms = api_now_ms();
+	s->last_sent_ms = mono_ms();
 	if (s->pending_off == s->pending_len) {
 		free(s->pending);
 		s->pending = NULL;
@@ -202,7 +203,7 @@ MHD_Result_t api_serve_events(struct api *a, struct MHD_Connection *c)
 	s->a = a;
 	s->bus = engine_events(a->e);
 	s->after = events_last_seq(s->bus);
-	s->last_sent_ms = api_now_ms();
+	s->last_sent_ms = mono_ms();
 	/* ?after= wins over the header a reconnecting EventSource sends */
 	if (after && api_parse_seq(after, &s->after) < 0) {
 		free(s);
@@ -271,7 +272,7 @@ void api_guard_wake(struct api *a)
  * deadline, forever (-1) when there is none, so an idle agent never wakes. */
 static int guard_timeout_ms(struct api *a)
 {
-	uint64_t now = api_now_ms(), next = UINT64_MAX;
+	uint64_t now = mono_ms(), next = UINT64_MAX;
 
 	pthread_mutex_lock(&a->lock);
 	for (struct conn *i = a->conns; i; i = i->next) {
@@ -288,7 +289,7 @@ static int guard_timeout_ms(struct api *a)
 
 static void guard_sweep(struct api *a)
 {
-	uint64_t now = api_now_ms();
+	uint64_t now = mono_ms();
 
 	pthread_mutex_lock(&a->lock);
 	for (struct conn *i = a->conns; i; i = i->next) {

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "lib/timeutil.h"
 #include "lib/util.h"
 
 /* --- inventory ----------------------------------------------------------------- */
@@ -247,7 +248,7 @@ static bool backpressure_wait(struct https_provider *p, bool check_queue)
 
 	if (ob < OUTBOX_HIGH && q < QUEUE_HIGH)
 		return false;
-	t0 = https_now_ms();
+	t0 = mono_ms();
 	log_notice(p->log, "https poll: %zu reports wait to be delivered and %zu grants to be applied: taking no more "
 		   "from the control plane until fewer than %u and %u wait", ob, q, OUTBOX_LOW, QUEUE_LOW);
 	do {
@@ -257,7 +258,7 @@ static bool backpressure_wait(struct https_provider *p, bool check_queue)
 		q = queued_grants(p);
 	} while (ob >= OUTBOX_LOW || q >= QUEUE_LOW);
 	log_info(p->log, "https poll: the agent caught up after %llu ms; polling again",
-		 (unsigned long long)(https_now_ms() - t0));
+		 (unsigned long long)(mono_ms() - t0));
 	return false;
 }
 
@@ -391,7 +392,7 @@ static void *poller_main(void *arg)
 				break;
 			continue;
 		}
-		t0 = https_now_ms();
+		t0 = mono_ms();
 		r = https_request(p, c, "GET", url, NULL, NULL, p->wait_s * 1000L + REQUEST_TIMEOUT_MS, &resp, why,
 				  sizeof(why));
 		o = https_classify(p, c, r, &resp, "GET grants", why);
@@ -418,7 +419,7 @@ static void *poller_main(void *arg)
 		 * once per poll, which the server paces */
 		if (inventory_due(p))
 			engine_outbox_wake(p->d);
-		if (taken == 0 && https_now_ms() - t0 < EMPTY_POLL_MIN_MS) {
+		if (taken == 0 && mono_ms() - t0 < EMPTY_POLL_MIN_MS) {
 			/* a server answering at once with nothing (or only with what the
 			 * agent skips) would make this a busy loop */
 			if (!quick_logged)
@@ -447,7 +448,7 @@ static int conn_init(struct conn *c, const char *name)
 	/* one connection per thread, kept alive between requests */
 	curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1L);
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
-		seed = (unsigned)https_now_ms() ^ (unsigned)getpid();
+		seed = (unsigned)mono_ms() ^ (unsigned)getpid();
 	c->seed = seed;
 	return 0;
 }

@@ -46,14 +46,6 @@ bool https_sleep_ms(struct https_provider *p, unsigned ms)
 	return s;
 }
 
-uint64_t https_now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
-
 /* --- failure bookkeeping: backoff with jitter, a log line per change ------- */
 
 /* Records a failure of class CLASS (logged in full the first time it differs

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "agent/engine/engine.h"
+#include "lib/json.h"
 #include "lib/log.h"
 
 #ifndef MEMGRANT_VERSION
@@ -33,7 +34,6 @@
 #define EMPTY_POLL_MIN_MS 1000u         /* a server that ignores wait= is not polled faster */
 #define TOKEN_MAX 8192
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp: jansson's own */
 
 /* One thread's connection: a multi handle with its one easy handle. */
 struct conn {
@@ -103,7 +103,6 @@ void https_response_done(struct response *r);
 bool https_stopping(struct https_provider *p);
 /* Sleeps MS or until stop; true when stopping. */
 bool https_sleep_ms(struct https_provider *p, unsigned ms);
-uint64_t https_now_ms(void);
 bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *class, bool at_cap,
 			 long retry_after_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 void https_succeeded(struct https_provider *p, struct conn *c);

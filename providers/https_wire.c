@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include "providers/https_wire.h"
 #include "providers/wire/message.h"
+#include "lib/json.h"
 #include "lib/util.h"
 
 #include <jansson.h>
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp: jansson's own */
 
 /* ID of message G as far as it is printable, for the log. */
 static void entry_id(json_t *g, char *out, size_t outlen)

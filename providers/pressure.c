@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
+#include "lib/timeutil.h"
 #include "lib/fileio.h"
 #include "lib/size.h"
 #include "lib/util.h"
@@ -53,14 +54,6 @@ struct pressure {
 	bool requested, offered;
 	uint64_t last_request_ms, last_offer_ms, low_since_ms;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 const char *pressure_source_name(enum pressure_source s)
 {
@@ -145,7 +138,7 @@ static void make_id(const char *prefix, char *out, size_t len)
 	uint8_t b[8] = { 0 };
 
 	if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
-		uint64_t t = now_ms();
+		uint64_t t = mono_ms();
 		memcpy(b, &t, sizeof(b));
 	}
 	snprintf(out, len, "%s-%02x%02x%02x%02x%02x%02x%02x%02x", prefix, b[0], b[1], b[2], b[3], b[4], b[5],
@@ -245,7 +238,7 @@ static int read_sample(struct pressure *p, struct sample *s)
 
 static void decide(struct pressure *p, struct sample *s)
 {
-	uint64_t now = now_ms();
+	uint64_t now = mono_ms();
 
 	if (s->high) {
 		p->low_since_ms = 0;

@@ -8,11 +8,11 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
+#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
 /* How far an operator's own numbering may jump ahead of the last generation. */
 #define OPERATOR_GENERATION_STEP_MAX 1000000

@@ -7,12 +7,12 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
+#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
 static int adoptable_locked(struct engine *e, uint64_t id, int rb, const struct mem_block *b, struct msg_error *err)
 {

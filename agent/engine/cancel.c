@@ -7,12 +7,12 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
+#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
 int engine_cancel(struct engine *e, const char *id, const char *who, struct engine_verdict *v)
 {

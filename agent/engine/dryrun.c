@@ -10,12 +10,12 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
+#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
 static json_t *plan_block_json(const struct mem_table *t, uint64_t id, const struct policy_block *pb)
 {

@@ -9,10 +9,10 @@
 #include <sys/eventfd.h>
 
 #include "hotplug/livetable.h"
+#include "lib/json.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
 /* The running operation when it has an open intent, else NULL. */
 static struct op *intent_op_locked(struct engine *e)

@@ -8,11 +8,12 @@
 #include <stdarg.h>
 #include <time.h>
 
+#include "lib/json.h"
+#include "lib/timeutil.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor.h"
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
 struct op *op_new(struct msg *m, const struct engine_source *src)
 {
@@ -121,7 +122,7 @@ static void report_busy(const struct op *o, json_t *j)
 						     (json_int_t)o->busy[i].attempts, "error", o->busy[i].err_code));
 	json_object_set_new(j, "busy_blocks", arr);
 	if (o->budget_deadline > 0 && !msg_state_is_final(o->state)) {
-		double left = o->budget_deadline - exec_now();
+		double left = o->budget_deadline - mono_s();
 		json_object_set_new(j, "budget_ms", json_integer((json_int_t)o->budget_ms));
 		json_object_set_new(j, "budget_left_ms", json_integer(left > 0 ? (json_int_t)(left * 1000) : 0));
 	}
@@ -334,19 +335,11 @@ bool op_done_remove(struct op *o, uint64_t block)
 	return false;
 }
 
-static double mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void keep_live(struct op *o, json_t *report)
 {
 	json_decref(o->live);
 	o->live = json_incref(report);
-	o->live_at = mono_now();
+	o->live_at = mono_s();
 }
 
 /* Whether a progress report of O is due now (op_publish_locked). */
@@ -355,7 +348,7 @@ static bool progress_due(const struct op *o)
 	const struct outcome *last = o->n_outcomes ? &o->outcomes[o->n_outcomes - 1] : NULL;
 
 	return !o->live || (last && last->err_code[0] && !last->failure_told) || o->blocks_done >= o->blocks_total ||
-	       mono_now() - o->live_at >= OP_LIVE_INTERVAL;
+	       mono_s() - o->live_at >= OP_LIVE_INTERVAL;
 }
 
 int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, const struct intentlog_target *targets,

@@ -42,7 +42,7 @@ struct busy_block {
 	uint64_t block;
 	unsigned attempts;     /* failed attempts so far */
 	unsigned unlogged;     /* failures since the last log line about it */
-	double logged_at;      /* exec_now() of that line */
+	double logged_at;      /* mono_s() of that line */
 	char err_code[16];     /* the last failure */
 };
 
@@ -75,7 +75,7 @@ struct op {
 	char cancel_by[64];           /* who asked, for the report */
 	struct busy_block *busy;      /* revocation: blocks retried, not given back yet */
 	size_t n_busy;
-	double budget_deadline;       /* revocation: exec_now() when its budget ends; 0 none */
+	double budget_deadline;       /* revocation: mono_s() when its budget ends; 0 none */
 	uint64_t budget_ms;
 };
 

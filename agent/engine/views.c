@@ -6,12 +6,13 @@
 
 #include "providers/wire/blockjson.h"
 #include "hotplug/policy.h"
+#include "lib/json.h"
+#include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor.h"
 
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
 
 const char *engine_backend_root(struct engine *e)
 {
@@ -217,7 +218,7 @@ json_t *engine_status_json(struct engine *e)
 		/* a revocation retrying busy blocks: which, how often, the budget left */
 		if (running && o->n_busy) {
 			json_t *arr = json_array();
-			double left = o->budget_deadline - exec_now();
+			double left = o->budget_deadline - mono_s();
 			for (size_t i = 0; i < o->n_busy; i++)
 				json_array_append_new(arr, json_pack("{s:I,s:I,s:s}", "block", (json_int_t)o->busy[i].block,
 								     "attempts", (json_int_t)o->busy[i].attempts, "error",

@@ -14,20 +14,13 @@
 #include "hotplug/planner.h"
 #include "hotplug/privsep/client.h"
 #include "hotplug/policy.h"
+#include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor_impl.h"
 #include "agent/exec/recovery.h"
-
-double exec_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static enum metric_outcome metric_of_state(enum msg_state s)
 {
@@ -63,7 +56,7 @@ static void budget_arm(struct engine *e, struct budget_timer *bt, double deadlin
 {
 	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGUSR1 };
 	struct itimerspec its = { .it_interval = { .tv_sec = 0, .tv_nsec = 50000000L } };
-	double left = deadline - exec_now();
+	double left = deadline - mono_s();
 
 	struct timespec end;
 
@@ -225,7 +218,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	e->step_active = true;
 	e->step_block = s->block;
 	pthread_mutex_unlock(&e->lock);
-	t0 = exec_now();
+	t0 = mono_s();
 	if (s->deadline > 0)
 		budget_arm(e, &bt, s->deadline);
 	if (up)
@@ -233,7 +226,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	else
 		block_take_down(e->backend, s->block, res);
 	budget_disarm(e, &bt);
-	count_result(e, res, exec_now() - t0, up);
+	count_result(e, res, mono_s() - t0, up);
 
 	pthread_mutex_lock(&e->lock);
 	if (s->record_locked)

@@ -42,7 +42,6 @@ struct exec_step {
 int exec_block_step(struct engine *e, const struct exec_step *s, struct block_result *res);
 
 /* CLOCK_MONOTONIC in seconds. */
-double exec_now(void);
 
 /* Starts the executor thread (recovery first); engine_start() waits for
  * the recovery's result. */

@@ -9,6 +9,7 @@
 
 #include "hotplug/planner.h"
 #include "hotplug/policy.h"
+#include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
@@ -188,7 +189,7 @@ int exec_run_grant(struct engine *e, struct op *o)
 		if (cancel_requested(e, o))
 			break;
 		if (op_timeout_ms)
-			step.deadline = exec_now() + (double)op_timeout_ms / 1000.0;
+			step.deadline = mono_s() + (double)op_timeout_ms / 1000.0;
 		exec_block_step(e, &step, &res);
 	}
 	finish_op(e, o, mine + ok, o->blocks_total);

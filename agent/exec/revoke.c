@@ -10,6 +10,7 @@
 
 #include "hotplug/planner.h"
 #include "hotplug/policy.h"
+#include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
@@ -58,7 +59,7 @@ static void record_revoke_step(struct engine *e, void *ctx, const struct block_r
 		bool retried = res->err == -EBUSY || res->err == -EINTR;
 		struct busy_block *bb = retried ? op_busy(o, rs->block, true) : NULL;
 		char extra[96];
-		double now = exec_now();
+		double now = mono_s();
 
 		if (bb) {
 			bb->attempts++;
@@ -168,7 +169,7 @@ int exec_run_revoke(struct engine *e, struct op *o)
 	if (r < 0)
 		return abort_op(e, o, r, t, "cannot journal the intent: %s", strerror(-r));
 	want = o->requested_bytes;
-	deadline = exec_now() + (double)budget_ms / 1000.0;
+	deadline = mono_s() + (double)budget_ms / 1000.0;
 	pthread_mutex_lock(&e->lock);
 	o->budget_deadline = deadline;
 	o->budget_ms = budget_ms;
@@ -184,7 +185,7 @@ int exec_run_revoke(struct engine *e, struct op *o)
 		if (pass > 0) {
 			long ms = pass >= 3 ? 1000 : 250L << (pass - 1);
 			struct timespec pause = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
-			if (n == 0 || exec_now() + (double)ms / 1000.0 >= deadline || stop_requested(e) ||
+			if (n == 0 || mono_s() + (double)ms / 1000.0 >= deadline || stop_requested(e) ||
 			    cancel_requested(e, o))
 				break;
 			nanosleep(&pause, NULL);
@@ -204,7 +205,7 @@ int exec_run_revoke(struct engine *e, struct op *o)
 			}
 			if (cancel_requested(e, o))
 				goto done;
-			if (exec_now() >= deadline) {
+			if (mono_s() >= deadline) {
 				busy[next_busy++] = cand[i];
 				continue;
 			}

@@ -15,6 +15,7 @@
  */
 #pragma once
 
+#include "lib/json.h"
 #include "agent/journal/intentlog.h"
 #include "agent/journal/recordlog.h"
 
@@ -27,9 +28,6 @@
 #define LOG_FILE "journal.log"
 #define LOCK_FILE "lock"
 
-#ifndef _cleanup_json_
-#define _cleanup_json_ _cleanup_(json_decrefp)
-#endif
 
 struct pending_rec {
 	uint16_t type;

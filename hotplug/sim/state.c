@@ -7,6 +7,7 @@
 #include "hotplug/sim/sim.h"
 #include "hotplug/sim/sim_impl.h"
 
+#include "lib/json.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 
@@ -23,7 +24,6 @@
 #define DMA_LIMIT (UINT64_C(2) << 30) /* D3 */
 
 /* jansson.h provides json_decrefp(). */
-#define _cleanup_json_ _cleanup_(json_decrefp)
 
 const char *const sim_zone_names[ZONE_COUNT] = {
 	[ZONE_NONE] = "none", [ZONE_DMA] = "DMA", [ZONE_NORMAL] = "Normal", [ZONE_MOVABLE] = "Movable",

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "lib/timeutil.h"
 #include "lib/util.h"
 
 struct child {
@@ -34,13 +35,6 @@ struct child {
 	bool killed, exited;
 	int wstatus;
 };
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 /* ---- jobs ---------------------------------------------------------------------- */
 
 void hooks_job_free(struct job *j)
@@ -164,7 +158,7 @@ static int spawn_child(struct hooks *h, struct job *j, struct child *c)
 	c->out_fd = out[0];
 	c->in_off = 0;
 	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-	c->deadline = now_ms() + j->timeout_ms;
+	c->deadline = mono_ms() + j->timeout_ms;
 	return 0;
 }
 
@@ -307,7 +301,7 @@ void *hooks_runner_main(void *arg)
 			pthread_mutex_lock(&h->lock);
 		}
 		if (stopping && !grace_end)
-			grace_end = now_ms() + HOOKS_STOP_GRACE_MS;
+			grace_end = mono_ms() + HOOKS_STOP_GRACE_MS;
 		if (stopping && !h->q_head && n_kids == 0) {
 			pthread_mutex_unlock(&h->lock);
 			break;
@@ -321,7 +315,7 @@ void *hooks_runner_main(void *arg)
 			continue;
 		}
 		pfd[np++] = (struct pollfd){ .fd = h->wake_fd, .events = POLLIN };
-		now = now_ms();
+		now = mono_ms();
 		for (size_t i = 0; i < n_kids; i++) {
 			struct child *c = &kids[i];
 			uint64_t dl = c->deadline;
@@ -354,7 +348,7 @@ void *hooks_runner_main(void *arg)
 				/* drained elsewhere */
 			}
 		}
-		now = now_ms();
+		now = mono_ms();
 		for (size_t i = 0; i < n_kids; i++) {
 			struct child *c = &kids[i];
 			struct pollfd *p = &pfd[1 + 3 * i];

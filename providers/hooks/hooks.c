@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 
 #include "agent/engine/engine.h"
+#include "lib/json.h"
 #include "lib/util.h"
 
 #define PENDING_MAX 4096 /* events waiting for the follower; beyond, dropped with a log line */
 
-#define _cleanup_json_ __attribute__((cleanup(json_decrefp)))
 
 /* ---- pieces ------------------------------------------------------------------ */
 

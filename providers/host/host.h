@@ -51,8 +51,7 @@ struct host_opts {
 
 struct host_transport;
 
-/* Deadlines are CLOCK_MONOTONIC milliseconds (host_now_ms()), -1 for none. */
-int64_t host_now_ms(void);
+/* Deadlines are CLOCK_MONOTONIC milliseconds (((int64_t)mono_ms())), -1 for none. */
 
 /* A Unix socket (the channel's <source mode='bind' path=.../>). */
 int transport_open_socket(const char *path, struct host_transport **out, char *why, size_t why_len);

@@ -7,6 +7,7 @@
 #include <getopt.h>
 
 #include "providers/wire/message.h"
+#include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "hotplug/words.h"
@@ -49,7 +50,7 @@ static int conn_open(const struct host_opts *o, const char *domain, struct conn 
 		return HOST_EXIT_REFUSED;
 	}
 	c->have_session = true;
-	r = session_sync(&c->s, host_now_ms() + o->timeout_ms);
+	r = session_sync(&c->s, ((int64_t)mono_ms()) + o->timeout_ms);
 	if (r == -ETIMEDOUT) {
 		char d[32];
 		snprintf(d, sizeof(d), "%.1fs", (double)o->timeout_ms / 1000);
@@ -167,7 +168,7 @@ static int run_request(const struct host_opts *o, const char *domain, json_t *re
 		return HOST_EXIT_CONNECT;
 	}
 
-	deadline = host_now_ms() + o->timeout_ms;
+	deadline = ((int64_t)mono_ms()) + o->timeout_ms;
 	rc = -1;
 	while (rc < 0) {
 		json_t *m = NULL;
@@ -444,7 +445,7 @@ int cmd_status(const struct host_opts *o, int argc, char **argv)
 	q = json_pack("{s:s}", "type", "query");
 	r = q ? session_send(&c.s, q) : -ENOMEM;
 	json_decref(q);
-	deadline = host_now_ms() + o->timeout_ms;
+	deadline = ((int64_t)mono_ms()) + o->timeout_ms;
 	rc = -1;
 	while (r == 0 && rc < 0) {
 		json_t *m = NULL;

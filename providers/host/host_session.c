@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "providers/wire/message.h"
+#include "lib/timeutil.h"
 #include "lib/util.h"
 #include "providers/host/host.h"
 
@@ -115,7 +116,7 @@ int session_sync(struct host_session *s, int64_t deadline)
 	int r;
 
 	if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
-		nonce = (uint64_t)host_now_ms() ^ (uint64_t)getpid() << 20;
+		nonce = (uint64_t)((int64_t)mono_ms()) ^ (uint64_t)getpid() << 20;
 	nonce &= (1ULL << 53) - 1; /* the protocol's range for integers */
 	s->nonce = nonce;
 	s->syncing = true;

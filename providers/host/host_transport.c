@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "lib/timeutil.h"
 #include "lib/util.h"
 #include "providers/host/host.h"
 
@@ -32,21 +33,13 @@ struct host_transport {
 	bool timed_out;
 };
 
-int64_t host_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int remaining_ms(int64_t deadline)
 {
 	int64_t left;
 
 	if (deadline < 0)
 		return -1;
-	left = deadline - host_now_ms();
+	left = deadline - ((int64_t)mono_ms());
 	return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
 }
 

@@ -6,14 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/json.h"
 #include "lib/util.h"
-
-static void jsonp(json_t **j)
-{
-	json_decref(*j);
-}
-#define _cleanup_json_ __attribute__((cleanup(jsonp)))
-
 
 /* Sets KEY to V (stolen); -ENOMEM when V is NULL or the set fails. */
 static int set_new(json_t *o, const char *key, json_t *v)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "providers/wire/message.h"
+#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "hotplug/words.h"
@@ -8,9 +9,6 @@
 #include <inttypes.h>
 #include <stdarg.h>
 
-#ifndef _cleanup_json_
-#define _cleanup_json_ _cleanup_(json_decrefp) /* json_decrefp comes with jansson */
-#endif
 
 int msg_error_set(struct msg_error *err, int code, const char *fmt, ...)
 {
