@@ -113,6 +113,36 @@ static void print_status(const struct host_opts *o, json_t *m)
 	}
 }
 
+/*
+ * A report of an earlier command (or of memgrant-host serve), delivered now
+ * because the agent keeps reports until a host acknowledges them.  It is
+ * not part of this command's answer: it goes to stderr, labelled, so stdout
+ * holds only the answer (scripts read it), and it is still shown once
+ * before the acknowledgement removes it from the guest's outbox.
+ */
+static void print_earlier(const struct host_opts *o, const char *domain, json_t *m)
+{
+	char req[16], app[16];
+	_cleanup_free_ char *text = NULL;
+
+	if (o->json) {
+		text = json_dumps(m, JSON_COMPACT);
+		fprintf(stderr, "memgrant-host: %s: earlier report: %s\n", domain, text ? text : "?");
+		return;
+	}
+	if (!streq(jstr(m, "type"), "status")) {
+		size_format(juint(m, "bytes"), req, sizeof(req));
+		fprintf(stderr, "memgrant-host: %s: earlier %s %s of %s: %s\n", domain, jstr(m, "type"),
+			jstr(m, "id") ?: "?", req, jstr(m, "reason") ?: "");
+		return;
+	}
+	size_format(juint(m, "requested_bytes"), req, sizeof(req));
+	size_format(juint(m, "applied_bytes"), app, sizeof(app));
+	fprintf(stderr, "memgrant-host: %s: earlier report: %s%s%s: %s, %s of %s (generation %llu)\n", domain,
+		jstr(m, "id") ?: "?", jstr(m, "kind") ? " " : "", jstr(m, "kind") ?: "", jstr(m, "state") ?: "?", app,
+		req, (unsigned long long)juint(m, "generation"));
+}
+
 static void print_error(const char *domain, json_t *m)
 {
 	fprintf(stderr, "memgrant-host: %s: the agent refused%s%s: %s: %s\n", domain, jstr(m, "id") ? " " : "",
@@ -193,7 +223,7 @@ static int run_request(const struct host_opts *o, const char *domain, json_t *re
 		if (streq(type, "status")) {
 			state = jstr(m, "state");
 			if (!streq(jstr(m, "id"), id)) {
-				print_status(o, m); /* an earlier report, delivered now */
+				print_earlier(o, domain, m);
 			} else if (!streq(state, last_state)) {
 				print_status(o, m);
 				snprintf(last_state, sizeof(last_state), "%s", state ?: "");
@@ -207,6 +237,9 @@ static int run_request(const struct host_opts *o, const char *domain, json_t *re
 				if (!wait || is_final(state))
 					rc = exit_for_state(state);
 			}
+		} else if (streq(type, "request") || streq(type, "offer")) {
+			print_earlier(o, domain, m);
+			session_ack(&c.s, m);
 		} else if (streq(type, "error") && (!jstr(m, "id") || streq(jstr(m, "id"), id))) {
 			print_error(domain, m);
 			rc = HOST_EXIT_REFUSED;
@@ -455,8 +488,9 @@ int cmd_status(const struct host_opts *o, int argc, char **argv)
 		if (streq(jstr(m, "type"), "agent_status")) {
 			print_agent_status(&lo, argv[optind], m, c.s.agent_generation, host_gen);
 			rc = HOST_EXIT_OK;
-		} else if (streq(jstr(m, "type"), "status")) {
-			print_status(&lo, m);
+		} else if (streq(jstr(m, "type"), "status") || streq(jstr(m, "type"), "request") ||
+			   streq(jstr(m, "type"), "offer")) {
+			print_earlier(&lo, argv[optind], m);
 			session_ack(&c.s, m);
 		} else if (streq(jstr(m, "type"), "error")) {
 			print_error(argv[optind], m);
@@ -492,6 +526,15 @@ int cmd_watch(const struct host_opts *o, int argc, char **argv)
 			break;
 		if (streq(jstr(m, "type"), "status")) {
 			print_status(&lo, m);
+			r = session_ack(&c.s, m);
+		} else if (streq(jstr(m, "type"), "request") || streq(jstr(m, "type"), "offer")) {
+			if (lo.json) {
+				print_json(m);
+			} else {
+				char b[16];
+				size_format(juint(m, "bytes"), b, sizeof(b));
+				printf("%s %s: %s: %s\n", jstr(m, "id") ?: "?", jstr(m, "type"), b, jstr(m, "reason") ?: "");
+			}
 			r = session_ack(&c.s, m);
 		} else if (streq(jstr(m, "type"), "error")) {
 			print_error(argv[optind], m);

@@ -160,7 +160,13 @@ int session_ack(struct host_session *s, json_t *msg)
 	json_t *ack;
 	int r;
 
-	if (!streq(json_string_value(json_object_get(msg, "type")), "status") || !json_is_integer(seq))
+	const char *type = json_string_value(json_object_get(msg, "type"));
+
+	/* every line of the agent's outbox carries a seq: reports, and the
+	 * pressure monitor's requests and offers; one unacknowledged line holds
+	 * back all later ones */
+	if (!(streq(type, "status") || streq(type, "request") || streq(type, "offer")) || !json_is_integer(seq) ||
+	    json_integer_value(seq) <= 0)
 		return 0;
 	ack = json_pack("{s:s,s:I}", "type", "ack", "seq", json_integer_value(seq));
 	if (!ack)

@@ -111,5 +111,20 @@ g=$($CTL grants host-8 --json)
 expect_eq "range grant first block" "$(jget "$g" blocks.0.block)" 30
 expect_eq "range grant zone" "$(jget "$g" blocks.0.zone)" Movable
 
+# reports left over from an earlier command are not part of the next one's
+# answer: stdout holds only this command's reports, the earlier ones go to
+# stderr, labelled, and are acknowledged (shown once, then gone)
+out=$($H grant guest 128M) || fail "grant without --wait exited $?: $out"
+echo "$out" | grep -q "^host-9 grant: accepted" || fail "host-9: $out"
+[ "$(pending)" -ge 1 ] || fail "host-9's later reports should wait in the outbox"
+$H grant guest 128M --wait > "$T/ans.out" 2> "$T/ans.err" || fail "host-10 exited $?: $(cat "$T/ans.out" "$T/ans.err")"
+cat "$T/ans.out"; cat "$T/ans.err"
+grep -qv "^host-10 " "$T/ans.out" && fail "the answer to host-10 holds other reports: $(cat "$T/ans.out")"
+grep -q "^host-10 grant: applied" "$T/ans.out" || fail "host-10 answer: $(cat "$T/ans.out")"
+grep -q "earlier report: host-9 grant: applied" "$T/ans.err" || fail "host-9's final report was not shown: $(cat "$T/ans.err")"
+$H --json status guest > "$T/st.out" 2> "$T/st.err" || fail "status: $(cat "$T/st.err")"
+[ "$(wc -l < "$T/st.out")" -eq 1 ] || fail "status printed more than the agent's status: $(cat "$T/st.out")"
+expect_eq "outbox after the answer" "$(pending)" 0
+
 stop_daemon
 echo ok
