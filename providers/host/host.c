@@ -9,6 +9,7 @@
 #include "lib/size.h"
 #include "lib/util.h"
 #include "providers/host/host.h"
+#include "providers/host/serve.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -21,7 +22,8 @@ static const struct {
 } commands[] = {
 	{ "grant", cmd_grant, "grant DOMAIN (SIZE | RANGE) [--memmap auto|on|off] [--zone auto|movable|normal] [--id ID] [--wait]" },
 	{ "revoke", cmd_revoke, "revoke DOMAIN (SIZE | --grant ID) [--id ID] [--wait]" },
-	{ "status", cmd_status, "status DOMAIN" },
+	{ "status", cmd_status, "status [DOMAIN] [--json]   (without DOMAIN: the service's per-domain state)" },
+	{ "serve", cmd_serve, "serve [--config FILE] [--dry-run] [--state-dir DIR] [--events FILE]" },
 	{ "watch", cmd_watch, "watch DOMAIN [--json]" },
 };
 

@@ -70,6 +70,8 @@ int transport_send(struct host_transport *t, const char *buf, size_t len, int64_
 ssize_t transport_recv(struct host_transport *t, char *buf, size_t cap, int64_t deadline);
 void transport_close(struct host_transport *t);
 
+/* Does the domain XML define the channel HOST_CHANNEL_NAME? 1 yes, 0 no, -errno. */
+int host_xml_has_channel(const char *xml);
 /* The snippet for the domain XML (<devices>) that defines the channel. */
 const char *host_channel_xml_snippet(void);
 
@@ -105,6 +107,8 @@ int session_ack(struct host_session *s, json_t *msg);
  */
 int host_state_next_generation(const char *state_dir, const char *domain, uint64_t agent_last, uint64_t *out,
 			       char *why, size_t why_len);
+/* STATE_DIR/<domain, escaped>EXT (new string in OUT). */
+int host_state_path(const char *state_dir, const char *domain, const char *ext, char **out);
 /* The last generation recorded for DOMAIN (0 none). */
 int host_state_last_generation(const char *state_dir, const char *domain, uint64_t *out, char *why,
 			       size_t why_len);

@@ -12,6 +12,7 @@
 #include "lib/util.h"
 #include "hotplug/words.h"
 #include "providers/host/host.h"
+#include "providers/host/serve.h"
 
 struct conn {
 	struct host_transport *t;
@@ -466,10 +467,12 @@ int cmd_status(const struct host_opts *o, int argc, char **argv)
 	json_t *q;
 	int r, rc;
 
-	if (parse_common(argc, argv, json_opts, no_opt, &lo.json) < 0 || argc - optind != 1) {
-		fprintf(stderr, "Usage: memgrant-host status DOMAIN [--json]\n");
+	if (parse_common(argc, argv, json_opts, no_opt, &lo.json) < 0 || argc - optind > 1) {
+		fprintf(stderr, "Usage: memgrant-host status [DOMAIN] [--json]\n");
 		return HOST_EXIT_USAGE;
 	}
+	if (argc - optind == 0) /* the service's view of every domain (MEMGRANT_HOST_CONFIG names its YAML) */
+		return serve_show_status(getenv("MEMGRANT_HOST_CONFIG"), lo.json);
 	if (host_state_last_generation(o->state_dir, argv[optind], &host_gen, why, sizeof(why)) < 0)
 		fprintf(stderr, "memgrant-host: %s\n", why);
 	rc = conn_open(&lo, argv[optind], &c);

@@ -28,7 +28,7 @@ static void why_set(char *why, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int state_path(const char *dir, const char *domain, const char *ext, char **out)
+int host_state_path(const char *dir, const char *domain, const char *ext, char **out)
 {
 	size_t n = strlen(domain);
 	_cleanup_free_ char *name = malloc(n * 3 + 1);
@@ -90,7 +90,7 @@ int host_state_last_generation(const char *state_dir, const char *domain, uint64
 			       size_t why_len)
 {
 	_cleanup_free_ char *path = NULL;
-	int r = state_path(state_dir, domain, ".json", &path);
+	int r = host_state_path(state_dir, domain, ".json", &path);
 
 	if (r < 0) {
 		why_set(why, why_len, "bad domain name");
@@ -113,7 +113,7 @@ int host_state_next_generation(const char *state_dir, const char *domain, uint64
 		why_set(why, why_len, "cannot create the state directory %s: %s", state_dir, strerror(-r));
 		return r;
 	}
-	if (state_path(state_dir, domain, ".json", &path) < 0 || state_path(state_dir, domain, ".lock", &lock) < 0) {
+	if (host_state_path(state_dir, domain, ".json", &path) < 0 || host_state_path(state_dir, domain, ".lock", &lock) < 0) {
 		why_set(why, why_len, "bad domain name");
 		return -EINVAL;
 	}

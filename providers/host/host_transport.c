@@ -177,7 +177,7 @@ static int stream_wait(struct host_transport *t, int want, int64_t deadline)
 }
 
 /* The channel named HOST_CHANNEL_NAME in the domain's XML? 1 yes, 0 no, -errno. */
-static int xml_has_channel(const char *xml)
+int host_xml_has_channel(const char *xml)
 {
 	xmlDocPtr doc;
 	xmlXPathContextPtr ctx;
@@ -258,7 +258,7 @@ int transport_open_libvirt(const char *uri, const char *domain, struct host_tran
 		r = -EIO;
 		goto fail;
 	}
-	r = xml_has_channel(xml);
+	r = host_xml_has_channel(xml);
 	free(xml);
 	if (r < 0) {
 		why_set(why, why_len, "cannot parse the XML of domain '%s'", domain);
