@@ -52,10 +52,12 @@ AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CURL_L
 # unit tests mirror the source folders; build/tests/test_NAME from
 # tests/unit/.../test_NAME.c.  Those of lib/ and hotplug/ link only those.
 UNIT_SRC_HOTPLUG := $(shell find tests/unit/hotplug tests/unit/lib -name 'test_*.c' 2>/dev/null | sort)
-UNIT_SRC_AGENT := $(filter-out $(UNIT_SRC_HOTPLUG),$(shell find tests/unit -name 'test_*.c' | sort))
+# memgrant-host's tests link its objects and libvirt: built only with libvirt
+UNIT_SRC_HOST := $(shell find tests/unit/providers/host -name 'test_*.c' 2>/dev/null | sort)
+UNIT_SRC_AGENT := $(filter-out $(UNIT_SRC_HOTPLUG) $(UNIT_SRC_HOST),$(shell find tests/unit -name 'test_*.c' | sort))
 unit_bin = $(patsubst %.c,$(B)/tests/%,$(notdir $(1)))
 UNIT_HOTPLUG := $(call unit_bin,$(UNIT_SRC_HOTPLUG))
-UNIT_AGENT := $(call unit_bin,$(UNIT_SRC_AGENT))
+UNIT_AGENT := $(call unit_bin,$(UNIT_SRC_AGENT)) $(if $(filter 1,$(HAVE_LIBVIRT)),$(call unit_bin,$(UNIT_SRC_HOST)))
 TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(wildcard tests/tools/*.c))
 
 ifeq ($(ONLY),hotplug)
@@ -126,6 +128,11 @@ HOST_XML_CFLAGS := $(XML_CFLAGS)
 HOST_XML_LIBS := $(XML_LIBS)
 $(B)/providers/host/%.o: ALL_CFLAGS += $(HOST_XML_CFLAGS)
 
+HOST_LIB := $(B)/libhost.a
+$(HOST_LIB): $(patsubst %.c,$(B)/%.o,$(filter-out providers/host/host.c,$(HOST_SRC)))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 $(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
@@ -137,6 +144,7 @@ $(call unit_bin,$(1)): $(patsubst %.c,$(B)/%.o,$(1)) $(2)
 endef
 $(foreach t,$(UNIT_SRC_HOTPLUG),$(eval $(call unit_rule,$(t),$$(HOTPLUG_LIB) $$(MG_LIB),$$(JANSSON_LIBS))))
 $(foreach t,$(UNIT_SRC_AGENT),$(eval $(call unit_rule,$(t),$$(CTL_LIB) $$(AGENT_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(AGENT_LIBS))))
+$(foreach t,$(UNIT_SRC_HOST),$(eval $(call unit_rule,$(t),$$(HOST_LIB) $$(AGENT_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(LIBVIRT_LIBS) $$(HOST_XML_LIBS) $$(AGENT_LIBS))))
 
 # tests/tools: libfuse3 for simfs (a stub that exits 77 without it)
 TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)

@@ -123,6 +123,7 @@ struct hv_event {
 struct hv_range {
 	uint64_t start, size;
 	char alias[64];
+	char grant[MSG_ID_MAX + 1]; /* the service's bookkeeping: the grant that holds it now */
 };
 
 struct hv_ops {

@@ -56,7 +56,7 @@ struct dom {
 	int64_t request_at;
 	int64_t slack_since;
 	/* timing */
-	int64_t grow_ok_at, shrink_ok_at, backoff;
+	int64_t grow_ok_at, shrink_ok_at, backoff, grow_backoff;
 	int64_t deadline, phase_at;
 	uint64_t late_applied;       /* what that grant applied after all */
 	char late_id[MSG_ID_MAX + 1];  /* an operation given up on: its late report still counts */
@@ -328,11 +328,12 @@ static void start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char 
 		d->deadline = now;
 		return;
 	}
-	if (d->rec.op_has_range) {
-		d->rec.op_range = range;
-		journal(c, d);
-	}
 	d->v.plugs++;
+	if (d->rec.op_has_range) {
+		/* a DIMM attach is synchronous: its range is known, the grant can go */
+		d->rec.op_range = range;
+		start_grant(c, d, bytes, now);
+	}
 }
 
 static void start_shrink(struct ctl *c, struct dom *d, uint64_t bytes, const char *why_shrink, int64_t now)
@@ -350,7 +351,7 @@ static void start_shrink(struct ctl *c, struct dom *d, uint64_t bytes, const cha
 		d->rec.op_range = d->rec.ranges[d->rec.n_ranges - 1];
 		d->rec.op_has_range = true;
 		bytes = d->rec.op_range.size;
-		snprintf(d->rec.revoke_grant, sizeof(d->rec.revoke_grant), "%s", d->rec.op_range.alias + 3); /* "ua-" + grant id */
+		snprintf(d->rec.revoke_grant, sizeof(d->rec.revoke_grant), "%s", d->rec.op_range.grant);
 	}
 	if (new_op_id(c, d) < 0)
 		return;
@@ -373,6 +374,11 @@ static void take_back(struct ctl *c, struct dom *d, int64_t now)
 
 	d->v.not_onlined++;
 	d->unusable = plugged_extra;
+	/* a guest that does not online what it asked for waits longer each time */
+	d->grow_backoff = d->grow_backoff ? d->grow_backoff * 2 : d->p->revoke_backoff;
+	if (d->grow_backoff > d->p->revoke_backoff_max)
+		d->grow_backoff = d->p->revoke_backoff_max;
+	d->grow_ok_at = now + d->grow_backoff;
 	say(c, d, LOG_WARNING, "%llu bytes plugged, not usable: grant %s not applied within %llds; taking it back",
 	    (unsigned long long)plugged_extra, d->rec.op_id, (long long)(d->p->online_deadline / 1000));
 	emit(c, d, "plugged_not_usable", json_pack("{s:I,s:s}", "bytes", (json_int_t)plugged_extra, "grant", d->rec.op_id));
@@ -405,11 +411,15 @@ static void op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t
 	if (d->rec.phase == PH_GRANTING) {
 		d->rec.granted += got;
 		d->unusable = 0;
+		if (got == d->rec.op_bytes)
+			d->grow_backoff = 0;
 		if (got) {
 			d->v.grows++;
 			d->v.last_grow_ms = now - d->request_at;
-			if (d->rec.op_has_range && d->rec.n_ranges < ARRAY_SIZE(d->rec.ranges) && got == d->rec.op_bytes)
+			if (d->rec.op_has_range && d->rec.n_ranges < ARRAY_SIZE(d->rec.ranges) && got == d->rec.op_bytes) {
+				snprintf(d->rec.op_range.grant, sizeof(d->rec.op_range.grant), "%s", d->rec.op_id);
 				d->rec.ranges[d->rec.n_ranges++] = d->rec.op_range;
+			}
 		}
 		emit(c, d, m->state == MSG_STATE_APPLIED ? "grant.applied" : "grant.incomplete",
 		     json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", m->id, "state", state, "bytes", (json_int_t)got,
@@ -916,6 +926,7 @@ static void deadline_passed(struct ctl *c, struct dom *d, int64_t now)
 				say(c, d, LOG_WARNING, "cannot raise the target back: %s", why);
 		}
 		d->rec.target = d->rec.granted + extra;
+		d->request_at = now;
 		start_grant(c, d, extra, now);
 		return;
 	case PH_IDLE:

@@ -38,14 +38,15 @@ const char *dom_phase_name(enum dom_phase ph)
 
 static json_t *range_json(const struct hv_range *r)
 {
-	return json_pack("{s:I,s:I,s:s}", "start", (json_int_t)r->start, "size", (json_int_t)r->size, "alias",
-			 r->alias);
+	return json_pack("{s:I,s:I,s:s,s:s}", "start", (json_int_t)r->start, "size", (json_int_t)r->size, "alias",
+			 r->alias, "grant", r->grant);
 }
 
 static int range_from(json_t *j, struct hv_range *r)
 {
 	json_t *s = json_object_get(j, "start"), *z = json_object_get(j, "size");
 	const char *a = json_string_value(json_object_get(j, "alias"));
+	const char *g = json_string_value(json_object_get(j, "grant"));
 
 	if (!json_is_integer(s) || !json_is_integer(z) || !a || json_integer_value(s) < 0 ||
 	    json_integer_value(z) <= 0 || strlen(a) >= sizeof(r->alias))
@@ -53,6 +54,7 @@ static int range_from(json_t *j, struct hv_range *r)
 	r->start = (uint64_t)json_integer_value(s);
 	r->size = (uint64_t)json_integer_value(z);
 	snprintf(r->alias, sizeof(r->alias), "%s", a);
+	snprintf(r->grant, sizeof(r->grant), "%s", g && msg_id_valid(g) ? g : "");
 	return 0;
 }
 
