@@ -34,54 +34,9 @@
 #include "providers/host/host.h"
 #include "providers/host/serve.h"
 
-struct dom {
-	char name[SERVE_NAME_MAX];
-	const struct serve_policy *p;
-	struct dom_record rec;
-	struct hv_mem hv;
-	bool hv_known;
-	/* session */
-	bool connected, synced;
-	uint64_t nonce, agent_generation;
-	bool op_sent;
-	int64_t op_sent_at;
-	/* what the agent said */
-	bool have_status, reconciled;
-	uint64_t block, agent_granted, mem_total, mem_available;
-	bool have_usage;
-	int64_t query_at;
-	bool query_out;
-	/* advice */
-	uint64_t request, offer;
-	int64_t request_at;
-	int64_t slack_since;
-	/* timing */
-	int64_t grow_ok_at, shrink_ok_at, backoff, grow_backoff;
-	int64_t deadline, phase_at;
-	uint64_t late_applied;       /* what that grant applied after all */
-	char late_id[MSG_ID_MAX + 1];  /* an operation given up on: its late report still counts */
-	enum dom_phase late_phase;
-	uint64_t late_bytes;
-	int unplug_tries;
-	uint64_t unusable;
-	/* the guest's line budget */
-	double tokens;
-	int64_t tokens_at;
-	struct dom_view v;           /* counters; v.name etc. filled by ctl_view */
-	char last_error[192];
-};
+#include "providers/host/serve_ctl_int.h"
 
-struct ctl {
-	const struct serve_config *cfg;
-	const struct hv_ops *hv;
-	void *hv_impl;
-	struct ctl_io io;
-	struct dom **doms;
-	size_t n, cap;
-};
-
-static void say(struct ctl *c, struct dom *d, int prio, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void say(struct ctl *c, struct dom *d, int prio, const char *fmt, ...)
+void dc_say(struct ctl *c, struct dom *d, int prio, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -96,7 +51,7 @@ static void say(struct ctl *c, struct dom *d, int prio, const char *fmt, ...)
 }
 
 /* An event: {"event": NAME, "domain": ..., fields of FMT (json_pack)}. */
-static void emit(struct ctl *c, struct dom *d, const char *name, json_t *fields)
+void dc_emit(struct ctl *c, struct dom *d, const char *name, json_t *fields)
 {
 	json_t *ev = fields ? fields : json_object();
 
@@ -115,7 +70,7 @@ static void emit(struct ctl *c, struct dom *d, const char *name, json_t *fields)
 	json_decref(ev);
 }
 
-static struct dom *find(const struct ctl *c, const char *name)
+struct dom *dc_find(const struct ctl *c, const char *name)
 {
 	for (size_t i = 0; i < c->n; i++)
 		if (streq(c->doms[i]->name, name))
@@ -123,7 +78,7 @@ static struct dom *find(const struct ctl *c, const char *name)
 	return NULL;
 }
 
-static int send_json(struct ctl *c, struct dom *d, json_t *m)
+int dc_send_json(struct ctl *c, struct dom *d, json_t *m)
 {
 	_cleanup_free_ char *text = m ? json_dumps(m, JSON_COMPACT) : NULL;
 	_cleanup_free_ char *line = NULL;
@@ -142,7 +97,7 @@ static int send_json(struct ctl *c, struct dom *d, json_t *m)
 	return c->io.send(c->io.ud, d->name, line, n + 1);
 }
 
-static int journal(struct ctl *c, struct dom *d)
+int dc_journal(struct ctl *c, struct dom *d)
 {
 	char why[512] = "";
 	int r;
@@ -151,18 +106,18 @@ static int journal(struct ctl *c, struct dom *d)
 		return 0;
 	r = journal_store(c->cfg->state_dir, d->name, &d->rec, why, sizeof(why));
 	if (r < 0)
-		say(c, d, LOG_ERR, "journal: %s", why);
+		dc_say(c, d, LOG_ERR, "journal: %s", why);
 	return r;
 }
 
-static uint64_t round_up(uint64_t v, uint64_t g)
+static uint64_t dc_round_up(uint64_t v, uint64_t g)
 {
 	return g && v % g ? v + (g - v % g) : v;
 }
 
 /* ---- the operation messages ---------------------------------------------------------- */
 
-static json_t *op_message(struct dom *d)
+static json_t *dc_op_message(struct dom *d)
 {
 	json_t *m;
 
@@ -193,20 +148,20 @@ static json_t *op_message(struct dom *d)
 	return NULL;
 }
 
-static void send_op(struct ctl *c, struct dom *d, int64_t now)
+void dc_send_op(struct ctl *c, struct dom *d, int64_t now)
 {
 	_cleanup_json_ json_t *m = NULL;
 
 	if (!d->synced || d->op_sent || c->cfg->dry_run)
 		return;
-	m = op_message(d);
-	if (m && send_json(c, d, m) == 0) {
+	m = dc_op_message(d);
+	if (m && dc_send_json(c, d, m) == 0) {
 		d->op_sent = true;
 		d->op_sent_at = now;
 	}
 }
 
-static int new_op_id(struct ctl *c, struct dom *d)
+int dc_new_op_id(struct ctl *c, struct dom *d)
 {
 	char why[512] = "";
 	uint64_t gen;
@@ -218,7 +173,7 @@ static int new_op_id(struct ctl *c, struct dom *d)
 	}
 	r = host_state_next_generation(c->cfg->state_dir, d->name, d->agent_generation, &gen, why, sizeof(why));
 	if (r < 0) {
-		say(c, d, LOG_ERR, "%s", why);
+		dc_say(c, d, LOG_ERR, "%s", why);
 		return r;
 	}
 	d->rec.op_generation = gen;
@@ -226,7 +181,7 @@ static int new_op_id(struct ctl *c, struct dom *d)
 	return 0;
 }
 
-static void set_phase(struct dom *d, enum dom_phase ph, int64_t now, int64_t within)
+void dc_set_phase(struct dom *d, enum dom_phase ph, int64_t now, int64_t within)
 {
 	d->rec.phase = ph;
 	d->phase_at = now;
@@ -240,25 +195,25 @@ static void set_phase(struct dom *d, enum dom_phase ph, int64_t now, int64_t wit
 	}
 }
 
-static void go_idle(struct ctl *c, struct dom *d, int64_t now)
+void dc_go_idle(struct ctl *c, struct dom *d, int64_t now)
 {
-	set_phase(d, PH_IDLE, now, 0);
-	journal(c, d);
+	dc_set_phase(d, PH_IDLE, now, 0);
+	dc_journal(c, d);
 }
 
 /* ---- transitions --------------------------------------------------------------------- */
 
-static void start_grant(struct ctl *c, struct dom *d, uint64_t bytes, int64_t now)
+void dc_start_grant(struct ctl *c, struct dom *d, uint64_t bytes, int64_t now)
 {
 	d->rec.op_bytes = bytes;
-	set_phase(d, PH_GRANTING, now, d->p->online_deadline);
-	if (journal(c, d) < 0)
+	dc_set_phase(d, PH_GRANTING, now, d->p->online_deadline);
+	if (dc_journal(c, d) < 0)
 		return; /* retried at the next tick (the deadline still runs) */
-	send_op(c, d, now);
+	dc_send_op(c, d, now);
 }
 
 /* The device shrinks back to what is granted. */
-static void start_unplug(struct ctl *c, struct dom *d, uint64_t bytes, int64_t now)
+void dc_start_unplug(struct ctl *c, struct dom *d, uint64_t bytes, int64_t now)
 {
 	char why[512] = "";
 	struct hv_range range = d->rec.op_range;
@@ -266,39 +221,39 @@ static void start_unplug(struct ctl *c, struct dom *d, uint64_t bytes, int64_t n
 
 	if (d->hv.always_plugged || bytes == 0) {
 		d->v.unplugs += bytes ? 1 : 0;
-		go_idle(c, d, now);
+		dc_go_idle(c, d, now);
 		return;
 	}
 	d->rec.target = d->rec.granted;
-	set_phase(d, PH_UNPLUGGING, now, d->p->unplug_deadline);
+	dc_set_phase(d, PH_UNPLUGGING, now, d->p->unplug_deadline);
 	d->rec.op_bytes = bytes;
 	d->rec.op_range = range;
 	d->rec.op_has_range = with_range;
-	if (journal(c, d) < 0)
+	if (dc_journal(c, d) < 0)
 		return;
 	if (c->hv->unplug(c->hv_impl, d->name, d->p, bytes, with_range ? &range : NULL, why, sizeof(why)) < 0) {
-		say(c, d, LOG_WARNING, "unplug of %llu bytes failed: %s", (unsigned long long)bytes, why);
-		emit(c, d, "unplug.failed", json_pack("{s:I,s:s}", "bytes", (json_int_t)bytes, "error", why));
+		dc_say(c, d, LOG_WARNING, "unplug of %llu bytes failed: %s", (unsigned long long)bytes, why);
+		dc_emit(c, d, "unplug.failed", json_pack("{s:I,s:s}", "bytes", (json_int_t)bytes, "error", why));
 		d->deadline = now; /* handled as a partial unplug at the next tick */
 	}
 }
 
-static void start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char *why_grow, int64_t now)
+void dc_start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char *why_grow, int64_t now)
 {
 	char why[512] = "";
 	struct hv_range range = { 0 };
 
 	if (d->p->hypervisor == HV_DIMM || d->hv.kind == HV_DIMM)
 		bytes = d->p->dimm_size; /* one DIMM at a time */
-	bytes = round_up(bytes, d->hv.granule);
-	emit(c, d, "decision", json_pack("{s:s,s:I,s:s}", "action", "grow", "bytes", (json_int_t)bytes, "why", why_grow));
+	bytes = dc_round_up(bytes, d->hv.granule);
+	dc_emit(c, d, "decision", json_pack("{s:s,s:I,s:s}", "action", "grow", "bytes", (json_int_t)bytes, "why", why_grow));
 	d->grow_ok_at = now + d->p->grow_cooldown;
 	d->shrink_ok_at = now + d->p->shrink_cooldown;
 	if (c->cfg->dry_run) {
 		d->request = 0;
 		return;
 	}
-	if (new_op_id(c, d) < 0)
+	if (dc_new_op_id(c, d) < 0)
 		return;
 	d->request_at = d->request ? d->request_at : now;
 	d->request = 0;
@@ -310,19 +265,19 @@ static void start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char 
 		d->rec.op_range = (struct hv_range){ .size = bytes };
 		snprintf(d->rec.op_range.alias, sizeof(d->rec.op_range.alias), "ua-%.58s", d->rec.op_id);
 	}
-	set_phase(d, PH_PLUGGING, now, d->p->plug_deadline);
-	if (journal(c, d) < 0) {
-		set_phase(d, PH_IDLE, now, 0);
+	dc_set_phase(d, PH_PLUGGING, now, d->p->plug_deadline);
+	if (dc_journal(c, d) < 0) {
+		dc_set_phase(d, PH_IDLE, now, 0);
 		return;
 	}
 	if (d->hv.always_plugged) {
-		start_grant(c, d, bytes, now);
+		dc_start_grant(c, d, bytes, now);
 		return;
 	}
 	range = d->rec.op_range;
 	if (c->hv->plug(c->hv_impl, d->name, d->p, bytes, &range, why, sizeof(why)) < 0) {
-		say(c, d, LOG_WARNING, "plug of %llu bytes failed: %s", (unsigned long long)bytes, why);
-		emit(c, d, "plug.failed", json_pack("{s:I,s:s}", "bytes", (json_int_t)bytes, "error", why));
+		dc_say(c, d, LOG_WARNING, "plug of %llu bytes failed: %s", (unsigned long long)bytes, why);
+		dc_emit(c, d, "plug.failed", json_pack("{s:I,s:s}", "bytes", (json_int_t)bytes, "error", why));
 		d->grow_ok_at = now + d->p->revoke_backoff;
 		/* nothing may have arrived, or part of it: the plug deadline decides */
 		d->deadline = now;
@@ -332,13 +287,13 @@ static void start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char 
 	if (d->rec.op_has_range) {
 		/* a DIMM attach is synchronous: its range is known, the grant can go */
 		d->rec.op_range = range;
-		start_grant(c, d, bytes, now);
+		dc_start_grant(c, d, bytes, now);
 	}
 }
 
-static void start_shrink(struct ctl *c, struct dom *d, uint64_t bytes, const char *why_shrink, int64_t now)
+void dc_start_shrink(struct ctl *c, struct dom *d, uint64_t bytes, const char *why_shrink, int64_t now)
 {
-	emit(c, d, "decision", json_pack("{s:s,s:I,s:s}", "action", "shrink", "bytes", (json_int_t)bytes, "why",
+	dc_emit(c, d, "decision", json_pack("{s:s,s:I,s:s}", "action", "shrink", "bytes", (json_int_t)bytes, "why",
 					 why_shrink));
 	d->offer = 0;
 	d->shrink_ok_at = now + d->p->shrink_cooldown;
@@ -353,22 +308,22 @@ static void start_shrink(struct ctl *c, struct dom *d, uint64_t bytes, const cha
 		bytes = d->rec.op_range.size;
 		snprintf(d->rec.revoke_grant, sizeof(d->rec.revoke_grant), "%s", d->rec.op_range.grant);
 	}
-	if (new_op_id(c, d) < 0)
+	if (dc_new_op_id(c, d) < 0)
 		return;
 	d->rec.op_bytes = bytes;
 	d->phase_at = now;
-	set_phase(d, PH_REVOKING, now, d->p->unplug_deadline + d->p->online_deadline);
+	dc_set_phase(d, PH_REVOKING, now, d->p->unplug_deadline + d->p->online_deadline);
 	if (d->hv.kind == HV_DIMM)
 		d->rec.op_has_range = true;
-	if (journal(c, d) < 0) {
-		set_phase(d, PH_IDLE, now, 0);
+	if (dc_journal(c, d) < 0) {
+		dc_set_phase(d, PH_IDLE, now, 0);
 		return;
 	}
-	send_op(c, d, now);
+	dc_send_op(c, d, now);
 }
 
 /* Plugged memory the agent did not apply in time goes back. */
-static void take_back(struct ctl *c, struct dom *d, int64_t now)
+void dc_take_back(struct ctl *c, struct dom *d, int64_t now)
 {
 	uint64_t plugged_extra = d->rec.target > d->rec.granted ? d->rec.target - d->rec.granted : d->rec.op_bytes;
 
@@ -379,9 +334,9 @@ static void take_back(struct ctl *c, struct dom *d, int64_t now)
 	if (d->grow_backoff > d->p->revoke_backoff_max)
 		d->grow_backoff = d->p->revoke_backoff_max;
 	d->grow_ok_at = now + d->grow_backoff;
-	say(c, d, LOG_WARNING, "%llu bytes plugged, not usable: grant %s not applied within %llds; taking it back",
+	dc_say(c, d, LOG_WARNING, "%llu bytes plugged, not usable: grant %s not applied within %llds; taking it back",
 	    (unsigned long long)plugged_extra, d->rec.op_id, (long long)(d->p->online_deadline / 1000));
-	emit(c, d, "plugged_not_usable", json_pack("{s:I,s:s}", "bytes", (json_int_t)plugged_extra, "grant", d->rec.op_id));
+	dc_emit(c, d, "plugged_not_usable", json_pack("{s:I,s:s}", "bytes", (json_int_t)plugged_extra, "grant", d->rec.op_id));
 	snprintf(d->rec.revoke_grant, sizeof(d->rec.revoke_grant), "%s", d->rec.op_id);
 	d->late_applied = 0;
 	if (!d->synced) {
@@ -389,21 +344,21 @@ static void take_back(struct ctl *c, struct dom *d, int64_t now)
 		snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.op_id);
 		d->late_phase = PH_GRANTING;
 		d->late_bytes = d->rec.op_bytes;
-		start_unplug(c, d, plugged_extra, now);
+		dc_start_unplug(c, d, plugged_extra, now);
 		return;
 	}
-	if (new_op_id(c, d) < 0)
+	if (dc_new_op_id(c, d) < 0)
 		return;
 	d->rec.op_bytes = plugged_extra;
-	set_phase(d, PH_REVOKING, now, d->p->unplug_deadline);
+	dc_set_phase(d, PH_REVOKING, now, d->p->unplug_deadline);
 	d->rec.take_back = true;
-	if (journal(c, d) < 0)
+	if (dc_journal(c, d) < 0)
 		return;
-	send_op(c, d, now);
+	dc_send_op(c, d, now);
 }
 
 /* A final report of the operation in flight. */
-static void op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
+static void dc_op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
 {
 	uint64_t got = m->applied < d->rec.op_bytes ? m->applied : d->rec.op_bytes;
 	const char *state = msg_state_name(m->state);
@@ -421,25 +376,25 @@ static void op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t
 				d->rec.ranges[d->rec.n_ranges++] = d->rec.op_range;
 			}
 		}
-		emit(c, d, m->state == MSG_STATE_APPLIED ? "grant.applied" : "grant.incomplete",
+		dc_emit(c, d, m->state == MSG_STATE_APPLIED ? "grant.applied" : "grant.incomplete",
 		     json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", m->id, "state", state, "bytes", (json_int_t)got,
 			       "asked_bytes", (json_int_t)d->rec.op_bytes, "took_ms", (json_int_t)(now - d->request_at)));
 		if (got == d->rec.op_bytes) {
-			go_idle(c, d, now);
+			dc_go_idle(c, d, now);
 		} else if (d->rec.op_has_range && got) {
 			/* a DIMM half applied: its grant goes back whole, then the DIMM */
 			d->rec.granted -= got;
 			d->late_applied = got;
 			snprintf(d->rec.revoke_grant, sizeof(d->rec.revoke_grant), "%s", d->rec.op_id);
-			if (new_op_id(c, d) == 0) {
-				set_phase(d, PH_REVOKING, now, d->p->unplug_deadline);
+			if (dc_new_op_id(c, d) == 0) {
+				dc_set_phase(d, PH_REVOKING, now, d->p->unplug_deadline);
 				d->rec.take_back = true;
-				if (journal(c, d) == 0)
-					send_op(c, d, now);
+				if (dc_journal(c, d) == 0)
+					dc_send_op(c, d, now);
 			}
 		} else {
 			d->grow_ok_at = now + d->p->revoke_backoff;
-			start_unplug(c, d, d->rec.op_bytes - got, now);
+			dc_start_unplug(c, d, d->rec.op_bytes - got, now);
 		}
 		return;
 	}
@@ -447,8 +402,8 @@ static void op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t
 	if (d->rec.take_back) {
 		uint64_t kept = d->late_applied > got ? d->late_applied - got : 0;
 		d->rec.granted += kept; /* what the grant applied late and could not be revoked */
-		emit(c, d, "take_back.revoked", json_pack("{s:s,s:I}", "state", state, "bytes", (json_int_t)got));
-		start_unplug(c, d, d->rec.op_bytes > kept ? d->rec.op_bytes - kept : 0, now);
+		dc_emit(c, d, "take_back.revoked", json_pack("{s:s,s:I}", "state", state, "bytes", (json_int_t)got));
+		dc_start_unplug(c, d, d->rec.op_bytes > kept ? d->rec.op_bytes - kept : 0, now);
 		return;
 	}
 	d->rec.granted -= got <= d->rec.granted ? got : d->rec.granted;
@@ -458,26 +413,26 @@ static void op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t
 		if (d->backoff > d->p->revoke_backoff_max)
 			d->backoff = d->p->revoke_backoff_max;
 		d->shrink_ok_at = now + d->backoff;
-		emit(c, d, "revoke.incomplete", json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", m->id, "state", state, "bytes",
+		dc_emit(c, d, "revoke.incomplete", json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", m->id, "state", state, "bytes",
 							  (json_int_t)got, "asked_bytes", (json_int_t)d->rec.op_bytes,
 							  "backoff_ms", (json_int_t)d->backoff));
 		if (d->rec.op_has_range) {
 			/* a DIMM cannot go while part of it is online: its blocks stay granted */
 			d->rec.granted += got;
-			go_idle(c, d, now);
+			dc_go_idle(c, d, now);
 			return;
 		}
 	} else {
 		d->backoff = 0;
-		emit(c, d, "revoke.offline", json_pack("{s:s,s:I}", "id", m->id, "bytes", (json_int_t)got));
+		dc_emit(c, d, "revoke.offline", json_pack("{s:s,s:I}", "id", m->id, "bytes", (json_int_t)got));
 	}
 	if (d->rec.op_has_range && got == d->rec.op_bytes && d->rec.n_ranges)
 		d->rec.n_ranges--;
-	start_unplug(c, d, got, now);
+	dc_start_unplug(c, d, got, now);
 }
 
 /* A late report of an operation given up on, or of a grant being taken back. */
-static void late_report(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
+static void dc_late_report(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
 {
 	if (d->rec.take_back && streq(m->id, d->rec.revoke_grant) && msg_state_is_final(m->state)) {
 		d->late_applied = m->applied;
@@ -489,23 +444,23 @@ static void late_report(struct ctl *c, struct dom *d, const struct gmsg *m, int6
 			d->rec.granted += got;
 		else
 			d->rec.granted -= got <= d->rec.granted ? got : d->rec.granted;
-		say(c, d, LOG_NOTICE, "late report of %s: %s, %llu bytes", m->id, msg_state_name(m->state),
+		dc_say(c, d, LOG_NOTICE, "late report of %s: %s, %llu bytes", m->id, msg_state_name(m->state),
 		    (unsigned long long)got);
 		d->late_id[0] = '\0';
 		d->reconciled = false; /* plugged and granted are compared again */
-		journal(c, d);
+		dc_journal(c, d);
 		(void)now;
 	}
 }
 
 /* ---- reconciliation ------------------------------------------------------------------ */
 
-static void refresh_hv(struct ctl *c, struct dom *d)
+void dc_refresh_hv(struct ctl *c, struct dom *d)
 {
 	char why[512] = "";
 
 	if (c->hv->query(c->hv_impl, d->name, d->p, &d->hv, why, sizeof(why)) < 0) {
-		say(c, d, LOG_WARNING, "cannot read the domain's memory devices: %s", why);
+		dc_say(c, d, LOG_WARNING, "cannot read the domain's memory devices: %s", why);
 		d->hv_known = false;
 		return;
 	}
@@ -513,22 +468,22 @@ static void refresh_hv(struct ctl *c, struct dom *d)
 }
 
 /* Idle, synced, agent status known: granted <= agent's count; plugged beyond granted goes. */
-static void reconcile(struct ctl *c, struct dom *d, int64_t now)
+static void dc_reconcile(struct ctl *c, struct dom *d, int64_t now)
 {
 	uint64_t extra;
 
-	refresh_hv(c, d);
+	dc_refresh_hv(c, d);
 	if (!d->hv_known)
 		return;
 	d->reconciled = true;
 	if (d->agent_granted < d->rec.granted) {
-		emit(c, d, "reconciled", json_pack("{s:I,s:I,s:s}", "journal_granted", (json_int_t)d->rec.granted,
+		dc_emit(c, d, "reconciled", json_pack("{s:I,s:I,s:s}", "journal_granted", (json_int_t)d->rec.granted,
 						   "agent_granted", (json_int_t)d->agent_granted, "why",
 						   "the agent holds less than the journal says (guest reboot or outside revoke)"));
 		d->rec.granted = d->agent_granted;
 		if (d->hv.kind == HV_DIMM)
 			d->rec.n_ranges = 0;
-		journal(c, d);
+		dc_journal(c, d);
 	}
 	if (d->hv.always_plugged || c->cfg->dry_run)
 		return;
@@ -538,25 +493,25 @@ static void reconcile(struct ctl *c, struct dom *d, int64_t now)
 	if (d->hv.kind == HV_DIMM)
 		return; /* DIMMs the service did not attach are the operator's */
 	if (extra >= (d->hv.granule ? d->hv.granule : 1)) {
-		emit(c, d, "reconciled", json_pack("{s:I,s:I,s:s}", "plugged", (json_int_t)d->hv.plugged, "requested",
+		dc_emit(c, d, "reconciled", json_pack("{s:I,s:I,s:s}", "plugged", (json_int_t)d->hv.plugged, "requested",
 						   (json_int_t)d->hv.requested, "why", "plugged and not granted: unplugged"));
-		start_unplug(c, d, extra, now);
+		dc_start_unplug(c, d, extra, now);
 	}
 }
 
 /* ---- guest lines ---------------------------------------------------------------------- */
 
-static void ack(struct ctl *c, struct dom *d, uint64_t seq)
+static void dc_ack(struct ctl *c, struct dom *d, uint64_t seq)
 {
 	_cleanup_json_ json_t *a = NULL;
 
 	if (!seq)
 		return;
 	a = json_pack("{s:s,s:I}", "type", "ack", "seq", (json_int_t)seq);
-	send_json(c, d, a);
+	dc_send_json(c, d, a);
 }
 
-static void on_agent_status(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
+static void dc_on_agent_status(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
 {
 	d->query_out = false;
 	d->have_status = true;
@@ -573,10 +528,10 @@ static void on_agent_status(struct ctl *c, struct dom *d, const struct gmsg *m, 
 		d->slack_since = -1;
 	}
 	if (!d->reconciled && d->rec.phase == PH_IDLE)
-		reconcile(c, d, now);
+		dc_reconcile(c, d, now);
 }
 
-static void on_message(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
+static void dc_on_message(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
 {
 	switch (m->kind) {
 	case GMSG_SYNC:
@@ -586,10 +541,10 @@ static void on_message(struct ctl *c, struct dom *d, const struct gmsg *m, int64
 		d->agent_generation = m->generation;
 		d->query_out = false;
 		d->query_at = now; /* ask for the agent's status now */
-		send_op(c, d, now);
+		dc_send_op(c, d, now);
 		return;
 	case GMSG_AGENT_STATUS:
-		on_agent_status(c, d, m, now);
+		dc_on_agent_status(c, d, m, now);
 		return;
 	case GMSG_REQUEST: {
 		uint64_t cap = d->p->step;
@@ -600,28 +555,28 @@ static void on_message(struct ctl *c, struct dom *d, const struct gmsg *m, int64
 			d->request_at = now;
 		d->request = m->bytes > cap ? cap : m->bytes; /* advice: the latest, capped */
 		d->offer = 0;
-		ack(c, d, m->seq);
+		dc_ack(c, d, m->seq);
 		return;
 	}
 	case GMSG_OFFER:
 		d->v.offers++;
 		d->offer = m->bytes;
 		d->request = 0;
-		ack(c, d, m->seq);
+		dc_ack(c, d, m->seq);
 		return;
 	case GMSG_STATUS:
 		if ((d->rec.phase == PH_GRANTING || d->rec.phase == PH_REVOKING) && streq(m->id, d->rec.op_id) &&
 		    m->generation == d->rec.op_generation) {
 			if (msg_state_is_final(m->state))
-				op_final(c, d, m, now);
+				dc_op_final(c, d, m, now);
 		} else {
-			late_report(c, d, m, now);
+			dc_late_report(c, d, m, now);
 		}
-		ack(c, d, m->seq); /* after the journal took what it means */
+		dc_ack(c, d, m->seq); /* after the journal took what it means */
 		return;
 	case GMSG_ERROR:
 		if (d->rec.op_id[0] && streq(m->id, d->rec.op_id)) {
-			say(c, d, LOG_WARNING, "the agent refused %s: %s", m->id, m->code);
+			dc_say(c, d, LOG_WARNING, "the agent refused %s: %s", m->id, m->code);
 			if (streq(m->code, "ESTALE") || streq(m->code, "EEXIST")) {
 				/* a generation the agent already had: a fresh one next time */
 				d->op_sent = true;
@@ -636,7 +591,7 @@ static void on_message(struct ctl *c, struct dom *d, const struct gmsg *m, int64
 
 int ctl_guest_line(struct ctl *c, const char *domain, const char *line, size_t len, int64_t now)
 {
-	struct dom *d = find(c, domain);
+	struct dom *d = dc_find(c, domain);
 	struct gmsg m;
 	char why[256];
 	double rate;
@@ -658,11 +613,11 @@ int ctl_guest_line(struct ctl *c, const char *domain, const char *line, size_t l
 		d->v.lines_bad++;
 		d->tokens -= 4; /* garbage costs more */
 		if (d->v.lines_bad <= 3 || d->v.lines_bad % 1000 == 0)
-			say(c, d, LOG_INFO, "unreadable line from the guest (%llu so far): %s",
+			dc_say(c, d, LOG_INFO, "unreadable line from the guest (%llu so far): %s",
 			    (unsigned long long)d->v.lines_bad, why);
 	} else {
 		d->tokens -= 1;
-		on_message(c, d, &m, now);
+		dc_on_message(c, d, &m, now);
 	}
 	if (d->tokens <= 0) {
 		d->v.lines_dropped++; /* not dropped: the caller stops reading until the next tick */
@@ -700,7 +655,7 @@ void ctl_free(struct ctl *c)
 
 bool ctl_has_domain(const struct ctl *c, const char *domain)
 {
-	return find(c, domain) != NULL;
+	return dc_find(c, domain) != NULL;
 }
 
 int ctl_domain_add(struct ctl *c, const char *domain, int64_t now)
@@ -712,7 +667,7 @@ int ctl_domain_add(struct ctl *c, const char *domain, int64_t now)
 
 	if (!p)
 		return -EPERM;
-	if (find(c, domain))
+	if (dc_find(c, domain))
 		return -EEXIST;
 	if (strlen(domain) >= SERVE_NAME_MAX)
 		return -ENAMETOOLONG;
@@ -735,27 +690,27 @@ int ctl_domain_add(struct ctl *c, const char *domain, int64_t now)
 	d->tokens_at = now;
 	d->grow_ok_at = d->shrink_ok_at = now;
 	if (journal_load(c->cfg->state_dir, domain, &d->rec, &found, why, sizeof(why)) < 0)
-		say(c, d, LOG_ERR, "%s", why);
+		dc_say(c, d, LOG_ERR, "%s", why);
 	c->doms[c->n++] = d;
-	refresh_hv(c, d);
+	dc_refresh_hv(c, d);
 	if (found && d->rec.phase != PH_IDLE) {
 		/* replay the operation in flight with its own id and generation */
 		d->phase_at = now;
 		d->deadline = now + (d->rec.phase == PH_GRANTING ? p->online_deadline : p->unplug_deadline);
-		emit(c, d, "resumed", json_pack("{s:s,s:I}", "op", d->rec.op_id, "bytes", (json_int_t)d->rec.op_bytes));
+		dc_emit(c, d, "resumed", json_pack("{s:s,s:I}", "op", d->rec.op_id, "bytes", (json_int_t)d->rec.op_bytes));
 	}
-	emit(c, d, "domain.added", json_pack("{s:s}", "hypervisor", d->hv_known ? hv_kind_name(d->hv.kind) : "unknown"));
+	dc_emit(c, d, "domain.added", json_pack("{s:s}", "hypervisor", d->hv_known ? hv_kind_name(d->hv.kind) : "unknown"));
 	return 0;
 }
 
 void ctl_domain_gone(struct ctl *c, const char *domain, int64_t now)
 {
-	struct dom *d = find(c, domain);
+	struct dom *d = dc_find(c, domain);
 
 	(void)now;
 	if (!d)
 		return;
-	emit(c, d, "domain.gone", json_pack("{s:I}", "granted_bytes_lost", (json_int_t)d->rec.granted));
+	dc_emit(c, d, "domain.gone", json_pack("{s:I}", "granted_bytes_lost", (json_int_t)d->rec.granted));
 	/* its memory went with it: nothing stays plugged, nothing granted */
 	if (!c->cfg->dry_run)
 		journal_remove(c->cfg->state_dir, d->name);
@@ -769,7 +724,7 @@ void ctl_domain_gone(struct ctl *c, const char *domain, int64_t now)
 
 void ctl_channel_up(struct ctl *c, const char *domain, int64_t now)
 {
-	struct dom *d = find(c, domain);
+	struct dom *d = dc_find(c, domain);
 	_cleanup_json_ json_t *s = NULL;
 
 	if (!d)
@@ -784,25 +739,25 @@ void ctl_channel_up(struct ctl *c, const char *domain, int64_t now)
 	d->nonce &= MSG_GENERATION_MAX - 1;
 	c->io.send(c->io.ud, d->name, "\n", 1);
 	s = msg_sync_reply_json(d->nonce);
-	send_json(c, d, s);
-	emit(c, d, "channel.up", NULL);
+	dc_send_json(c, d, s);
+	dc_emit(c, d, "channel.up", NULL);
 }
 
 void ctl_channel_down(struct ctl *c, const char *domain, int64_t now)
 {
-	struct dom *d = find(c, domain);
+	struct dom *d = dc_find(c, domain);
 
 	(void)now;
 	if (!d || !d->connected)
 		return;
 	d->connected = d->synced = false;
 	d->op_sent = false;
-	emit(c, d, "channel.down", NULL);
+	dc_emit(c, d, "channel.down", NULL);
 }
 
 void ctl_hv_event(struct ctl *c, const char *domain, const struct hv_event *ev, int64_t now)
 {
-	struct dom *d = find(c, domain);
+	struct dom *d = dc_find(c, domain);
 
 	if (!d)
 		return;
@@ -814,7 +769,7 @@ void ctl_hv_event(struct ctl *c, const char *domain, const struct hv_event *ev, 
 		/* a fresh guest: what the old one had online is gone; the agent's count decides */
 		d->reconciled = false;
 		d->have_status = false;
-		emit(c, d, "domain.started", NULL);
+		dc_emit(c, d, "domain.started", NULL);
 		return;
 	case HV_EV_SIZE:
 		d->hv.plugged = ev->plugged;
@@ -823,250 +778,18 @@ void ctl_hv_event(struct ctl *c, const char *domain, const struct hv_event *ev, 
 	case HV_EV_REMOVAL_FAILED:
 		break;
 	}
-	refresh_hv(c, d);
+	dc_refresh_hv(c, d);
 	if (d->rec.phase == PH_PLUGGING && d->hv_known && d->hv.plugged >= d->rec.target)
-		start_grant(c, d, d->rec.op_bytes, now);
+		dc_start_grant(c, d, d->rec.op_bytes, now);
 	else if (d->rec.phase == PH_UNPLUGGING && d->hv_known && d->hv.plugged <= d->rec.target && !d->hv.busy) {
 		d->v.unplugs++;
 		d->v.shrinks++;
 		d->v.last_shrink_ms = now - d->phase_at;
-		emit(c, d, "unplugged", json_pack("{s:I,s:I}", "plugged", (json_int_t)d->hv.plugged, "took_ms",
+		dc_emit(c, d, "unplugged", json_pack("{s:I,s:I}", "plugged", (json_int_t)d->hv.plugged, "took_ms",
 						  (json_int_t)(now - d->phase_at)));
-		go_idle(c, d, now);
+		dc_go_idle(c, d, now);
 	} else if (d->rec.phase == PH_UNPLUGGING && ev->kind == HV_EV_REMOVAL_FAILED) {
 		d->deadline = now; /* the guest refused the detach: handled as a partial unplug */
 	}
 }
 
-/* ---- the tick -------------------------------------------------------------------------- */
-
-static void deadline_passed(struct ctl *c, struct dom *d, int64_t now)
-{
-	uint64_t extra;
-
-	switch (d->rec.phase) {
-	case PH_PLUGGING:
-		refresh_hv(c, d);
-		extra = d->hv_known && d->hv.plugged > d->rec.granted ? d->hv.plugged - d->rec.granted : 0;
-		if (d->hv.kind != HV_DIMM && d->block)
-			extra -= extra % d->block;
-		if (d->hv.kind == HV_DIMM && d->hv_known && d->hv.plugged >= d->rec.target)
-			extra = d->rec.op_bytes;
-		else if (d->hv.kind == HV_DIMM)
-			extra = 0;
-		say(c, d, LOG_WARNING, "the device reached %llu of %llu bytes within the plug deadline",
-		    (unsigned long long)(d->hv.plugged > d->rec.granted ? d->hv.plugged - d->rec.granted : 0),
-		    (unsigned long long)d->rec.op_bytes);
-		if (extra) {
-			start_grant(c, d, extra, now);
-		} else {
-			d->grow_ok_at = now + d->p->revoke_backoff;
-			start_unplug(c, d, d->rec.op_bytes, now);
-		}
-		return;
-	case PH_GRANTING:
-		if (!d->op_sent && d->synced) {
-			send_op(c, d, now); /* the journal write failed before: try again */
-			d->deadline = now + d->p->online_deadline;
-			return;
-		}
-		take_back(c, d, now);
-		return;
-	case PH_REVOKING:
-		if (d->rec.take_back) {
-			/* the agent answers neither the grant nor its revocation: the blocks were never
-			 * onlined by it, so the device may take them */
-			snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.revoke_grant);
-			d->late_phase = PH_GRANTING;
-			d->late_bytes = d->rec.op_bytes;
-			start_unplug(c, d, d->rec.op_bytes, now);
-			return;
-		}
-		/* no answer: nothing is unplugged (it may still be online); back off, keep it granted */
-		d->v.failed_revokes++;
-		d->backoff = d->backoff ? d->backoff * 2 : d->p->revoke_backoff;
-		if (d->backoff > d->p->revoke_backoff_max)
-			d->backoff = d->p->revoke_backoff_max;
-		d->shrink_ok_at = now + d->backoff;
-		snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.op_id);
-		d->late_phase = PH_REVOKING;
-		d->late_bytes = d->rec.op_bytes;
-		say(c, d, LOG_WARNING, "revocation %s not answered in time; memory stays granted, next try in %llds",
-		    d->rec.op_id, (long long)(d->backoff / 1000));
-		emit(c, d, "revoke.timeout", json_pack("{s:s,s:I}", "id", d->rec.op_id, "backoff_ms", (json_int_t)d->backoff));
-		go_idle(c, d, now);
-		return;
-	case PH_UNPLUGGING:
-		refresh_hv(c, d);
-		if (d->hv_known && d->hv.busy && d->unplug_tries++ < 3) {
-			d->deadline = now + d->p->unplug_deadline;
-			return;
-		}
-		extra = d->hv_known && d->hv.plugged > d->rec.granted ? d->hv.plugged - d->rec.granted : 0;
-		if (d->hv.kind == HV_DIMM && d->rec.op_has_range)
-			extra = d->hv_known && d->hv.plugged > d->rec.target ? d->rec.op_range.size : 0;
-		if (!extra) {
-			go_idle(c, d, now);
-			return;
-		}
-		/* partial unplug: what the device kept is granted back, never left plugged and unusable */
-		say(c, d, LOG_WARNING, "the device kept %llu bytes after the unplug; granting them back",
-		    (unsigned long long)extra);
-		emit(c, d, "unplug.partial", json_pack("{s:I,s:I}", "kept", (json_int_t)extra, "plugged",
-						       (json_int_t)d->hv.plugged));
-		d->shrink_ok_at = now + (d->backoff = d->backoff ? d->backoff * 2 : d->p->revoke_backoff);
-		if (new_op_id(c, d) < 0)
-			return;
-		if (d->hv.kind != HV_DIMM) {
-			char why[256];
-			/* the target back up to what is there (the driver keeps trying otherwise) */
-			if (d->hv.plugged > d->hv.requested &&
-			    c->hv->plug(c->hv_impl, d->name, d->p, d->hv.plugged - d->hv.requested, NULL, why,
-					sizeof(why)) < 0)
-				say(c, d, LOG_WARNING, "cannot raise the target back: %s", why);
-		}
-		d->rec.target = d->rec.granted + extra;
-		d->request_at = now;
-		start_grant(c, d, extra, now);
-		return;
-	case PH_IDLE:
-		return;
-	}
-}
-
-void ctl_tick(struct ctl *c, int64_t now)
-{
-	uint64_t *want = NULL, *gran = NULL, *give = NULL, budget = UINT64_MAX, inflight = 0;
-	struct dom **asking = NULL;
-	char why_grow[8][192];
-	size_t n = 0;
-
-	if (c->n) {
-		want = calloc(c->n, sizeof(*want));
-		gran = calloc(c->n, sizeof(*gran));
-		give = calloc(c->n, sizeof(*give));
-		asking = calloc(c->n, sizeof(*asking));
-		if (!want || !gran || !give || !asking)
-			goto out;
-	}
-	for (size_t i = 0; i < c->n; i++) {
-		struct dom *d = c->doms[i];
-		struct law_input in;
-		struct law_out lo;
-
-		if (d->rec.phase != PH_IDLE && d->deadline >= 0 && now >= d->deadline)
-			deadline_passed(c, d, now);
-		if (d->rec.phase == PH_PLUGGING)
-			inflight += d->rec.op_bytes;
-		if (d->synced && (now >= d->query_at || (d->query_out && now - d->query_at > 4 * d->p->query_interval))) {
-			_cleanup_json_ json_t *q = json_pack("{s:s}", "type", "query");
-			if (!d->query_out || now - d->query_at > 4 * d->p->query_interval)
-				if (send_json(c, d, q) == 0)
-					d->query_out = true;
-			d->query_at = now + d->p->query_interval;
-		}
-		if (d->rec.phase != PH_IDLE || !d->synced || !d->have_status || !d->reconciled || !d->hv_known)
-			continue;
-		in = (struct law_input){
-			.granted = d->rec.granted, .block = d->block, .request = d->request, .offer = d->offer,
-			.have_usage = d->have_usage, .mem_total = d->mem_total, .mem_available = d->mem_available,
-			.slack_since = d->slack_since, .now = now, .grow_ok_at = d->grow_ok_at,
-			.shrink_ok_at = d->shrink_ok_at,
-		};
-		if (d->hv.max && d->hv.max < d->p->max) {
-			struct serve_policy lp = *d->p;
-			lp.max = d->hv.max;
-			law_decide(&lp, &in, &lo);
-		} else {
-			law_decide(d->p, &in, &lo);
-		}
-		if (lo.refused_floor) {
-			d->v.refused_floor++;
-			emit(c, d, "shrink.refused", json_pack("{s:s,s:I,s:I,s:I}", "why", lo.why, "offer", (json_int_t)d->offer,
-							       "floor_total", (json_int_t)lo.floor_total, "allowed",
-							       (json_int_t)(lo.action == LAW_SHRINK ? lo.bytes : 0)));
-			say(c, d, LOG_NOTICE, "%s", lo.why);
-			if (lo.action != LAW_SHRINK)
-				d->offer = 0;
-		}
-		if (lo.action == LAW_SHRINK)
-			start_shrink(c, d, lo.bytes, lo.why, now);
-		else if (lo.action == LAW_GROW) {
-			asking[n] = d;
-			want[n] = lo.bytes;
-			gran[n] = d->hv.kind == HV_DIMM ? d->p->dimm_size : (d->block ? d->block : 1);
-			snprintf(why_grow[n % 8], sizeof(why_grow[0]), "%s", lo.why);
-			n++;
-		}
-	}
-	if (n) {
-		uint64_t free_b = 0;
-		if (c->cfg->host_budget) {
-			uint64_t used = 0;
-			for (size_t i = 0; i < c->n; i++)
-				used += c->doms[i]->rec.granted + (c->doms[i]->rec.phase == PH_PLUGGING ||
-								   c->doms[i]->rec.phase == PH_GRANTING
-							   ? c->doms[i]->rec.op_bytes : 0);
-			budget = c->cfg->host_budget > used ? c->cfg->host_budget - used : 0;
-		} else if (c->hv->host_free && c->hv->host_free(c->hv_impl, &free_b) == 0) {
-			budget = free_b > c->cfg->host_reserve + inflight ? free_b - c->cfg->host_reserve - inflight : 0;
-		}
-		law_share(want, gran, n, budget, give);
-		for (size_t k = 0; k < n; k++) {
-			struct dom *d = asking[k];
-			if (give[k] < want[k])
-				emit(c, d, "budget.short", json_pack("{s:I,s:I,s:I}", "wanted", (json_int_t)want[k], "given",
-								     (json_int_t)give[k], "budget", (json_int_t)budget));
-			if (give[k] >= gran[k] && give[k])
-				start_grow(c, d, give[k], why_grow[k % 8], now);
-		}
-	}
-out:
-	free(want);
-	free(gran);
-	free(give);
-	free(asking);
-}
-
-int64_t ctl_next_ms(const struct ctl *c, int64_t now)
-{
-	int64_t next = c->cfg->interval;
-
-	for (size_t i = 0; i < c->n; i++) {
-		const struct dom *d = c->doms[i];
-		if (d->rec.phase != PH_IDLE && d->deadline >= 0 && d->deadline - now < next)
-			next = d->deadline - now;
-	}
-	return next < 0 ? 0 : next;
-}
-
-size_t ctl_domains(const struct ctl *c)
-{
-	return c->n;
-}
-
-int ctl_view(const struct ctl *c, size_t i, struct dom_view *out)
-{
-	const struct dom *d;
-
-	if (i >= c->n)
-		return -ENOENT;
-	d = c->doms[i];
-	*out = d->v;
-	out->name = d->name;
-	out->phase = d->rec.phase;
-	out->kind = d->hv_known ? d->hv.kind : d->p->hypervisor;
-	out->connected = d->connected;
-	out->synced = d->synced;
-	out->granted = d->rec.granted;
-	out->plugged = d->hv.plugged;
-	out->requested = d->hv.requested;
-	out->plugged_unusable = d->unusable;
-	out->request = d->request;
-	out->offer = d->offer;
-	out->mem_total = d->mem_total;
-	out->mem_available = d->mem_available;
-	out->backoff_ms = d->backoff;
-	out->last_error = d->last_error[0] ? d->last_error : NULL;
-	return 0;
-}
