@@ -35,6 +35,7 @@
 #include "lib/log.h"
 #include "providers/wire/message.h"
 #include "config/config.h"
+#include "hotplug/policy.h"
 #include "lib/util.h"
 #include "providers/channel.h"
 
@@ -209,6 +210,16 @@ static void handle_query(struct channel_provider *p)
 		return;
 	}
 	json_object_set_new(j, "type", json_string("agent_status"));
+	{
+		/* the host's autoscaler keeps a guest at or above its use plus a
+		 * reserve (memgrant-host serve): MemTotal and MemAvailable */
+		uint64_t total = 0, avail = 0;
+		json_t *mem = json_object_get(j, "memory");
+		if (json_is_object(mem) && policy_read_meminfo(engine_backend_root(p->d), &total, &avail) == 0) {
+			json_object_set_new(mem, "mem_total_bytes", json_integer((json_int_t)total));
+			json_object_set_new(mem, "mem_available_bytes", json_integer((json_int_t)avail));
+		}
+	}
 	send_json(p, j);
 	json_decref(j);
 }
