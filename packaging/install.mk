@@ -30,3 +30,6 @@ install-service:
 	install -m 0644 packaging/bash-completion/memgrantctl $(DESTDIR)$(BASHCOMPDIR)/memgrantctl
 	install -m 0644 packaging/bash-completion/memgrantd $(DESTDIR)$(BASHCOMPDIR)/memgrantd
 	$(if $(filter 1,$(HAVE_LIBVIRT)),install -m 0644 packaging/bash-completion/memgrant-host $(DESTDIR)$(BASHCOMPDIR)/memgrant-host)
+	$(if $(filter 1,$(HAVE_LIBVIRT)),sed 's|/usr/bin/memgrant-host|$(BINDIR)/memgrant-host|g' packaging/systemd/memgrant-host.service > $(DESTDIR)$(SYSTEMDUNITDIR)/memgrant-host.service && chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/memgrant-host.service)
+	$(if $(filter 1,$(HAVE_LIBVIRT)),install -m 0644 packaging/systemd/memgrant-host.sysusers $(DESTDIR)$(SYSUSERSDIR)/memgrant-host.conf)
+	$(if $(filter 1,$(HAVE_LIBVIRT)),install -D -m 0644 packaging/memgrant-host.yaml $(DESTDIR)$(SYSCONFDIR)/memgrant/memgrant-host.yaml)
