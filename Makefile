@@ -206,8 +206,12 @@ distclean: clean
 	rm -f config.mk
 
 # --- benchmarks (figures, not tests): build/bench/* -----------------------------
-BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(if $(filter 1,$(HAVE_LIBVIRT)),$(wildcard bench/*.c),$(filter-out bench/autoscale.c,$(wildcard bench/*.c))))
 bench-bin: $(BENCH_BIN)
+# bench/autoscale runs memgrant-host serve's control law (libhost.a)
+$(B)/bench/autoscale: $(B)/bench/autoscale.o $(HOST_LIB) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
 $(B)/bench/%: $(B)/bench/%.o $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(JANSSON_LIBS) -lpthread
