@@ -106,12 +106,10 @@ void set_outcome_error(struct outcome *oc, const struct block_result *res, const
 
 void count_result(struct engine *e, const struct block_result *res, double secs, bool up)
 {
-	const char *step = res->failed_step != STEP_NONE ? block_step_name(res->failed_step)
-							 : up ? "online" : "deconfigure";
 	static const enum block_step steps[] = { STEP_MEMMAP, STEP_CONFIGURE, STEP_ONLINE, STEP_OFFLINE,
 						 STEP_DECONFIGURE };
 
-	metrics_count_block_op(e->metrics, step, res->err, secs);
+	metrics_count_block_op(e->metrics, up ? METRIC_BLOCK_ADD : METRIC_BLOCK_REMOVE, res->err, secs);
 	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
 		if (res->steps_done & (1u << steps[i]))
 			metrics_count_step(e->metrics, block_step_name(steps[i]), 0);
