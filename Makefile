@@ -66,8 +66,10 @@ PROGRAMS := $(B)/memgrantd $(B)/memgrant-helper $(B)/memgrantctl $(if $(and $(fi
 UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
-.PHONY: all check check-vm check-unit check-hotplug demo install clean distclean deps bench
+.PHONY: all programs check check-vm check-unit check-hotplug demo install clean distclean deps bench
 all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
+# what `make install` installs, without the tests (the packages build this)
+programs: $(PROGRAMS)
 
 # --- compile -----------------------------------------------------------------
 $(B)/%.o: %.c config.mk
@@ -183,7 +185,7 @@ demo: deps
 include docs/man/man.mk
 include packaging/install.mk
 
-install: $(PROGRAMS) install-man install-service
+install: $(PROGRAMS) install-man install-service install-doc
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/memgrant
 	install -m 0755 $(B)/memgrantd $(DESTDIR)$(SBINDIR)/memgrantd
 	install -m 0755 $(B)/memgrant-helper $(DESTDIR)$(SBINDIR)/memgrant-helper
