@@ -149,7 +149,7 @@ if rpm -qlp "$rpm" | grep -q memgrant-host; then
 	die "$(basename "$rpm") still carries memgrant-host"
 fi
 rpm -qp --qf '%{URL}\n' "$rpm" | grep -q '^https://' || die "the rpm has no URL"
-rpm -qlp "$rpm" | grep -qx '/usr/share/licenses/memgrant/LICENSE' || die "the rpm has no %license LICENSE"
+rpm -qlp "$rpm" | grep -qx '/usr/share/licenses/memgrant[^/]*/LICENSE' || die "the rpm has no %license LICENSE"
 for f in config.md security.md operations.md protocol.md; do
 	rpm -qlp "$rpm" | grep -qx "/usr/share/doc/memgrant/$f" || die "$f not in $(basename "$rpm")"
 done
