@@ -5,6 +5,8 @@
  * it (live and at replay), and the replay of a log image.
  */
 #include "agent/journal/intentlog_impl.h"
+
+#include <ctype.h>
 #include "lib/fileio.h"
 #include "lib/util.h"
 
@@ -841,9 +843,14 @@ int ilog_replay_cb(void *ctx, uint64_t offset, uint16_t type, const void *data, 
 	int r;
 
 	rec = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!rec)
+	if (!rec) {
+		/* jansson quotes the bytes it stopped at: keep the line printable */
+		for (char *p = jerr.text; *p; p++)
+			if (!isprint((unsigned char)*p))
+				*p = '?';
 		return errbuf_set(rp->err, rp->errlen, -EBADMSG, "record at byte offset %" PRIu64 " (%s): not JSON: %s",
 				  offset, rec_name(type), jerr.text);
+	}
 	r = ilog_apply(&rp->root, type, rec, &c);
 	if (r < 0)
 		return errbuf_set(rp->err, rp->errlen, -EBADMSG, "record at byte offset %" PRIu64 " (%s): %s", offset,

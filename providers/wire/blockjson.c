@@ -183,7 +183,7 @@ static int parse_block(const struct ctx *c, const json_t *j, uint64_t block_size
 	    (r = get_str(c, j, "zones", b->zones, sizeof(b->zones))) < 0)
 		return r;
 	b->id = id;
-	if (block_size && id > UINT64_MAX / block_size)
+	if (block_size && id > (uint64_t)INT64_MAX / block_size) /* "start" is a JSON integer: int64 */
 		return bad(c, "id", "too large for the block size");
 	if (has_start && block_size && start != id * block_size)
 		return bad(c, "start", "does not match id * block_size");
@@ -271,7 +271,7 @@ int blockjson_to_table(const json_t *j, struct mem_table **out, char *err, size_
 			return r;
 		if (count == 0 || count > BLOCKJSON_MAX_BLOCKS || t->n + count > BLOCKJSON_MAX_BLOCKS)
 			return bad(&bc, "count", "expected 1 or more, at most 2^24 blocks in the whole table");
-		if (tmp.id + count - 1 < tmp.id || (tmp.id + count - 1) > UINT64_MAX / block_size)
+		if (tmp.id + count - 1 < tmp.id || (tmp.id + count - 1) > (uint64_t)INT64_MAX / block_size)
 			return bad(&bc, "count", "the run goes past the end of the address space");
 		for (uint64_t k = 0; k < count; k++) {
 			b = mem_table_add(t, tmp.id + k);

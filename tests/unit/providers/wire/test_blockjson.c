@@ -174,6 +174,13 @@ static void test_rejects_bad_input(void **state)
 	expect_bad(HDR "{" OKB ",\"count\":-1}]}", "blocks[0].count");
 	expect_bad(HDR "{" OKB ",\"count\":2},{\"id\":2,\"in_firmware\":true,\"configured\":true,\"state\":\"online\"}]}",
 		   "id 2 appears twice");
+	/* a start that does not fit the JSON integer it is printed as (the fuzzer's find) */
+	expect_bad("{\"block_size\":134217728,\"has_firmware\":true,\"blocks\":[{\"id\":121474836248,"
+		   "\"in_firmware\":true,\"configured\":true,\"state\":\"online\"}]}",
+		   "blocks[0].id: too large for the block size");
+	expect_bad("{\"block_size\":134217728,\"has_firmware\":true,\"blocks\":[{\"id\":68719476735,"
+		   "\"in_firmware\":true,\"configured\":true,\"state\":\"online\",\"count\":2}]}",
+		   "blocks[0].count: the run goes past");
 	expect_bad("{\"block_size\":128,\"has_firmware\":false,\"blocks\":[{" OKB "}]}", "no firmware (C0)");
 	expect_bad("{\"block_size\":128,\"has_firmware\":true,\"auto_online_blocks\":5,\"blocks\":[]}",
 		   "auto_online_blocks: expected a string");
