@@ -34,7 +34,7 @@ HOTPLUG_SRC := $(wildcard hotplug/*.c hotplug/sysfs/*.c hotplug/sim/*.c) \
 # the helper's start and the confinement of both processes, linked into memgrantd
 PRIVSEP_AGENT_SRC := hotplug/privsep/spawn.c hotplug/privsep/sandbox.c
 CONFIG_SRC := $(wildcard config/*.c)
-AGENT_SRC := lib/log.c agent/reload.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
+AGENT_SRC := lib/log.c agent/reload.c agent/log_journald.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
 HOST_SRC := $(wildcard providers/host/*.c)
 PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/wire/*.c)
 CTL_SRC := $(wildcard agent/ctl/*.c agent/ctl/lsmem/*.c)
@@ -68,8 +68,10 @@ PROGRAMS := $(B)/memgrantd $(B)/memgrant-helper $(B)/memgrantctl $(if $(and $(fi
 UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
-.PHONY: all check check-vm check-unit check-hotplug demo install clean distclean deps bench
+.PHONY: all programs check check-vm check-unit check-hotplug demo install clean distclean deps bench
 all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
+# what `make install` installs, without the tests (the packages build this)
+programs: $(PROGRAMS)
 
 # --- compile -----------------------------------------------------------------
 $(B)/%.o: %.c config.mk
@@ -191,7 +193,7 @@ demo: deps
 include docs/man/man.mk
 include packaging/install.mk
 
-install: $(PROGRAMS) install-man install-service
+install: $(PROGRAMS) install-man install-service install-doc
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/memgrant
 	install -m 0755 $(B)/memgrantd $(DESTDIR)$(SBINDIR)/memgrantd
 	install -m 0755 $(B)/memgrant-helper $(DESTDIR)$(SBINDIR)/memgrant-helper

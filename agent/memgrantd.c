@@ -31,6 +31,7 @@
 #include "agent/engine/engine.h"
 #include "lib/log.h"
 #include "agent/reload.h"
+#include "agent/log_journald.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -357,9 +358,12 @@ int main(int argc, char **argv)
 			char restart[512];
 			reload_restart_keys(restart, sizeof(restart));
 			printf("%s: OK\n", config_path);
-			/* the same table the reload uses */
-			printf("a reload (SIGHUP) applies every key but these, which take effect at the next start: %s\n",
-			       restart);
+			/* for an operator at a terminal, about to reload; not at every
+			 * start (the unit's ExecStartPre) nor in a script.  A reload
+			 * itself names the changed keys that wait for a restart. */
+			if (isatty(STDOUT_FILENO))
+				printf("a reload (SIGHUP) applies every key but these, which take effect at the next "
+				       "start: %s\n", restart); /* the same table the reload uses */
 		}
 		config_free(m.cfg);
 		return r == 0 ? 0 : 1;
@@ -368,6 +372,9 @@ int main(int argc, char **argv)
 		return 1;
 
 	log_init(&log, "memgrantd", (int)m.cfg->agent.log_level);
+	/* under journald: entries with fields (GRANT_ID=, BLOCK=, ...), before
+	 * anything copies the logger */
+	log_journald_use(&log);
 	if (!foreground && !getenv("NOTIFY_SOCKET")) {
 		/* classic daemon: detach, keep stderr for the few lines before */
 		if (daemon(0, 1) < 0) {

@@ -3,7 +3,8 @@
  * What a configuration that loads would still fail on at run time, for
  * memgrantd --check-config (and so the unit's ExecStartPre): the files the
  * HTTPS provider and the webhooks read, the programs the hooks run, and the
- * folder of the guest channel.  Each problem is a message at the key, as the
+ * folder of the guest channel.  check_agent.c checks the agent's identity and
+ * tries the files it opens as the agent.  Each problem is a message at the key, as the
  * load's own are; nothing is created or changed.
  */
 #include "config/internal.h"
@@ -40,8 +41,8 @@ static void check_readable(struct ctx *c, const char *key, const char *path, con
 	close(fd);
 }
 
-/* PATH (the value of KEY) must be a regular file with an execute bit this process may use. */
-static void check_executable(struct ctx *c, const char *key, const char *path)
+/* PATH (the value of KEY) must be a regular file the agent V may execute. */
+static void check_executable(struct ctx *c, const struct agent_view *v, const char *key, const char *path)
 {
 	struct stat st;
 	int e;
@@ -58,10 +59,15 @@ static void check_executable(struct ctx *c, const char *key, const char *path)
 		cfg_err_at(c, cfg_where(c, key), "%s: %s is not a regular file; the hook could not run", key, path);
 		return;
 	}
-	if (access(path, X_OK) < 0)
+	if (!(st.st_mode & 0111) || (v->uid == 0 && access(path, X_OK) < 0))
 		cfg_err_at(c, cfg_where(c, key),
 			   "%s: %s is not executable (mode %04o); the hook could not run (chmod +x)", key, path,
 			   (unsigned)(st.st_mode & 07777));
+	else if (v->known && v->uid != 0 && (e = cfg_agent_access(v, path, X_OK)) != 0)
+		cfg_err_at(c, cfg_where(c, key), "%s: %s: the agent (uid %u) may not execute it: %s (mode %04o, owner "
+			   "uid %u); the hook could not run", key, path, (unsigned)v->uid,
+			   e > 0 ? strerror(e) : "cannot take its identity", (unsigned)(st.st_mode & 07777),
+			   (unsigned)st.st_uid);
 }
 
 /* The folder of PATH (the value of KEY) must exist. */
@@ -121,6 +127,10 @@ static void check_network(struct ctx *c, const char *key, int refused)
 void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg)
 {
 	int refused = cfg->providers.https.enabled || cfg->n_hooks ? network_refused() : 0;
+	struct agent_view v;
+
+	cfg_agent_view(c, cfg, &v);
+	cfg_check_agent(c, cfg, &v);
 
 	if (cfg->providers.https.enabled)
 		check_network(c, "providers.https.url", refused);
@@ -142,7 +152,7 @@ void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg)
 		char key[64];
 
 		snprintf(key, sizeof(key), "hooks[%zu].exec", i);
-		check_executable(c, key, h->exec);
+		check_executable(c, &v, key, h->exec);
 		if (h->webhook) {
 			snprintf(key, sizeof(key), "hooks[%zu].webhook", i);
 			check_network(c, key, refused);

@@ -9,12 +9,15 @@
  *   validate.c  the checks that need several keys (cfg_finish())
  *   check.c     what would fail at run time (--check-config: files, hooks,
  *               the channel's folder)
+ *   check_agent.c  the same as the running agent meets it: agent.user and
+ *               api_group, and the files the agent opens, tried as the agent
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <yaml.h>
 
@@ -133,3 +136,23 @@ bool cfg_url_scheme_is(const char *url, const char *scheme);
 
 /* check.c: what would fail at run time (files, hooks, folders) */
 void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg);
+
+/* check_agent.c: who the running agent is (agent.user, api_group: a missing
+ * user or group, or a user outside the group, is reported at its key) and
+ * what it may open. */
+struct agent_view {
+	bool known;          /* false: agent.user does not exist (reported) */
+	bool other;          /* root starting an agent of another uid */
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[2];     /* its primary group and the API group, as sandbox_drop() gives them */
+	size_t n_groups;
+	const char *user;
+};
+void cfg_agent_view(struct ctx *c, const struct mg_config *cfg, struct agent_view *v);
+/* access(PATH, MODE) as the agent (in a child that takes its identity when
+ * root starts it as another user): 0, a positive errno, or a negative one
+ * when the identity could not be taken.  Only before threads start. */
+int cfg_agent_access(const struct agent_view *v, const char *path, int mode);
+/* The files the agent opens (see check_agent.c), tried as the agent. */
+void cfg_check_agent(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v);

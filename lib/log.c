@@ -25,6 +25,7 @@ void log_init(struct mg_log *l, const char *ident, int level)
 	l->journal = stderr_is_journal();
 	l->level = level;
 	l->ident = ident;
+	l->send = NULL;
 }
 
 int log_level_parse(const char *s)
@@ -50,18 +51,36 @@ static const char *prio_word(int prio)
 	}
 }
 
-void log_msg(const struct mg_log *l, int prio, const char *fmt, ...)
+static void log_vfields(const struct mg_log *l, int prio, const struct log_field *f, size_t n, const char *fmt,
+			va_list ap)
 {
 	char line[2048];
-	va_list ap;
 
 	if (prio > l->level)
 		return;
-	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
+	if (l->send && l->send(l, prio, line, f, n) == 0)
+		return;
 	if (l->journal)
 		fprintf(stderr, "<%d>%s\n", prio, line);
 	else
 		fprintf(stderr, "%s: %s%s\n", l->ident, prio_word(prio), line);
+}
+
+void log_msg(const struct mg_log *l, int prio, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vfields(l, prio, NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+void log_fields(const struct mg_log *l, int prio, const struct log_field *f, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vfields(l, prio, f, n, fmt, ap);
+	va_end(ap);
 }

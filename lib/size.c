@@ -11,7 +11,8 @@ static int suffix_shift(const char *s, unsigned *shift)
 	static const char units[] = "KMGTPE";
 	const char *u;
 
-	if (*s == '\0') {
+	/* nothing, or "B" alone: bytes */
+	if (*s == '\0' || ((*s == 'B' || *s == 'b') && s[1] == '\0')) {
 		*shift = 0;
 		return 0;
 	}
@@ -73,6 +74,21 @@ int size_parse(const char *s, uint64_t *out)
 	}
 	*out = val;
 	return 0;
+}
+
+int size_parse_cli(const char *s, uint64_t *out)
+{
+	char buf[64];
+	size_t n = s ? strlen(s) : 0;
+
+	/* no unit: MiB, as chmem(8) takes sizes */
+	if (n && isdigit((unsigned char)s[n - 1])) {
+		if (n + 2 > sizeof(buf))
+			return -ERANGE; /* more digits than 64 bits hold */
+		snprintf(buf, sizeof(buf), "%sM", s);
+		s = buf;
+	}
+	return size_parse(s, out);
 }
 
 /*

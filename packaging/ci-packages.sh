@@ -8,7 +8,11 @@
 #  5. installs the .deb on this machine, starts the installed memgrantd in the
 #     foreground on the sim backend (the installed config plus -o overrides,
 #     everything under a temporary directory), asks the installed memgrantctl
-#     for the status, stops the agent, and purges the package.
+#     for the status, stops the agent; removes the package (the state in
+#     /var/lib/memgrant stays) and purges it (the state goes).
+# It also checks what the packages carry: the documents the shipped files
+# name, the license, a unit that checks the configuration it runs with, and
+# a build that prints its commands and compiles only what it installs.
 # The service is never started through systemd and nothing touches this
 # machine's /sys: the package does not start the unit on install, and the test
 # agent runs on the sim backend, with /sys mounted read-only for it where
@@ -58,7 +62,15 @@ systemd-analyze security --offline=yes --threshold=$SECURITY_THRESHOLD "$unit" >
 
 # --- 3. .deb ---------------------------------------------------------------
 rm -rf "$out"
-"$top/packaging/build-deb.sh" "$out"
+"$top/packaging/build-deb.sh" "$out" 2>&1 | tee "$tmp/deb-build.log"
+[ "$(sed -n '$p' "$tmp/deb-build.log" | grep -c 'build-deb: wrote')" -eq 1 ] || die "build-deb.sh failed"
+# --disable-silent-rules: the compiler's command lines are in the log; and
+# only what is installed is compiled, none of the tests
+grep -q -- '-c -o build/agent/memgrantd.o agent/memgrantd.c' "$tmp/deb-build.log" ||
+	die "the .deb build does not print its compiler commands"
+if grep -q 'build/tests/' "$tmp/deb-build.log"; then
+	die "the .deb build compiles tests it never runs: $(grep -c 'build/tests/' "$tmp/deb-build.log") lines"
+fi
 deb=$(ls "$out"/memgrant_*.deb)
 hostdeb=$(ls "$out"/memgrant-host_*.deb)
 say "built $(basename "$deb") and $(basename "$hostdeb")"
@@ -73,6 +85,21 @@ if grep -q 'memgrant-host' "$tmp/memgrant.list"; then
 fi
 for f in memgrantctl memgrantd; do
 	grep -q "/completions/$f\$" "$tmp/memgrant.list" || die "bash completion for $f not in $(basename "$deb")"
+done
+# the documents the shipped YAML and the manual pages name
+for f in config.md security.md operations.md protocol.md; do
+	grep -q " \./usr/share/doc/memgrant/$f\$" "$tmp/memgrant.list" || die "$f not in $(basename "$deb")"
+done
+# the unit: no wait for a network it does not have; one set of options for
+# the check before start and reload and for the agent itself
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/memgrantd.service > "$tmp/unit" 2>/dev/null ||
+	dpkg-deb --fsys-tarfile "$deb" | tar -xO ./lib/systemd/system/memgrantd.service > "$tmp/unit" ||
+	die "no memgrantd.service in $(basename "$deb")"
+if grep -q '^[^#]*network-online' "$tmp/unit"; then die "the unit waits for network-online.target"; fi
+for l in 'ExecStartPre=/usr/sbin/memgrantd $MEMGRANTD_ARGS --check-config' \
+	'ExecStart=/usr/sbin/memgrantd $MEMGRANTD_ARGS --foreground' \
+	'ExecReload=/usr/sbin/memgrantd $MEMGRANTD_ARGS --check-config'; do
+	grep -qxF "$l" "$tmp/unit" || die "the unit has no '$l'"
 done
 # the prerm stops the daemon on removal (not on upgrade): run it with a stand-in
 # for deb-systemd-invoke and for /run/systemd/system
@@ -108,6 +135,9 @@ rpmbuild -bb --nodeps --define "_topdir $rpmtop" \
 rpm=$(find "$rpmtop/RPMS" -name 'memgrant-[0-9]*.rpm' | head -1)
 hostrpm=$(find "$rpmtop/RPMS" -name 'memgrant-host-[0-9]*.rpm' | head -1)
 [ -n "$rpm" ] || die "rpmbuild produced no package"
+grep -q -- '-c -o build/agent/memgrantd.o agent/memgrantd.c' "$tmp/rpmbuild.log" ||
+	die "the .rpm build does not print its compiler commands"
+if grep -q 'build/tests/' "$tmp/rpmbuild.log"; then die "the .rpm build compiles tests it never runs"; fi
 [ -n "$hostrpm" ] || die "rpmbuild produced no memgrant-host package"
 cp "$rpm" "$hostrpm" "$out/"
 say "built $(basename "$rpm") and $(basename "$hostrpm")"
@@ -118,6 +148,11 @@ rpm -qlp "$hostrpm" | grep -q '/man1/memgrant-host\.1' || die "memgrant-host.1 n
 if rpm -qlp "$rpm" | grep -q memgrant-host; then
 	die "$(basename "$rpm") still carries memgrant-host"
 fi
+rpm -qp --qf '%{URL}\n' "$rpm" | grep -q '^https://' || die "the rpm has no URL"
+rpm -qlp "$rpm" | grep -qx '/usr/share/licenses/memgrant[^/]*/LICENSE' || die "the rpm has no %license LICENSE"
+for f in config.md security.md operations.md protocol.md; do
+	rpm -qlp "$rpm" | grep -qx "/usr/share/doc/memgrant/$f" || die "$f not in $(basename "$rpm")"
+done
 rpm -qp --scripts "$rpm" | grep -q 'systemctl\|systemd-update-helper' ||
 	die "the rpm has no systemd scriptlets"
 if command -v rpmlint >/dev/null 2>&1; then
@@ -163,8 +198,12 @@ chmod 0755 "$tmp" "$run"
 sock=$run/sock/api.sock
 # The one-line override: the installed config, switched to the sim, with its
 # state, journal and socket in a temporary directory.
+# The state goes where the package keeps it (/var/lib/memgrant, made by its
+# tmpfiles.d file at install): remove and purge are judged on it below.
+[ "$(stat -c '%U %a' /var/lib/memgrant 2>/dev/null)" = "memgrant 700" ] ||
+	die "/var/lib/memgrant after install: $(stat -c '%U %a' /var/lib/memgrant 2>&1)"
 set -- -c /etc/memgrant/memgrant.yaml -o backend.type=sim -o backend.sim.state="$run/sim.json" \
-	-o agent.state_dir="$run/state" -o agent.api_socket="$sock"
+	-o agent.api_socket="$sock"
 say "memgrantd --check-config $*"
 /usr/sbin/memgrantd "$@" --check-config || die "installed config with the sim override is invalid"
 # Belt and braces: where mount namespaces are allowed, the test agent sees
@@ -204,7 +243,15 @@ rc=0
 [ $rc -eq 1 ] || die "memgrant-host usage error exited $rc, want 1"
 dpkg --purge memgrant-host
 
+# remove keeps the state (a reinstall resumes), purge removes it (a later
+# install must not take this one's history for its own)
+ls /var/lib/memgrant/* > /dev/null 2>&1 || die "the agent left no state in /var/lib/memgrant"
+dpkg --remove memgrant
+[ -d /var/lib/memgrant ] && ls /var/lib/memgrant/* > /dev/null 2>&1 ||
+	die "remove deleted the state in /var/lib/memgrant"
+say "remove kept /var/lib/memgrant: $(ls /var/lib/memgrant | tr '\n' ' ')"
 dpkg --purge memgrant
+[ ! -e /var/lib/memgrant ] || die "purge left /var/lib/memgrant: $(ls -la /var/lib/memgrant)"
 [ ! -e /etc/memgrant/memgrant.yaml ] || die "purge left /etc/memgrant/memgrant.yaml"
 [ ! -e "$unitfile" ] || die "purge left $unitfile"
-say "OK: debs and rpms (memgrant, memgrant-host) built, lintian and rpmlint clean, installed agent answered, packages purged"
+say "OK: debs and rpms (memgrant, memgrant-host) built, lintian and rpmlint clean, installed agent answered, remove kept the state, purge removed it"

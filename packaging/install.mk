@@ -16,7 +16,16 @@ TMPFILESDIR ?= $(or $(call pc_var,tmpfilesdir,systemd),/usr/lib/tmpfiles.d)
 UDEVRULESDIR ?= $(or $(call pc_var,udevdir,udev),/usr/lib/udev)/rules.d
 BASHCOMPDIR ?= $(or $(call pc_var,completionsdir,bash-completion),$(DATADIR)/bash-completion/completions)
 
-.PHONY: install-service
+DOCDIR ?= $(DATADIR)/doc/memgrant
+# the documents the shipped files name (memgrant.yaml: docs/config.md; the
+# manual pages: docs/security.md, docs/protocol.md) and the operator's guide
+DOCS := docs/config.md docs/security.md docs/operations.md docs/protocol.md
+
+.PHONY: install-service install-doc
+
+install-doc:
+	install -d $(DESTDIR)$(DOCDIR)
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
 
 install-service:
 	$(if $(filter-out /var,$(LOCALSTATEDIR))$(filter-out /run,$(RUNSTATEDIR)),@echo "install-service: warning: memgrantd.service assumes --localstatedir=/var --runstatedir=/run (configured: $(LOCALSTATEDIR), $(RUNSTATEDIR))" >&2)

@@ -7,7 +7,10 @@
 #include "agent/ctl/client.h"
 
 #include <curl/curl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -120,25 +123,80 @@ static CURLcode perform_retrying(const struct ctl_ctx *ctx, CURL *c, long *os_er
 	}
 }
 
+static void owner_of(const struct stat *st, char *user, size_t ulen, char *group, size_t glen)
+{
+	struct passwd pw, *pres = NULL;
+	struct group gr, *gres = NULL;
+	char buf[4096];
+
+	if (getpwuid_r(st->st_uid, &pw, buf, sizeof(buf), &pres) == 0 && pres)
+		snprintf(user, ulen, "%s", pres->pw_name);
+	else
+		snprintf(user, ulen, "%u", (unsigned)st->st_uid);
+	if (getgrgid_r(st->st_gid, &gr, buf, sizeof(buf), &gres) == 0 && gres)
+		snprintf(group, glen, "%s", gres->gr_name);
+	else
+		snprintf(group, glen, "%u", (unsigned)st->st_gid);
+}
+
+/* Permission denied on the socket PATH or on a folder on the way to it:
+ * say which, its mode and owner, and the group that lets one in.  Whether
+ * memgrantd runs cannot be told from here, so nothing says it does not. */
+static void say_denied(const char *path)
+{
+	_cleanup_free_ char *copy = strdup(path);
+	char user[64], group[64];
+	struct stat st;
+
+	if (stat(path, &st) == 0) {
+		owner_of(&st, user, sizeof(user), group, sizeof(group));
+		ctl_err("permission denied on memgrantd's socket %s (mode %04o, owner %s:%s): only root and the "
+			"group %s may connect; join it (sudo usermod -aG %s $USER, then log in again) or run as root",
+			path, (unsigned)(st.st_mode & 07777), user, group, group, group);
+		return;
+	}
+	/* the first folder on the way this user may not search */
+	for (char *s = copy && copy[0] == '/' ? strchr(copy + 1, '/') : NULL; s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		if (access(copy, X_OK) < 0 && errno == EACCES && stat(copy, &st) == 0) {
+			owner_of(&st, user, sizeof(user), group, sizeof(group));
+			ctl_err("permission denied: the folder %s (mode %04o, owner %s:%s) keeps you (uid %u) from "
+				"memgrantd's socket %s, so whether memgrantd runs cannot be told; join the group %s "
+				"(sudo usermod -aG %s $USER, then log in again) or run as root",
+				copy, (unsigned)(st.st_mode & 07777), user, group, (unsigned)getuid(), path, group,
+				group);
+			return;
+		}
+		*s = '/';
+	}
+	ctl_err("permission denied on memgrantd's socket %s: run as root or as a member of the API group", path);
+}
+
 static int curl_failure(const struct ctl_ctx *ctx, CURLcode cc, long os_errno)
 {
 	const char *path = ctl_socket_path(ctx);
+	struct stat st;
+	int stat_errno = stat(path, &st) < 0 ? errno : 0;
 
+	if (cc == CURLE_COULDNT_CONNECT && os_errno == 0)
+		os_errno = probe_connect_errno(path);
+	if (cc == CURLE_COULDNT_CONNECT && (os_errno == EACCES || os_errno == EPERM || stat_errno == EACCES)) {
+		say_denied(path);
+		return -EACCES;
+	}
 	if (cc == CURLE_COULDNT_CONNECT && os_errno == EAGAIN)
 		ctl_err("memgrantd at %s is busy: its connection queue stayed full for %ld s; try again",
 			path, CONNECT_RETRY_MS / 1000);
-	else if (cc == CURLE_COULDNT_CONNECT && os_errno == ECONNREFUSED && access(path, F_OK) == 0)
+	else if (cc == CURLE_COULDNT_CONNECT && os_errno == ECONNREFUSED && stat_errno == 0)
 		ctl_err("memgrantd is not running: nothing listens on %s (connection refused for %ld s)", path,
 			CONNECT_RETRY_MS / 1000);
-	else if (cc == CURLE_COULDNT_CONNECT && access(path, F_OK) < 0)
+	else if (cc == CURLE_COULDNT_CONNECT && stat_errno == ENOENT)
 		ctl_err("memgrantd is not running: no socket at %s (--socket PATH)", path);
-	else if (cc == CURLE_COULDNT_CONNECT && access(path, R_OK | W_OK) < 0 && errno == EACCES)
-		ctl_err("no permission to connect to memgrantd at %s: root and the API group only", path);
 	else if (cc == CURLE_COULDNT_CONNECT)
 		ctl_err("cannot connect to memgrantd at %s (is it running? --socket PATH)", path);
 	else
 		ctl_err("talking to memgrantd at %s: %s", ctl_socket_path(ctx), curl_easy_strerror(cc));
-	return -ECONNREFUSED;
+	return cc == CURLE_COULDNT_CONNECT && stat_errno == ENOENT ? -ENOENT : -ECONNREFUSED;
 }
 
 int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path, const char *body,

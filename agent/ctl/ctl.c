@@ -90,13 +90,13 @@ int ctl_open_backend(const struct ctl_ctx *ctx, const char *default_root, struct
 
 int ctl_parse_size(const char *opt, const char *arg, uint64_t *out)
 {
-	int r = size_parse(arg, out);
+	int r = size_parse_cli(arg, out);
 
 	if (r == -ERANGE)
 		ctl_err("%s: size '%s' is too large", opt, arg);
 	else if (r < 0)
-		ctl_err("%s: invalid size '%s' (expected a number with an optional K, M, G or T suffix, "
-			"e.g. 512M, 1.5G)", opt, arg);
+		ctl_err("%s: invalid size '%s' (expected MiB, or a number with a K, M, G or T suffix, "
+			"e.g. 512, 512M, 1.5G; B for bytes)", opt, arg);
 	return r;
 }
 

@@ -83,7 +83,8 @@ void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * that nothing writes to the real /sys unless asked with --sysroot /. */
 int ctl_open_backend(const struct ctl_ctx *ctx, const char *default_root, struct hp_backend **out);
 
-/* Size with K/M/G/T suffix; OPT names the option in the message. */
+/* Size as chmem takes it: MiB without a unit, else a K/M/G/T suffix (B for
+ * bytes); OPT names the option in the message.  *OUT is bytes. */
 int ctl_parse_size(const char *opt, const char *arg, uint64_t *out);
 /* Decimal non-negative integer. */
 int ctl_parse_u64(const char *opt, const char *arg, uint64_t *out);

@@ -457,9 +457,10 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 					"                         [--json]\n"
 				      : "Usage: memgrantctl grant (SIZE | RANGE | --blocks LIST) [--memmap auto|on|off] [--zone auto|Movable|Normal]\n"
 					"                        [--contiguous] [--not-after TIME] [--id ID] [--wait | --dry-run] [--json]\n");
-			printf("\nSIZE as lsmem prints it (1.5G, 2.25G: whole memory blocks); RANGE a physical\n"
-			       "address range as chmem takes it (0x80000000-0x8fffffff); LIST block numbers\n"
-			       "16,17,20-23.  With --wait, Ctrl-C stops waiting, not the %s.\n",
+			printf("\nSIZE as chmem takes it: MiB without a unit (512 is 512M), or as lsmem prints\n"
+			       "it (1.5G, 2.25G: whole memory blocks); RANGE a physical address range as chmem\n"
+			       "takes it (0x80000000-0x8fffffff); LIST block numbers 16,17,20-23.  With --wait,\n"
+			       "Ctrl-C stops waiting, not the %s.\n",
 			       revoke ? "revocation" : "grant");
 			json_decref(msg);
 			return CTL_EXIT_OK;
@@ -478,7 +479,12 @@ static int grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revo
 		} else {
 			if (ctl_parse_size(revoke ? "revoke SIZE" : "grant SIZE", argv[optind], &size) < 0)
 				goto fail;
-			json_object_set_new(msg, "size", json_string(argv[optind]));
+			if (size > INT64_MAX) {
+				ctl_err("%s SIZE: size '%s' is too large", revoke ? "revoke" : "grant", argv[optind]);
+				goto fail;
+			}
+			/* bytes on the wire: a bare number means MiB here, bytes there */
+			json_object_set_new(msg, "size", json_integer((json_int_t)size));
 		}
 		have_target = true;
 		optind++;

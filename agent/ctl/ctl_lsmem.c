@@ -8,7 +8,9 @@
  *   --socket PATH    memgrantd's block table (GET /v1/blocks), nothing read
  *                    from sysfs here;
  *   none of these    memgrantd's table when it runs (MEMGRANT_SOCKET or the
- *                    default socket), else "/" read directly, with a note.
+ *                    default socket), else "/" read directly, always with a
+ *                    note on stderr that says why (no socket, or why the
+ *                    agent could not be asked: permission denied, ...).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -52,10 +54,11 @@ static void lsmem_usage(FILE *f)
 		fprintf(f, " %16s  %s\n", lsmem_column_name(i), lsmem_column_help(i));
 }
 
-/* A socket file there: the daemon is worth asking (no note when it is not). */
+/* Something there, or something that keeps us from seeing it (a folder
+ * closed to this user): the daemon is worth asking, and its failure is said. */
 static bool daemon_socket_exists(const struct ctl_ctx *ctx)
 {
-	return access(ctl_socket_path(ctx), F_OK) == 0;
+	return access(ctl_socket_path(ctx), F_OK) == 0 || errno != ENOENT;
 }
 
 /* The owner of each block of T from the daemon's /v1/blocks REPLY (whose
@@ -244,8 +247,12 @@ int ctl_cmd_lsmem(struct ctl_ctx *ctx, int argc, char **argv)
 			t = NULL;
 		}
 		if (r < 0)
-			fprintf(stderr, "memgrantctl: lsmem: memgrantd did not answer at %s: reading /sys directly\n",
+			fprintf(stderr, "memgrantctl: lsmem: memgrantd could not be asked at %s (above): reading this "
+				"machine's /sys directly, without the agent's view (no OWNER column)\n",
 				ctl_socket_path(ctx));
+	} else if (!ctx->sim && !ctx->sysroot) {
+		fprintf(stderr, "memgrantctl: lsmem: memgrantd is not running (no socket at %s): reading this "
+			"machine's /sys directly\n", ctl_socket_path(ctx));
 	}
 	if (!t && ctx->sim) {
 		if (ctl_open_backend(ctx, "/", &be) < 0)

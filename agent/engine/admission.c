@@ -382,7 +382,8 @@ static void record_rejection_locked(struct engine *e, struct op *o, const struct
 	r = intentlog_accept(e->journal, o->src->name, o->msg, MSG_STATE_REJECTED, report, op_report_dest(o));
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal the rejection: %s", o->msg->id, strerror(-r));
-	log_notice(&e->log, "%s %s from %s rejected: %s", msg_type_name(o->msg->type), o->msg->id, o->src->name,
+	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s from %s rejected: %s",
+		   msg_type_name(o->msg->type), o->msg->id, o->src->name,
 		   err->message);
 	metrics_count_request(e->metrics, msg_type_name(o->msg->type), OUT_REJECTED);
 	if (report)
@@ -474,7 +475,8 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	v->kind = ENGINE_ACCEPTED;
 	v->report = report;
 	size_format(o->requested_bytes, sz, sizeof(sz));
-	log_notice(&e->log, "%s %s from %s accepted (generation %llu, %s)", msg_type_name(o->msg->type), o->msg->id,
+	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s from %s accepted (generation %llu, %s)",
+		   msg_type_name(o->msg->type), o->msg->id,
 		   src->name, (unsigned long long)o->msg->generation, sz);
 	engine_enqueue_locked(e, o);
 	o = NULL;

@@ -167,7 +167,8 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 			(unsigned long long)block, grant_id, strerror(-r));
 		return;
 	}
-	log_warn(&e->log, "block %llu of grant %s was taken down outside memgrant (%s): it left the grant",
+	log_fields(&e->log, LOG_WARNING, LOG_FIELDS(log_f_grant(grant_id), log_f_block(block)),
+		   "block %llu of grant %s was taken down outside memgrant (%s): it left the grant",
 		 (unsigned long long)block, grant_id, state);
 	livetable_lock(e->live);
 	bs = livetable_table(e->live)->block_size;

@@ -17,6 +17,8 @@ static const char *const step_names[] = {
 };
 #define N_STEPS ARRAY_SIZE(step_names)
 
+static const char *const block_op_names[] = { "add", "remove" };
+
 static const char *const result_names[] = { "ok", "EBUSY", "EIO", "EINVAL", "ENOMEM", "EINTR", "other" };
 #define N_RESULTS ARRAY_SIZE(result_names)
 
@@ -30,7 +32,7 @@ static const double buckets[] = { 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 60
 struct metrics {
 	pthread_mutex_t lock;
 	uint64_t requests[2][OUT__MAX];
-	uint64_t block_ops[N_STEPS][N_RESULTS];
+	uint64_t block_ops[ARRAY_SIZE(block_op_names)][N_RESULTS];
 	uint64_t steps[N_STEPS][N_RESULTS];
 	uint64_t hist[N_BUCKETS + 1];
 	uint64_t hist_count;
@@ -88,9 +90,9 @@ void metrics_count_step(struct metrics *m, const char *step, int err)
 	pthread_mutex_unlock(&m->lock);
 }
 
-void metrics_count_block_op(struct metrics *m, const char *step, int err, double seconds)
+void metrics_count_block_op(struct metrics *m, enum metric_block_op op, int err, double seconds)
 {
-	size_t s = index_of(step_names, N_STEPS, step);
+	size_t s = op == METRIC_BLOCK_REMOVE;
 	size_t r = err == 0 ? 0 : index_of(result_names, N_RESULTS, errno_name(err));
 	size_t b = 0;
 
@@ -211,15 +213,16 @@ int metrics_render(struct metrics *m, const struct metrics_gauges *g, char **out
 				buf_printf(&b, "memgrant_messages_skipped_total{source=\"%s\",reason=\"%s\"} %llu\n",
 					   m->skipped[i].source, skip_reasons[r], (unsigned long long)m->skipped[i].n[r]);
 	}
-	buf_printf(&b, "# HELP memgrant_block_operations_total Kernel block operations by step and result.\n"
+	buf_printf(&b, "# HELP memgrant_block_operations_total Blocks added (memmap, configure, online) or removed "
+		       "(offline, deconfigure), by result: the errno of the step that failed.\n"
 		       "# TYPE memgrant_block_operations_total counter\n");
-	for (size_t s = 0; s < N_STEPS; s++)
+	for (size_t s = 0; s < ARRAY_SIZE(block_op_names); s++)
 		for (size_t r = 0; r < N_RESULTS; r++)
 			if (m->block_ops[s][r] || r == 0)
-				buf_printf(&b, "memgrant_block_operations_total{step=\"%s\",result=\"%s\"} %llu\n",
-					   step_names[s], result_names[r],
+				buf_printf(&b, "memgrant_block_operations_total{operation=\"%s\",result=\"%s\"} %llu\n",
+					   block_op_names[s], result_names[r],
 					   (unsigned long long)m->block_ops[s][r]);
-	buf_printf(&b, "# HELP memgrant_executor_steps_total Kernel writes of the executor, every step of every block, by result.\n"
+	buf_printf(&b, "# HELP memgrant_executor_steps_total Kernel writes, every step of every block, by step and result.\n"
 		       "# TYPE memgrant_executor_steps_total counter\n");
 	for (size_t s = 0; s + 1 < N_STEPS; s++)
 		for (size_t r = 0; r < N_RESULTS; r++)

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Prometheus counters of the agent: grants and revocations by outcome, block
- * operations by step and result, and a latency histogram of block operations.
+ * operations (one block added or removed, all its steps) by result, every
+ * kernel write by step and result, and a latency histogram of block
+ * operations.  docs/operations.md lists every metric (tests/integration/
+ * metrics_documented.sh checks it).
  * Gauges (online, standby, granted bytes) are passed in at render time because
  * they are read from the kernel, not counted.  Thread-safe.
  */
@@ -19,8 +22,11 @@ void metrics_free(struct metrics *m);
 
 /* KIND is "grant" or "revoke". */
 void metrics_count_request(struct metrics *m, const char *kind, enum metric_outcome o);
-/* STEP "configure", "online", ...; ERR 0 or -errno; SECONDS how long it took. */
-void metrics_count_block_op(struct metrics *m, const char *step, int err, double seconds);
+/* One block operation: a block added (memmap, configure, online) or removed
+ * (offline, deconfigure); ERR 0 or the -errno of the step that failed;
+ * SECONDS how long it took. */
+enum metric_block_op { METRIC_BLOCK_ADD, METRIC_BLOCK_REMOVE };
+void metrics_count_block_op(struct metrics *m, enum metric_block_op op, int err, double seconds);
 
 /* One kernel write of the executor: STEP "memmap_on_memory", "configure",
  * "online", "offline" or "deconfigure"; ERR 0 or -errno. */

@@ -106,12 +106,10 @@ void set_outcome_error(struct outcome *oc, const struct block_result *res, const
 
 void count_result(struct engine *e, const struct block_result *res, double secs, bool up)
 {
-	const char *step = res->failed_step != STEP_NONE ? block_step_name(res->failed_step)
-							 : up ? "online" : "deconfigure";
 	static const enum block_step steps[] = { STEP_MEMMAP, STEP_CONFIGURE, STEP_ONLINE, STEP_OFFLINE,
 						 STEP_DECONFIGURE };
 
-	metrics_count_block_op(e->metrics, step, res->err, secs);
+	metrics_count_block_op(e->metrics, up ? METRIC_BLOCK_ADD : METRIC_BLOCK_REMOVE, res->err, secs);
 	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
 		if (res->steps_done & (1u << steps[i]))
 			metrics_count_step(e->metrics, block_step_name(steps[i]), 0);
@@ -174,7 +172,8 @@ void finish_op(struct engine *e, struct op *o, size_t ok, size_t total)
 		char a[16], q[16];
 		size_format(o->applied_bytes, a, sizeof(a));
 		size_format(o->requested_bytes, q, sizeof(q));
-		log_notice(&e->log, "%s %s %s: %s of %s%s%s", msg_type_name(o->msg->type), o->msg->id,
+		log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s %s: %s of %s%s%s",
+			   msg_type_name(o->msg->type), o->msg->id,
 			   msg_state_name(o->state), a, q, o->err_code[0] ? "; " : "", o->err_code[0] ? o->err_msg : "");
 	}
 	op_publish_locked(e, o, now);
@@ -196,8 +195,8 @@ int abort_op(struct engine *e, struct op *o, int err, const struct mem_table *t,
 	va_end(ap);
 	o->state = o->blocks_done > 0 ? MSG_STATE_PARTIAL
 		   : o->state == MSG_STATE_ACCEPTED ? MSG_STATE_REJECTED : MSG_STATE_FAILED;
-	log_notice(&e->log, "%s %s %s: %s", msg_type_name(o->msg->type), o->msg->id, msg_state_name(o->state),
-		   o->err_msg);
+	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id), log_f_errno(err)), "%s %s %s: %s",
+		   msg_type_name(o->msg->type), o->msg->id, msg_state_name(o->state), o->err_msg);
 	metrics_count_request(e->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
 	op_publish_locked(e, o, t);
 	pthread_mutex_unlock(&e->lock);

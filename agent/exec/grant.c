@@ -37,7 +37,8 @@ static void record_grant_step(struct engine *e, void *ctx, const struct block_re
 	o->blocks_done++;
 	if (res->err == 0) {
 		if (op_done_add(o, pb->id, mem_block_zone(&res->after), res->after.memmap_on_memory == 1) < 0)
-			log_err(&e->log, "grant %s: block %llu is online but out of memory to record it; "
+			log_fields(&e->log, LOG_ERR, LOG_FIELDS(log_f_grant(o->msg->id), log_f_block(pb->id)),
+				   "grant %s: block %llu is online but out of memory to record it; "
 				"the next start adopts it from the kernel", o->msg->id, (unsigned long long)pb->id);
 		(*gs->ok)++;
 		o->applied_bytes += gs->t->block_size;
@@ -48,13 +49,17 @@ static void record_grant_step(struct engine *e, void *ctx, const struct block_re
 					"policy wanted %s, the kernel chose %s%s",
 					(unsigned long long)pb->id, wanted_movable ? "Movable" : "Normal", res->after.zones,
 					wanted_movable == got_movable ? "" : " (set backend.own_onlining to let the agent choose)");
-			log_warn(&e->log, "grant %s: block %llu was onlined by the kernel at configure time into %s; "
+			log_fields(&e->log, LOG_WARNING, LOG_FIELDS(log_f_grant(o->msg->id), log_f_block(pb->id)),
+				   "grant %s: block %llu was onlined by the kernel at configure time into %s; "
 				 "the policy wanted %s", o->msg->id, (unsigned long long)pb->id, res->after.zones,
 				 wanted_movable ? "Movable" : "Normal");
 		}
 	} else if (oc) {
 		set_outcome_error(oc, res, res->err == -EINTR ? " (policy.block_op_timeout ran out)" : NULL);
-		log_err(&e->log, "grant %s: %s", o->msg->id, oc->err_msg);
+		log_fields(&e->log, LOG_ERR,
+			   LOG_FIELDS(log_f_grant(o->msg->id), log_f_block(pb->id),
+				      log_f_step(block_step_name(res->failed_step)), log_f_errno(res->err)),
+			   "grant %s: %s", o->msg->id, oc->err_msg);
 	}
 	op_publish_locked(e, o, gs->t);
 }
@@ -148,8 +153,8 @@ int exec_run_grant(struct engine *e, struct op *o)
 	r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
 	if (r < 0)
 		return abort_op(e, o, r, t, "the policy cannot decide: %s", strerror(-r));
-	log_info(&e->log, "grant %s: %s", o->msg->id, pd->memmap_reason);
-	log_info(&e->log, "grant %s: %s", o->msg->id, pd->zone_reason);
+	log_fields(&e->log, LOG_INFO, LOG_FIELDS(log_f_grant(o->msg->id)), "grant %s: %s", o->msg->id, pd->memmap_reason);
+	log_fields(&e->log, LOG_INFO, LOG_FIELDS(log_f_grant(o->msg->id)), "grant %s: %s", o->msg->id, pd->zone_reason);
 
 	targets = calloc(p->n + 1, sizeof(*targets));
 	if (!targets)

@@ -116,7 +116,10 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 				b = res.after;
 				fate = FATE_DONE;
 			} else {
-				log_warn(&e->log, "%s: block %llu: cannot finish bringing it up (%s), undoing", it->op,
+				log_fields(&e->log, LOG_WARNING,
+					   LOG_FIELDS(log_f_grant(it->op), log_f_block(tg->block),
+						      log_f_step(block_step_name(res.failed_step)), log_f_errno(res.err)),
+					   "%s: block %llu: cannot finish bringing it up (%s), undoing", it->op,
 					 (unsigned long long)tg->block, strerror(-res.err));
 				s.kind = ILOG_DOWN;
 				exec_block_step(e, &s, &res);
@@ -127,7 +130,10 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 			if (exec_block_step(e, &s, &res) == 1)
 				fate = FATE_DONE;
 			else
-				log_warn(&e->log, "%s: block %llu: cannot finish taking it down (%s)", it->op,
+				log_fields(&e->log, LOG_WARNING,
+					   LOG_FIELDS(log_f_grant(it->op), log_f_block(tg->block),
+						      log_f_step(block_step_name(res.failed_step)), log_f_errno(res.err)),
+					   "%s: block %llu: cannot finish taking it down (%s)", it->op,
 					 (unsigned long long)tg->block, strerror(-res.err));
 		}
 		if (fate != FATE_DONE)
@@ -225,7 +231,8 @@ static void reconcile_owned(struct engine *e)
 			log_warn(&e->log, "block %llu of %s was configured but offline: %s", (unsigned long long)jb[i].block,
 				 jb[i].grant_id, r == 0 ? "deconfigured it" : "cannot deconfigure it");
 		}
-		log_warn(&e->log, "block %llu of %s is %s outside the agent's control: no longer counted as granted",
+		log_fields(&e->log, LOG_WARNING, LOG_FIELDS(log_f_grant(jb[i].grant_id), log_f_block(jb[i].block)),
+			   "block %llu of %s is %s outside the agent's control: no longer counted as granted",
 			 (unsigned long long)jb[i].block, jb[i].grant_id,
 			 r < 0 ? "gone" : !b.configured ? "deconfigured" : "offline");
 		pthread_mutex_lock(&e->lock);

@@ -50,7 +50,8 @@ static void record_revoke_step(struct engine *e, void *ctx, const struct block_r
 	}
 	if (res->err == 0) {
 		if (op_done_add(o, rs->block, MEM_ZONE_AUTO, false) < 0)
-			log_err(&e->log, "revocation %s: block %llu went back but out of memory to record it; "
+			log_fields(&e->log, LOG_ERR, LOG_FIELDS(log_f_grant(o->msg->id), log_f_block(rs->block)),
+				   "revocation %s: block %llu went back but out of memory to record it; "
 				"the next start credits it from the kernel", o->msg->id, (unsigned long long)rs->block);
 		o->applied_bytes += rs->t->block_size;
 		o->blocks_done++;
@@ -86,7 +87,10 @@ static void record_revoke_step(struct engine *e, void *ctx, const struct block_r
 			else if (bb)
 				snprintf(more, sizeof(more), "; %u failures since the last line, %.0f s of the budget left",
 					 bb->unlogged, left);
-			log_warn(&e->log, "revocation %s: %s%s", o->msg->id, oc ? oc->err_msg : "block failed", more);
+			log_fields(&e->log, LOG_WARNING,
+				   LOG_FIELDS(log_f_grant(o->msg->id), log_f_block(rs->block),
+					      log_f_step(block_step_name(res->failed_step)), log_f_errno(res->err)),
+				   "revocation %s: %s%s", o->msg->id, oc ? oc->err_msg : "block failed", more);
 			if (bb) {
 				bb->logged_at = now;
 				bb->unlogged = 0;
@@ -218,7 +222,8 @@ done:
 	pthread_mutex_lock(&e->lock);
 	for (size_t i = 0; i < o->n_busy; i++)
 		if (o->busy[i].unlogged > 0)
-			log_warn(&e->log, "revocation %s: block %llu: still %s after %u attempts (%u since the last line)",
+			log_fields(&e->log, LOG_WARNING, LOG_FIELDS(log_f_grant(o->msg->id), log_f_block(o->busy[i].block)),
+				   "revocation %s: block %llu: still %s after %u attempts (%u since the last line)",
 				 o->msg->id, (unsigned long long)o->busy[i].block, o->busy[i].err_code,
 				 o->busy[i].attempts, o->busy[i].unlogged);
 	pthread_mutex_unlock(&e->lock);

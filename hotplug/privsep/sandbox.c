@@ -131,7 +131,8 @@ int sandbox_socket_dir(const char *path, uid_t uid, gid_t gid, char *err, size_t
 	if (stat(dir, &st) < 0) {
 		if (errno != ENOENT)
 			return fail(err, errlen, -errno, "%s: %m", dir);
-		r = mkdir_p(dir, 0750);
+		/* open to all: the socket's own mode and group decide who connects */
+		r = mkdir_p(dir, 0755);
 		if (r < 0)
 			return fail(err, errlen, r, "%s: cannot create: %s", dir, strerror(-r));
 		if (chown(dir, uid, gid) < 0)

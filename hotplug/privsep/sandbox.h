@@ -48,7 +48,7 @@ int sandbox_lookup_user(const char *user, uid_t *uid, gid_t *gid, char *err, siz
 int sandbox_own_dir(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen);
 
 /* Makes sure the directory that will hold the API socket PATH exists and
- * that UID (with GID) may create files in it (creating it 0750 UID:GID when
+ * that UID (with GID) may create files in it (creating it 0755 UID:GID when
  * missing). */
 int sandbox_socket_dir(const char *path, uid_t uid, gid_t gid, char *err, size_t errlen);
 

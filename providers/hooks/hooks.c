@@ -225,6 +225,24 @@ char **hooks_env(json_t *ev)
 	return env;
 }
 
+/* Whether PATH (a program of the hooks directory) is a program a hooks
+ * entry names: that one runs for the events its entry lists, and only then,
+ * not a second time as a run-parts program for every event.  Compared by
+ * file (device and inode), so that another spelling of the path or a link
+ * to it is the same program. */
+static bool named_by_entry(const struct hooks *h, const char *path)
+{
+	struct stat st, e;
+
+	if (stat(path, &st) < 0)
+		return false;
+	for (size_t i = 0; i < h->n_entries; i++)
+		if (h->entries[i].exec && stat(h->entries[i].exec, &e) == 0 && e.st_dev == st.st_dev &&
+		    e.st_ino == st.st_ino)
+			return true;
+	return false;
+}
+
 int hooks_fire(struct hooks *h, const char *event, json_t *fields)
 {
 	_cleanup_json_ json_t *ev = hooks_event_json(h->agent_id, event, fields);
@@ -272,6 +290,8 @@ int hooks_fire(struct hooks *h, const char *event, json_t *fields)
 
 			if (asprintf(&path, "%s/%s", h->dir, names[i]) < 0)
 				path = NULL;
+			if (path && named_by_entry(h, path))
+				continue;
 			j = path ? hooks_job_new(path, path, event, text, ev, h->dir_timeout_ms) : NULL;
 			if (!j) {
 				hooks_names_free(names, n_names);

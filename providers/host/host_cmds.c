@@ -290,8 +290,9 @@ static int req_opt(int c, void *ctx)
 
 static int size_arg(const char *s, uint64_t *out)
 {
-	if (size_parse(s, out) < 0 || *out == 0) {
-		fprintf(stderr, "memgrant-host: '%s' is not a size (bytes, or K/M/G/T such as 2G or 1.5G)\n", s);
+	/* MiB without a unit, as chmem and memgrantctl take sizes */
+	if (size_parse_cli(s, out) < 0 || *out == 0 || *out > INT64_MAX) {
+		fprintf(stderr, "memgrant-host: '%s' is not a size (MiB, or K/M/G/T such as 2G or 1.5G; B for bytes)\n", s);
 		return -EINVAL;
 	}
 	return 0;

@@ -47,7 +47,7 @@ API_GID=$(id -g nobody)
 SOCK=$T/run/api.sock
 CTL="$MEMGRANTCTL --socket $SOCK"
 AGENT_USER=nobody write_config
-sed -i "s|^  api_socket: .*|  api_socket: $SOCK\n  api_socket_mode: \"0666\"\n  api_group: $API_GROUP|" "$T/memgrant.yaml"
+sed -i "s|^  api_socket: .*|  api_socket: $SOCK\n  api_socket_mode: \"0666\"|; s|^  api_group: .*|  api_group: $API_GROUP|" "$T/memgrant.yaml"
 start_daemon
 chmod 0755 "$T/run" # memgrantd makes it for its own user only; the attackers must reach the socket
 

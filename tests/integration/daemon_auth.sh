@@ -23,7 +23,7 @@ chmod 0755 "$T" # the socket's directory must be reachable; the state dir stays 
 config() {
 	rm -f "$T/memgrant.yaml"
 	write_config
-	sed -i "s|^agent:\$|agent:\n  api_socket_mode: \"$1\"\n  api_group: root|" "$T/memgrant.yaml"
+	sed -i "s|^agent:\$|agent:\n  api_socket_mode: \"$1\"|; s|^  api_group: .*|  api_group: root|" "$T/memgrant.yaml"
 }
 
 # req WHO METHOD PATH [BODY]: prints the HTTP status; the reply is in $T/reply
@@ -114,7 +114,7 @@ expect_eq "auth-connect-0660: HTTP" "$(req nobody GET /v1/status)" 000
 rc=0
 as_nobody "$MEMGRANTCTL" --socket "$SOCK" status > "$T/out" 2> "$T/err" || rc=$?
 expect_eq "auth-connect-0660: memgrantctl exit" "$rc" 1
-grep -q "no permission to connect to memgrantd at $SOCK" "$T/err" || fail "auth-connect-0660: stderr: $(cat "$T/err")"
+grep -q "permission denied on memgrantd's socket $SOCK (mode 0660" "$T/err" || fail "auth-connect-0660: stderr: $(cat "$T/err")"
 echo "ok auth-connect-0660: uid 65534 cannot connect: $(cat "$T/err")"
 
 # root still reads and changes

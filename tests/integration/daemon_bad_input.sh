@@ -410,7 +410,7 @@ ctl ctl-unknown-global "unknown option '--bogus'" --bogus status
 ctl ctl-global-missing-arg "option '--socket' needs an argument" --socket
 ctl ctl-grant-no-size "grant: say how much: SIZE, RANGE or --blocks LIST" grant
 ctl ctl-grant-2X "grant SIZE: invalid size '2X'" grant 2X
-ctl ctl-grant-fraction "grant SIZE: invalid size '1.5'" grant 1.5
+ctl ctl-grant-fraction "grant SIZE: invalid size '1.5B'" grant 1.5B
 ctl ctl-grant-range-malformed "grant RANGE: '0x80000000-zz' is not an address range" grant 0x80000000-zz
 ctl ctl-grant-overflow "grant SIZE: size '99999999999999G' is too large" grant 99999999999999G
 ctl ctl-grant-zone "--zone: 'bogus' is not one of auto, movable, normal" grant 1G --zone bogus

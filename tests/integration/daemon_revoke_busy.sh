@@ -35,7 +35,7 @@ grep -q '^  blocks: *1 of 2: 16 (not done: 19)$' "$T/one" || fail "grants ID of 
 [ "$took" -le 8 ] || fail "revocation took ${took}s with a 2s budget"
 # busy blocks are retried with pauses (250 ms, 500 ms, then 1 s), not in a tight loop
 tries=$(curl -s --unix-socket "$SOCK" http://x/metrics |
-	sed -n 's/^memgrant_block_operations_total{step="offline",result="EBUSY"} //p')
+	sed -n 's/^memgrant_executor_steps_total{step="offline",result="EBUSY"} //p')
 [ "${tries:-0}" -ge 2 ] && [ "${tries:-0}" -le 8 ] || fail "block 19 was tried ${tries:-0} times in 2+2 s of budget"
 $MEMGRANTCTL --sim "$SIM" lsmem -o BLOCK,STATE -r -n > "$T/lsmem"
 grep -qx '19 online' "$T/lsmem" || fail "block 19 should still be online: $(cat "$T/lsmem")"

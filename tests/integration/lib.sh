@@ -47,6 +47,8 @@ agent:
   log_level: debug
   # the test's own user: no uid change (tests/integration/privsep_*.sh drop to another)
   user: ${AGENT_USER:-$(id -un)}
+  # a group the agent's user is in (--check-config refuses one that is not there)
+  api_group: ${API_GROUP:-$(id -gn ${AGENT_USER:-})}
 backend:
   type: sim
   own_onlining: ${OWN_ONLINING:-true}
@@ -113,4 +115,63 @@ print(g[0]["state"] if g else "none")' "$id")
 
 online_bytes() {
 	jget "$($CTL status --json)" memory.online_bytes
+}
+
+# as_shipped: the rest of the test runs as root with the package's user and
+# folders, in a mount namespace of its own.  The user memgrant comes from the
+# package's sysusers.d file (systemd-sysusers creates it when missing, as the
+# packages do); /run and /var/lib/memgrant are fresh tmpfs there, in which the
+# package's tmpfiles.d file makes /run/memgrant and /var/lib/memgrant.  So
+# memgrantd's defaults (/run/memgrant/api.sock, /var/lib/memgrant) are the
+# package's folders with the package's owners and modes, and nothing of this
+# machine's /run or /var/lib changes.  The test script runs again from its
+# start inside the namespace (exec); $T is then 0755 for the agent's user.
+as_shipped() {
+	[ "$(id -u)" -eq 0 ] || skip "skipped: needs root (memgrantd started as root, its agent as memgrant)"
+	[ -z "${TEST_WRAPPER:-}" ] || skip "skipped: under qemu-user (the split as shipped is checked natively)"
+	for tool in unshare systemd-sysusers systemd-tmpfiles setpriv; do
+		command -v $tool >/dev/null 2>&1 || skip "skipped: no $tool"
+	done
+	if [ -z "${MEMGRANT_AS_SHIPPED:-}" ]; then
+		unshare -m --propagation private true 2>/dev/null || skip "skipped: no mount namespaces here"
+		rm -rf "$T"
+		trap - EXIT INT TERM
+		MEMGRANT_AS_SHIPPED=1 exec unshare -m --propagation private sh "$0" "$@"
+	fi
+	pkg=$(cd "$(dirname "$0")/../../packaging/systemd" && pwd)
+	systemd-sysusers "$pkg/memgrant.sysusers" || fail "systemd-sysusers memgrant.sysusers"
+	mount -t tmpfs -o mode=0755 memgrant-run /run || fail "cannot mount a tmpfs on /run"
+	if [ -d /var/lib/memgrant ]; then
+		mount -t tmpfs -o mode=0700 memgrant-state /var/lib/memgrant || fail "cannot mount /var/lib/memgrant"
+	else
+		mount -t tmpfs -o mode=0755 memgrant-varlib /var/lib || fail "cannot mount a tmpfs on /var/lib"
+	fi
+	systemd-tmpfiles --create "$pkg/memgrant.tmpfiles" || fail "systemd-tmpfiles memgrant.tmpfiles"
+	[ "$(stat -c '%U:%G %a' /run/memgrant)" = "memgrant:memgrant 755" ] ||
+		fail "/run/memgrant as tmpfiles made it: $(stat -c '%U:%G %a' /run/memgrant)"
+	[ "$(stat -c '%U:%G %a' /var/lib/memgrant)" = "memgrant:memgrant 700" ] ||
+		fail "/var/lib/memgrant as tmpfiles made it: $(stat -c '%U:%G %a' /var/lib/memgrant)"
+	chmod 0755 "$T"
+}
+
+# shipped_config: the shipped /etc/memgrant/memgrant.yaml (config/memgrant.yaml,
+# its defaults untouched: agent.user memgrant, api_group memgrant) copied to
+# $T/etc/memgrant.yaml, 0644 root:root as the package installs it.  The
+# package's build (--localstatedir=/var --runstatedir=/run) makes
+# /var/lib/memgrant and /run/memgrant/api.sock the defaults; a build with
+# another prefix gets them as $PKG_PATHS (-o options) and MEMGRANT_SOCKET.
+shipped_config() {
+	mkdir -p "$T/etc"
+	cp "$(dirname "$0")/../../config/memgrant.yaml" "$T/etc/memgrant.yaml"
+	chmod 0644 "$T/etc/memgrant.yaml"
+	PKG_PATHS="-o agent.state_dir=/var/lib/memgrant -o agent.api_socket=/run/memgrant/api.sock"
+	MEMGRANT_SOCKET=/run/memgrant/api.sock
+	export MEMGRANT_SOCKET
+}
+
+# as_user USER CMD...: CMD as USER with USER's own groups only
+as_user() {
+	u=$1
+	shift
+	setpriv --reuid "$u" --regid "$(id -g "$u")" --init-groups "$@"
 }

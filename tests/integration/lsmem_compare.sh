@@ -171,7 +171,7 @@ elif [ -f /sys/devices/system/memory/block_size_bytes ]; then
 	python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$tmp/stale.sock"
 	rc=0
 	MEMGRANT_SOCKET=$tmp/stale.sock "$CTL" lsmem --summary=only >"$tmp/ours" 2>"$tmp/err" || rc=$?
-	if [ $rc -ne 0 ] || ! grep -q "reading /sys directly" "$tmp/err" || ! grep -q "^Memory block size:" "$tmp/ours"; then
+	if [ $rc -ne 0 ] || ! grep -q "reading this machine's /sys directly" "$tmp/err" || ! grep -q "^Memory block size:" "$tmp/ours"; then
 		echo "FAIL: fallback to /sys: exit $rc, $(cat "$tmp/err")"
 		fail=1
 	fi

@@ -23,7 +23,7 @@ NOGROUP=$(id -gn nobody)
 SOCK=$T/run/api.sock # its directory is created by memgrantd for nobody
 CTL="$MEMGRANTCTL --socket $SOCK"
 AGENT_USER=nobody write_config
-sed -i "s|^  api_socket: .*|  api_socket: $SOCK\n  api_group: $NOGROUP|" "$T/memgrant.yaml"
+sed -i "s|^  api_group: .*|  api_group: $NOGROUP|" "$T/memgrant.yaml"
 start_daemon
 
 main=$DAEMON_PID

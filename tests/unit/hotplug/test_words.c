@@ -158,6 +158,34 @@ static void test_sizes_as_lsmem_prints(void **state)
 	assert_int_equal(size_parse("16383.9999E", &v), -ERANGE);
 }
 
+/* Command-line sizes are chmem's: no unit is MiB; the configuration and the
+ * wire protocol keep bare numbers as bytes. */
+static void test_sizes_as_chmem_takes_them(void **state)
+{
+	uint64_t v = 0;
+
+	(void)state;
+	assert_int_equal(size_parse_cli("512", &v), 0);
+	assert_int_equal(v, 512 * MiB);
+	assert_int_equal(size_parse_cli("1.5", &v), 0);
+	assert_int_equal(v, 1536 * 1024);
+	assert_int_equal(size_parse_cli("1G", &v), 0);
+	assert_int_equal(v, 1024 * MiB);
+	assert_int_equal(size_parse_cli("512B", &v), 0);
+	assert_int_equal(v, 512);
+	assert_int_equal(size_parse_cli("", &v), -EINVAL);
+	assert_int_equal(size_parse_cli("-1", &v), -EINVAL);
+	assert_int_equal(size_parse_cli("17592186044416", &v), -ERANGE); /* 2^44 MiB = 2^64 bytes */
+	assert_int_equal(size_parse_cli("123456789012345678901234567890123456789012345678901234567890123", &v),
+			 -ERANGE);
+	/* the non-command-line parser: bytes */
+	assert_int_equal(size_parse("512", &v), 0);
+	assert_int_equal(v, 512);
+	assert_int_equal(size_parse("512B", &v), 0);
+	assert_int_equal(v, 512);
+	assert_int_equal(size_parse("1.5B", &v), -EINVAL);
+}
+
 static void test_size_in_blocks(void **state)
 {
 	char why[256], buf[32];
@@ -195,6 +223,7 @@ int main(void)
 		cmocka_unit_test(test_zones_any_case),      cmocka_unit_test(test_memmap_spellings),
 		cmocka_unit_test(test_block_lists),         cmocka_unit_test(test_addr_ranges),
 		cmocka_unit_test(test_sizes_as_lsmem_prints), cmocka_unit_test(test_size_in_blocks),
+		cmocka_unit_test(test_sizes_as_chmem_takes_them),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

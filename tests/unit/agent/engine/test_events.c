@@ -113,13 +113,23 @@ static void test_metrics_text(void **state)
 	metrics_count_request(m, "grant", OUT_APPLIED);
 	metrics_count_request(m, "grant", OUT_APPLIED);
 	metrics_count_request(m, "revoke", OUT_PARTIAL);
-	metrics_count_block_op(m, "online", 0, 0.002);
-	metrics_count_block_op(m, "offline", -EBUSY, 7.0);
+	metrics_count_block_op(m, METRIC_BLOCK_ADD, 0, 0.002);
+	metrics_count_block_op(m, METRIC_BLOCK_REMOVE, -EBUSY, 7.0);
+	metrics_count_step(m, "configure", 0);
+	metrics_count_step(m, "online", 0);
+	metrics_count_step(m, "offline", -EBUSY);
 	assert_int_equal(metrics_render(m, &g, &text), 0);
 	assert_non_null(strstr(text, "memgrant_online_bytes 3221225472\n"));
 	assert_non_null(strstr(text, "memgrant_requests_total{kind=\"grant\",outcome=\"applied\"} 2\n"));
 	assert_non_null(strstr(text, "memgrant_requests_total{kind=\"revoke\",outcome=\"partial\"} 1\n"));
-	assert_non_null(strstr(text, "memgrant_block_operations_total{step=\"offline\",result=\"EBUSY\"} 1\n"));
+	/* a block operation counts the block, whatever step it ended at */
+	assert_non_null(strstr(text, "memgrant_block_operations_total{operation=\"add\",result=\"ok\"} 1\n"));
+	assert_non_null(strstr(text, "memgrant_block_operations_total{operation=\"remove\",result=\"EBUSY\"} 1\n"));
+	assert_null(strstr(text, "memgrant_block_operations_total{step="));
+	/* every kernel write by its step */
+	assert_non_null(strstr(text, "memgrant_executor_steps_total{step=\"configure\",result=\"ok\"} 1\n"));
+	assert_non_null(strstr(text, "memgrant_executor_steps_total{step=\"online\",result=\"ok\"} 1\n"));
+	assert_non_null(strstr(text, "memgrant_executor_steps_total{step=\"offline\",result=\"EBUSY\"} 1\n"));
 	/* histogram buckets are cumulative */
 	assert_non_null(strstr(text, "memgrant_block_operation_seconds_bucket{le=\"0.01\"} 1\n"));
 	assert_non_null(strstr(text, "memgrant_block_operation_seconds_bucket{le=\"5\"} 1\n"));
