@@ -8,13 +8,16 @@
  * Whatever the bytes: no crash, no leak; session_next() hands out messages
  * only after the sync's answer, each a JSON object with a string "type",
  * until the stream ends (-EPIPE); the agent's generation taken from the
- * answer is a positive integer or 0; session_ack() answers a status report
- * with one line {"type":"ack","seq":SEQ} of the report's seq and nothing else.
+ * answer is a positive integer or 0; session_ack() answers each line of the
+ * agent's outbox (a status report, a request or an offer with a positive
+ * integer seq) with one line {"type":"ack","seq":SEQ} and nothing else, and
+ * sends nothing for any other message.
  * The transport is a stub in this file.
  * Built by tests/fuzz/build.sh; not part of make check.
  * Sources: providers/host/host_session.c providers/wire/lines.c providers/wire/message.c
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,13 +105,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (session_ack(&s, msg) < 0)
 			abort();
-		if (streq(type, "status") && json_is_integer(seq)) {
+		bool outbox = streq(type, "status") || streq(type, "request") || streq(type, "offer");
+
+		if (outbox && json_is_integer(seq) && json_integer_value(seq) > 0) {
 			if (t.sent != before + 1 ||
 			    !streq(json_string_value(json_object_get(t.last_sent, "type")), "ack") ||
 			    !json_equal(json_object_get(t.last_sent, "seq"), seq) || json_object_size(t.last_sent) != 2)
 				abort();
 		} else if (t.sent != before) {
-			abort(); /* only status reports are acknowledged */
+			abort(); /* only the outbox's lines are acknowledged */
 		}
 		json_decref(msg);
 	}
