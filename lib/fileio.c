@@ -127,7 +127,7 @@ int mkdir_p(const char *path, int mode)
 	return 0;
 }
 
-static int rm_rf_at(int dfd, const char *name)
+int rm_rf_at(int dfd, const char *name)
 {
 	_cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d;

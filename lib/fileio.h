@@ -17,3 +17,6 @@ int file_write_atomic(const char *path, const void *data, size_t len, int mode);
 int file_read_all(const char *path, size_t max, char **out, size_t *out_len);
 int mkdir_p(const char *path, int mode);
 int rm_rf(const char *path);
+/* NAME in the folder DFD and what it holds, through descriptors only: no
+ * symbolic link on the way is followed (a link is removed, not its target). */
+int rm_rf_at(int dfd, const char *name);

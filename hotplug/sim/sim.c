@@ -48,7 +48,7 @@ struct chunk {
 };
 
 struct txn {
-	const char *state_path;
+	const struct sim_fs *fs;
 	int lockfd;
 	struct sim_settings *s;
 	struct sim_summary sum; /* kept current as blocks change */
@@ -227,53 +227,56 @@ static int txn_commit(struct txn *t, uint64_t id, const struct sim_block *old,
  * then the descriptor that names it: the one step that makes it current. */
 static int create_state(struct txn *t, struct sim_settings *s, const struct sim_block *all)
 {
-	_cleanup_free_ char *abs = sim_absolute(t->state_path), *base = NULL, *dir = NULL;
+	char base_name[NAME_MAX + 1];
+	_cleanup_close_ int base = -1;
 	struct sim_summary sum;
+	const char *mine;
 	DIR *d;
 	int r;
 
-	if (!abs || asprintf(&base, "%s.d", abs) < 0 || asprintf(&dir, "%s/s.XXXXXX", base) < 0)
-		return -ENOMEM;
+	s->fs = t->fs;
 	r = txn_mark(t, &(struct sim_marker){ .dirty = true, .full = true });
-	if (r == 0)
-		r = mkdir_p(base, 0755);
 	if (r < 0)
 		return r;
-	if (!mkdtemp(dir))
-		return -errno;
-	/* mkdtemp makes it 0700: the records are read by whoever reads the sim
-	 * (an unprivileged agent, memgrantctl), written only by the lock holder */
-	if (chmod(dir, 0755) < 0)
-		return -errno;
 	free(s->dir);
-	s->dir = strdup(dir);
-	if (!s->dir)
-		return -ENOMEM;
+	s->dir = NULL;
+	closep(&s->dirfd);
+	/* the records are read by whoever reads the sim (an unprivileged agent,
+	 * memgrantctl): 0755, written only by the lock holder */
+	r = sim_fs_state_dir(t->fs, NULL, true, &s->dir, &s->dirfd);
+	if (r < 0)
+		return r;
+	mine = strrchr(s->dir, '/') + 1;
+	snprintf(base_name, sizeof(base_name), "%s.d", t->fs->name);
+	base = sim_openat(t->fs->top, base_name, O_PATH | O_DIRECTORY, 0);
+	if (base < 0)
+		return base;
 	for (uint64_t k = 0; r == 0 && k < sim_n_chunks(s); k++)
 		r = sim_chunk_save(s, k, all + k * SIM_CHUNK);
 	sim_summary_compute(all, s->n_blocks, &sum);
 	if (r == 0)
 		r = sim_summary_save(s, &sum);
 	if (r == 0)
-		r = mkdir_p(s->tree, 0755);
-	if (r == 0)
 		r = sim_tree_render_all(s, all, &sum);
 	if (r == 0)
-		r = sim_settings_save(t->state_path, s);
+		r = sim_settings_save(s);
 	if (r < 0) {
-		rm_rf(dir);
+		rm_rf_at(base, mine);
 		return r;
 	}
 	r = txn_mark(t, &(struct sim_marker){ 0 });
-	/* earlier state directories, and those of inits that were killed */
-	d = opendir(base);
+	/* earlier state directories, and those of inits that were killed:
+	 * through descriptors, nothing followed */
+	{
+		int lfd = sim_openat(base, ".", O_RDONLY | O_DIRECTORY, 0);
+		d = lfd >= 0 ? fdopendir(lfd) : NULL;
+		if (!d && lfd >= 0)
+			close(lfd);
+	}
 	for (struct dirent *de; d && (de = readdir(d));) {
-		char old[PATH_MAX];
-
-		if (de->d_name[0] == '.' || streq(de->d_name, strrchr(dir, '/') + 1))
+		if (de->d_name[0] == '.' || streq(de->d_name, mine))
 			continue;
-		snprintf(old, sizeof(old), "%s/%s", base, de->d_name);
-		(void)rm_rf(old);
+		(void)rm_rf_at(base, de->d_name);
 	}
 	if (d)
 		closedir(d);
@@ -321,19 +324,19 @@ static int txn_repair(struct txn *t, const struct sim_marker *m)
 
 /* Takes the lock and loads the machine, converting a format 1 file and
  * repairing a killed writer's leftovers first.  txn_end() always. */
-static int txn_begin(struct txn *t, const char *state_path, int lockfd)
+static int txn_begin(struct txn *t, const struct sim_fs *fs, int lockfd)
 {
 	struct sim_marker m;
 	int r;
 
 	memset(t, 0, sizeof(*t));
-	t->state_path = state_path;
+	t->fs = fs;
 	t->lockfd = -1;
 	r = sim_lock(lockfd);
 	if (r < 0)
 		return r;
 	t->lockfd = lockfd;
-	r = sim_settings_load(state_path, &t->s, NULL, 0);
+	r = sim_settings_load(fs, &t->s, NULL, 0);
 	if (r < 0)
 		return r;
 	if (t->s->v1_blocks) { /* format 1: every block in the descriptor */
@@ -407,6 +410,7 @@ static int do_offline(struct txn *t, uint64_t id, const struct sim_block *old)
 struct sim_backend {
 	struct hp_backend base;
 	char *state_path;
+	struct sim_fs *fs; /* opened once: nothing is looked up by path again */
 	struct sim_watch *watch;
 };
 
@@ -438,7 +442,7 @@ static int apply(struct txn *t, enum hp_attr attr, uint64_t id, bool val, int ty
 		snprintf(s->auto_online, sizeof(s->auto_online), "%s", word);
 		r = txn_mark(t, &(struct sim_marker){ .dirty = true, .sp = t->sum.sp });
 		if (r == 0)
-			r = sim_settings_save(t->state_path, s);
+			r = sim_settings_save(s);
 		if (r == 0)
 			r = sim_tree_auto_online(s);
 		return r < 0 ? r : txn_mark(t, &(struct sim_marker){ 0 });
@@ -509,7 +513,7 @@ static int refuse_value(struct sim_backend *sb, enum hp_attr attr, uint64_t id, 
 {
 	_cleanup_settings_ struct sim_settings *s = NULL;
 	struct sim_block chunk[SIM_CHUNK];
-	int r = sim_settings_load(sb->state_path, &s, NULL, 0);
+	int r = sim_settings_load(sb->fs, &s, NULL, 0);
 
 	if (r < 0)
 		return r;
@@ -556,10 +560,10 @@ static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id,
 	if (perr < 0)
 		return refuse_value(sb, attr, id, perr);
 	/* opened per write: a lock inherited across fork() would be shared */
-	lockfd = sim_lock_open(sb->state_path);
+	lockfd = sim_lock_open(sb->fs);
 	if (lockfd < 0)
 		return lockfd;
-	r = txn_begin(&t, sb->state_path, lockfd);
+	r = txn_begin(&t, sb->fs, lockfd);
 	if (r == 0)
 		r = apply(&t, attr, id, val, type, word);
 	txn_end(&t);
@@ -574,7 +578,7 @@ static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id,
  * block would be online again.  Readers see it so once no writer holds the
  * lock; the next writer repairs the records.
  */
-static void settle_dead_offline(const char *state_path, struct sim_block *b, size_t n)
+static void settle_dead_offline(const struct sim_fs *fs, struct sim_block *b, size_t n)
 {
 	bool any = false, dead;
 
@@ -582,7 +586,7 @@ static void settle_dead_offline(const char *state_path, struct sim_block *b, siz
 		any = b[i].state == MEM_STATE_GOING_OFFLINE;
 	if (!any)
 		return;
-	dead = !sim_writer_active(state_path);
+	dead = !sim_writer_active(fs);
 	for (size_t i = 0; dead && i < n; i++)
 		if (b[i].state == MEM_STATE_GOING_OFFLINE)
 			b[i].state = MEM_STATE_ONLINE;
@@ -612,12 +616,12 @@ static int sim_discover(struct hp_backend *hb, struct mem_table **out)
 	struct sim_summary sum;
 	int r;
 
-	r = sim_settings_load(sb->state_path, &s, NULL, 0);
+	r = sim_settings_load(sb->fs, &s, NULL, 0);
 	if (r == 0)
 		r = sim_records_load(s, &all, NULL, 0);
 	if (r < 0)
 		return r;
-	settle_dead_offline(sb->state_path, all, s->n_blocks);
+	settle_dead_offline(sb->fs, all, s->n_blocks);
 	sim_summary_compute(all, s->n_blocks, &sum);
 	t = mem_table_new(s->block_size);
 	if (!t)
@@ -645,7 +649,7 @@ static int sim_read_block(struct hp_backend *hb, uint64_t id, struct mem_block *
 	struct sim_summary sum;
 	int r;
 
-	r = sim_settings_load(sb->state_path, &s, NULL, 0);
+	r = sim_settings_load(sb->fs, &s, NULL, 0);
 	if (r < 0)
 		return r;
 	if (id >= s->n_blocks)
@@ -659,7 +663,7 @@ static int sim_read_block(struct hp_backend *hb, uint64_t id, struct mem_block *
 	} else if ((r = sim_chunk_load(s, id / SIM_CHUNK, chunk, NULL, 0)) < 0) {
 		return r;
 	}
-	settle_dead_offline(sb->state_path, b, 1);
+	settle_dead_offline(sb->fs, b, 1);
 	fill_block(s, &sum.sp, id, b, out);
 	return 0;
 }
@@ -670,7 +674,7 @@ static int sim_read_auto_online(struct hp_backend *hb, char *buf, size_t len)
 	_cleanup_settings_ struct sim_settings *s = NULL;
 	int r;
 
-	r = sim_settings_load(sb->state_path, &s, NULL, 0);
+	r = sim_settings_load(sb->fs, &s, NULL, 0);
 	if (r < 0)
 		return r;
 	if (snprintf(buf, len, "%s", s->auto_online) >= (int)len)
@@ -684,7 +688,7 @@ static int sim_watch_open_op(struct hp_backend *hb)
 	int r;
 
 	if (!sb->watch) {
-		r = sim_watch_open(sb->state_path, &sb->watch);
+		r = sim_watch_open(sb->fs, sb->state_path, &sb->watch);
 		if (r < 0)
 			return r;
 	}
@@ -705,6 +709,7 @@ static void sim_close(struct hp_backend *hb)
 	struct sim_backend *sb = (struct sim_backend *)hb;
 
 	sim_watch_free(sb->watch);
+	sim_fs_free(sb->fs);
 	free(sb->base.root);
 	free(sb->state_path);
 	free(sb);
@@ -721,36 +726,43 @@ static const struct hp_backend_ops sim_ops = {
 	.close = sim_close,
 };
 
+/* Whether the tree has been rendered (a deleted or copied one has not). */
+static bool tree_rendered(const struct sim_fs *fs)
+{
+	_cleanup_close_ int fd = sim_openat(fs->tree, "sys/devices/system/memory/block_size_bytes", O_PATH, 0);
+
+	return fd >= 0;
+}
+
 int hp_sim_open(const char *state_path, struct hp_backend **out)
 {
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
 	_cleanup_settings_ struct sim_settings *s = NULL;
 	_cleanup_free_ struct sim_block *all = NULL;
 	_cleanup_close_ int lockfd = -1;
 	struct sim_backend *sb;
-	char marker[PATH_MAX];
 	struct sim_marker m = { 0 };
 	int r;
 
-	r = sim_settings_load(state_path, &s, NULL, 0);
+	r = sim_fs_open(state_path, NULL, true, &fs, NULL, 0);
 	if (r == 0)
-		r = sim_tree_safe(s->tree);
+		r = sim_settings_load(fs, &s, NULL, 0);
 	if (r == 0 && !s->v1_blocks) /* every record sound, as a discover would need */
 		r = sim_records_load(s, &all, NULL, 0);
 	if (r < 0)
 		return r;
-	lockfd = sim_lock_open(state_path);
+	lockfd = sim_lock_open(fs);
 	if (lockfd < 0)
 		return lockfd;
 	/* A format 1 file is converted, a killed writer's leftovers repaired,
 	 * a missing tree (deleted, or a copied state) rebuilt. */
-	snprintf(marker, sizeof(marker), "%s/sys/devices/system/memory/block_size_bytes", s->tree);
 	if (!s->v1_blocks)
 		(void)sim_marker_read(lockfd, &m);
-	if (s->v1_blocks || m.dirty || access(marker, F_OK) < 0) {
+	if (s->v1_blocks || m.dirty || !tree_rendered(fs)) {
 		struct txn t;
 
-		r = txn_begin(&t, state_path, lockfd);
-		if (r == 0 && access(marker, F_OK) < 0) {
+		r = txn_begin(&t, fs, lockfd);
+		if (r == 0 && !tree_rendered(fs)) {
 			free(all);
 			all = NULL;
 			r = sim_records_load(t.s, &all, NULL, 0);
@@ -765,9 +777,10 @@ int hp_sim_open(const char *state_path, struct hp_backend **out)
 	if (!sb)
 		return -ENOMEM;
 	sb->base.ops = &sim_ops;
-	sb->base.root = TAKE_PTR(s->tree);
+	sb->base.root = strdup(fs->tree_path);
 	sb->state_path = strdup(state_path);
-	if (!sb->state_path) {
+	sb->fs = TAKE_PTR(fs);
+	if (!sb->state_path || !sb->base.root) {
 		sim_close(&sb->base);
 		return -ENOMEM;
 	}
@@ -791,6 +804,7 @@ void sim_params_default(struct sim_params *p)
 int sim_init(const char *state_path, const struct sim_params *p)
 {
 	_cleanup_settings_ struct sim_settings *s = NULL;
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
 	_cleanup_free_ char *deftree = NULL;
 	_cleanup_free_ struct sim_block *all = NULL;
 	_cleanup_close_ int lockfd = -1;
@@ -809,6 +823,7 @@ int sim_init(const char *state_path, const struct sim_params *p)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->dirfd = -1;
 	s->block_size = bs;
 	s->n_blocks = n;
 	s->boot_blocks = p->online_bytes / bs;
@@ -819,12 +834,13 @@ int sim_init(const char *state_path, const struct sim_params *p)
 	snprintf(s->auto_online, sizeof(s->auto_online), "%s", ao);
 	if (!p->tree && asprintf(&deftree, "%s.tree", state_path) < 0)
 		return -ENOMEM;
-	s->tree = sim_absolute(p->tree ? p->tree : deftree);
-	if (!s->tree)
-		return -ENOMEM;
-	r = sim_tree_safe(s->tree);
+	r = sim_fs_open(state_path, p->tree ? p->tree : deftree, true, &fs, NULL, 0);
 	if (r < 0)
 		return r;
+	s->fs = fs;
+	s->tree = strdup(fs->tree_path);
+	if (!s->tree)
+		return -ENOMEM;
 	all = calloc(n, sizeof(*all));
 	if (!all)
 		return -ENOMEM;
@@ -841,11 +857,11 @@ int sim_init(const char *state_path, const struct sim_params *p)
 			b->state = MEM_STATE_OFFLINE;
 		}
 	}
-	lockfd = sim_lock_open(state_path);
+	lockfd = sim_lock_open(fs);
 	if (lockfd < 0)
 		return lockfd;
 	memset(&t, 0, sizeof(t));
-	t.state_path = state_path;
+	t.fs = fs;
 	r = sim_lock(lockfd);
 	if (r < 0)
 		return r;
@@ -855,15 +871,24 @@ int sim_init(const char *state_path, const struct sim_params *p)
 	return r;
 }
 
+/* The writers' lock of STATE_PATH's sim, with its folders opened once. */
+static int open_for_write(const char *state_path, struct sim_fs **fs)
+{
+	int r = sim_fs_open(state_path, NULL, true, fs, NULL, 0);
+
+	return r < 0 ? r : sim_lock_open(*fs);
+}
+
 int sim_set_faults(const char *state_path, const struct sim_faults *f)
 {
-	_cleanup_close_ int lockfd = sim_lock_open(state_path);
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
+	_cleanup_close_ int lockfd = open_for_write(state_path, &fs);
 	struct txn t;
 	int r;
 
 	if (lockfd < 0)
 		return lockfd;
-	r = txn_begin(&t, state_path, lockfd);
+	r = txn_begin(&t, fs, lockfd);
 	if (r == 0)
 		r = sim_id_list_copy(&t.s->configure_eio, f->configure_eio, f->n_configure_eio);
 	if (r == 0)
@@ -872,7 +897,7 @@ int sim_set_faults(const char *state_path, const struct sim_faults *f)
 		r = sim_id_list_copy(&t.s->online_enomem, f->online_enomem, f->n_online_enomem);
 	if (r == 0) {
 		t.s->latency_ms = f->latency_ms;
-		r = sim_settings_save(state_path, t.s);
+		r = sim_settings_save(t.s);
 	}
 	txn_end(&t);
 	return r;
@@ -880,19 +905,20 @@ int sim_set_faults(const char *state_path, const struct sim_faults *f)
 
 int sim_set_used(const char *state_path, uint64_t used_bytes)
 {
-	_cleanup_close_ int lockfd = sim_lock_open(state_path);
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
+	_cleanup_close_ int lockfd = open_for_write(state_path, &fs);
 	struct txn t;
 	int r;
 
 	if (lockfd < 0)
 		return lockfd;
-	r = txn_begin(&t, state_path, lockfd);
+	r = txn_begin(&t, fs, lockfd);
 	if (r == 0) {
 		t.s->used_bytes = used_bytes;
 		r = txn_mark(&t, &(struct sim_marker){ .dirty = true, .sp = t.sum.sp });
 	}
 	if (r == 0)
-		r = sim_settings_save(state_path, t.s);
+		r = sim_settings_save(t.s);
 	if (r == 0)
 		r = sim_tree_meminfo(t.s, &t.sum);
 	if (r == 0)
@@ -903,13 +929,16 @@ int sim_set_used(const char *state_path, uint64_t used_bytes)
 
 int sim_check_file(const char *state_path, char *err, size_t errlen)
 {
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
 	_cleanup_settings_ struct sim_settings *s = NULL;
 	_cleanup_free_ struct sim_block *all = NULL;
 	int r;
 
 	if (err && errlen)
 		err[0] = '\0';
-	r = sim_settings_load(state_path, &s, err, errlen);
+	r = sim_fs_open(state_path, NULL, false, &fs, err, errlen);
+	if (r == 0)
+		r = sim_settings_load(fs, &s, err, errlen);
 	if (r == 0)
 		r = sim_records_load(s, &all, err, errlen);
 	return r;
@@ -917,11 +946,11 @@ int sim_check_file(const char *state_path, char *err, size_t errlen)
 
 int sim_tree_path(const char *state_path, char **out)
 {
-	_cleanup_settings_ struct sim_settings *s = NULL;
-	int r = sim_settings_load(state_path, &s, NULL, 0);
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
+	int r = sim_fs_open(state_path, NULL, false, &fs, NULL, 0);
 
 	if (r < 0)
 		return r;
-	*out = TAKE_PTR(s->tree);
+	*out = TAKE_PTR(fs->tree_path);
 	return 0;
 }

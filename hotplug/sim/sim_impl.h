@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internals shared by the sim's files (not an interface of memgrant):
+ *   fs.c         the folders opened once, and every file reached below them
+ *                without following a link (no path another user can change)
  *   sim_state.c  the descriptor, the per-block records, the summary, the
  *                writers' lock and its in-flight marker, zone arithmetic
  *   sim_tree.c   the sysfs-shaped tree rendered from the records
@@ -32,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define SIM_FORMAT 2
 #define SIM_CHUNK 256 /* blocks per records file */
@@ -51,12 +54,54 @@ struct id_list {
 	size_t n;
 };
 
+/* The sim's folders, opened once (fs.c): the folder of the descriptor FILE
+ * and the tree.  Both belong to this process's user or root and nobody else
+ * may write them; everything else is reached relative to them. */
+struct sim_fs {
+	int top;          /* O_PATH: the folder of FILE */
+	int tree;         /* O_PATH: the tree; -1 when missing and not created */
+	char *top_path;   /* for messages and inotify only */
+	char *name;       /* FILE's base name */
+	char *tree_path;  /* the tree as named when opened; never re-read */
+};
+#define SIM_MAX_FILE (256u << 20)
+/* Opens STATE_PATH's folder and the tree (TREE, or the one the descriptor
+ * names: then it must exist), creating the tree when CREATE_TREE.  -EPERM
+ * with ERR set for a folder that someone else may change. */
+int sim_fs_open(const char *state_path, const char *tree, bool create_tree, struct sim_fs **out, char *err,
+		size_t errlen);
+void sim_fs_free(struct sim_fs *fs);
+static inline void sim_fs_freep(struct sim_fs **fs) { sim_fs_free(*fs); }
+/* The descriptor's bytes (NUL-terminated, malloc'd), at most MAX. */
+int sim_fs_read_desc(const struct sim_fs *fs, size_t max, char **out, size_t *len);
+/* FILE.lock: read-write (created) when CREATE and allowed, else read-only;
+ * -EPERM for anything but a regular file with one link. */
+int sim_fs_lock_open(const struct sim_fs *fs, bool create);
+/* The state directory FILE.d/COMPONENT (NULL: a new one, FILE.d created
+ * when CREATE): its O_PATH fd and its path (for messages and inotify). */
+int sim_fs_state_dir(const struct sim_fs *fs, const char *component, bool create, char **path_out, int *fd_out);
+/* openat() of REL beneath DFD, never through a symbolic link (-ELOOP) nor
+ * out of DFD (-EXDEV).  The fd or -errno. */
+int sim_openat(int dfd, const char *rel, int flags, mode_t mode);
+/* Replaces NAME in DFD by DATA: NAME.new (a stale one unlinked first) made
+ * with O_EXCL, then renameat(2); no fsync. */
+int sim_put_at(int dfd, const char *name, const char *data, size_t len);
+/* The same for DIR/NAME beneath ROOT. */
+int sim_put_rel(int root, const char *dir, const char *name, const char *data, size_t len);
+/* mkdir -p of REL beneath ROOT, no component followed if it is a link. */
+int sim_mkdirs_at(int root, const char *rel, mode_t mode);
+/* rm -rf of REL beneath ROOT through descriptors (gone already: 0). */
+int sim_rm_rf_rel(int root, const char *rel);
+
 struct sim_settings {
+	const struct sim_fs *fs; /* what it was loaded from (borrowed); NULL: parsed only */
+	int dirfd;               /* O_PATH: the state directory; -1: dir_err */
+	int dir_err;
 	uint64_t block_size, n_blocks, boot_blocks, used_bytes;
 	bool memmap_supported, has_firmware, refuse_memmap_eopnotsupp;
 	char auto_online[24];
-	char *tree; /* absolute */
-	char *dir;  /* state directory, absolute; NULL in a format 1 file */
+	char *tree; /* absolute: the tree fixed when the sim was opened */
+	char *dir;  /* state directory, absolute (always FILE.d/s.XXXXXX); NULL in a format 1 file */
 	struct id_list configure_eio, offline_ebusy, online_enomem;
 	uint64_t latency_ms;
 	struct sim_block *v1_blocks; /* format 1 only: the blocks it held */
@@ -84,18 +129,17 @@ bool sim_id_in(const struct id_list *l, uint64_t id);
 int sim_id_list_copy(struct id_list *l, const uint64_t *ids, size_t n);
 char *sim_absolute(const char *path);
 
-/* Replaces PATH by DATA through PATH.new and rename(2), no fsync. */
-int sim_put_file(const char *path, const char *data, size_t len);
-
-/* Loads the descriptor (format 1 or 2); ERR names PATH and the problem.
- * sim_settings_parse() is the same on the file's bytes (PATH only names
- * them in ERR); sim_settings_format() is what _save() writes (malloc'd
- * JSON of format 2, NULL without memory or without a state directory). */
-int sim_settings_load(const char *path, struct sim_settings **out, char *err, size_t errlen);
+/* Loads the descriptor (format 1 or 2) of FS; ERR names it and the problem.
+ * Of its "tree" and "state_dir" nothing is used but the state directory's
+ * last component, looked up in FILE.d (the layout is fixed).
+ * sim_settings_parse() is the bytes alone (PATH only names them in ERR);
+ * sim_settings_format() is what _save() writes (malloc'd JSON of format 2,
+ * NULL without memory or without a state directory). */
+int sim_settings_load(const struct sim_fs *fs, struct sim_settings **out, char *err, size_t errlen);
 int sim_settings_parse(const char *text, size_t len, const char *path, struct sim_settings **out,
 		       char *err, size_t errlen);
 char *sim_settings_format(const struct sim_settings *s);
-int sim_settings_save(const char *path, const struct sim_settings *s);
+int sim_settings_save(const struct sim_settings *s);
 
 static inline uint64_t sim_n_chunks(const struct sim_settings *s)
 {
@@ -147,7 +191,7 @@ struct sim_marker {
 	uint64_t id;        /* the block being changed */
 	struct sim_spans sp; /* the spans before the change */
 };
-int sim_lock_open(const char *state_path);        /* fd or -errno */
+int sim_lock_open(const struct sim_fs *fs);       /* fd or -errno */
 int sim_lock(int fd);                              /* LOCK_EX, waits */
 void sim_unlock(int fd);
 #define SIM_MARKER_LEN 256 /* the lock file's content, written whole */
@@ -158,7 +202,7 @@ int sim_marker_write(int fd, const struct sim_marker *m);
 void sim_marker_parse(const char *text, size_t len, struct sim_marker *m);
 void sim_marker_format(const struct sim_marker *m, char buf[static SIM_MARKER_LEN]);
 /* true while some process holds the writers' lock. */
-bool sim_writer_active(const char *state_path);
+bool sim_writer_active(const struct sim_fs *fs);
 
 /* sim_kernel.c */
 int sim_parse_kbool(const char *s, bool *out);             /* K1 */
@@ -169,7 +213,6 @@ void sim_block_signals(sigset_t *old);
 int sim_sleep_interruptible(uint64_t ms, const sigset_t *open_mask); /* W6: -EINTR */
 
 /* sim_tree.c */
-int sim_tree_safe(const char *tree);
 int sim_tree_render_all(const struct sim_settings *s, const struct sim_block *all,
 			const struct sim_summary *sum);
 /* Block ID went from OLD (NULL: unknown, rewrite all of it) to NEW. */
@@ -182,7 +225,7 @@ int sim_tree_auto_online(const struct sim_settings *s);
 
 /* sim_watch.c: see hp_backend_ops.watch_open/watch_read. */
 struct sim_watch;
-int sim_watch_open(const char *state_path, struct sim_watch **out);
+int sim_watch_open(const struct sim_fs *fs, const char *state_path, struct sim_watch **out);
 int sim_watch_fd(const struct sim_watch *w);
 int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bool *overflow);
 void sim_watch_free(struct sim_watch *w);

@@ -20,7 +20,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-#define SIM_MAX_FILE (256u << 20)
 #define DMA_LIMIT (UINT64_C(2) << 30) /* D3 */
 
 /* jansson.h provides json_decrefp(). */
@@ -39,6 +38,7 @@ void sim_settings_free(struct sim_settings *s)
 {
 	if (!s)
 		return;
+	closep(&s->dirfd);
 	free(s->tree);
 	free(s->dir);
 	free(s->configure_eio.ids);
@@ -96,32 +96,6 @@ char *sim_absolute(const char *path)
 	if (asprintf(&r, "%s/%s", cwd, path) < 0)
 		return NULL;
 	return r;
-}
-
-int sim_put_file(const char *path, const char *data, size_t len)
-{
-	char tmp[PATH_MAX];
-	_cleanup_close_ int fd = -1;
-	ssize_t n;
-	int r;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.new", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	n = write(fd, data, len);
-	if (n < 0 || (size_t)n != len) {
-		r = n < 0 ? -errno : -EIO;
-		unlink(tmp);
-		return r;
-	}
-	if (rename(tmp, path) < 0) {
-		r = -errno;
-		unlink(tmp);
-		return r;
-	}
-	return 0;
 }
 
 /* ---- descriptor -------------------------------------------------------------- */
@@ -268,6 +242,8 @@ int sim_settings_parse(const char *text, size_t len, const char *path, struct si
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->dirfd = -1;
+	s->dir_err = -ENOENT;
 	if (get_u64(root, "block_size", &s->block_size) < 0 || !sim_valid_block_size(s->block_size))
 		return fail(err, errlen, -EINVAL, path, "\"block_size\" must be a power of two >= 1 MiB");
 	if (get_u64(root, "boot_blocks", &s->boot_blocks) < 0 || s->boot_blocks == 0)
@@ -339,16 +315,44 @@ int sim_settings_parse(const char *text, size_t len, const char *path, struct si
 	return 0;
 }
 
-int sim_settings_load(const char *path, struct sim_settings **out, char *err, size_t errlen)
+int sim_settings_load(const struct sim_fs *fs, struct sim_settings **out, char *err, size_t errlen)
 {
-	_cleanup_free_ char *text = NULL;
+	_cleanup_settings_ struct sim_settings *s = NULL;
+	_cleanup_free_ char *text = NULL, *path = NULL, *comp = NULL;
 	size_t len;
 	int r;
 
-	r = file_read_all(path, SIM_MAX_FILE, &text, &len);
+	if (asprintf(&path, "%s/%s", streq(fs->top_path, "/") ? "" : fs->top_path, fs->name) < 0)
+		return -ENOMEM;
+	r = sim_fs_read_desc(fs, SIM_MAX_FILE, &text, &len);
 	if (r < 0)
 		return fail(err, errlen, r, path, "cannot read sim state: %s", strerror(-r));
-	return sim_settings_parse(text, len, path, out, err, errlen);
+	r = sim_settings_parse(text, len, path, &s, err, errlen);
+	if (r < 0)
+		return r;
+	s->fs = fs;
+	/* the tree is the one opened at the start, whatever the file says now */
+	free(s->tree);
+	s->tree = strdup(fs->tree_path);
+	if (!s->tree)
+		return -ENOMEM;
+	if (s->dir) {
+		comp = strdup(strrchr(s->dir, '/') + 1); /* absolute: there is a slash */
+		if (!comp)
+			return -ENOMEM;
+		free(s->dir);
+		s->dir = NULL;
+		r = sim_fs_state_dir(fs, comp, false, &s->dir, &s->dirfd);
+		if (r == -EINVAL)
+			return fail(err, errlen, r, path, "\"state_dir\" must name a folder s.XXXXXX in %s.d", fs->name);
+		if (r < 0) {
+			s->dir_err = r;
+			if (asprintf(&s->dir, "%s.d/%s", path, comp) < 0)
+				return -ENOMEM;
+		}
+	}
+	*out = TAKE_PTR(s);
+	return 0;
 }
 
 static json_t *ids_json(const struct id_list *l)
@@ -385,13 +389,13 @@ char *sim_settings_format(const struct sim_settings *s)
 	return json_dumps(root, JSON_INDENT(1) | JSON_COMPACT | JSON_PRESERVE_ORDER);
 }
 
-int sim_settings_save(const char *path, const struct sim_settings *s)
+int sim_settings_save(const struct sim_settings *s)
 {
 	_cleanup_free_ char *text = sim_settings_format(s);
 
 	if (!text)
 		return -ENOMEM;
-	return sim_put_file(path, text, strlen(text));
+	return sim_put_at(s->fs->top, s->fs->name, text, strlen(text));
 }
 
 /* ---- records ------------------------------------------------------------------ */
@@ -399,6 +403,21 @@ int sim_settings_save(const char *path, const struct sim_settings *s)
 static void chunk_path(const struct sim_settings *s, uint64_t k, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/blocks.%" PRIu64, s->dir, k);
+}
+
+/* Opens NAME in the state directory for reading: fd or -errno. */
+static int state_open(const struct sim_settings *s, const char *name)
+{
+	if (s->dirfd < 0)
+		return s->dir_err;
+	return sim_openat(s->dirfd, name, O_RDONLY, 0);
+}
+
+static int state_put(const struct sim_settings *s, const char *name, const char *data, size_t len)
+{
+	if (s->dirfd < 0)
+		return s->dir_err;
+	return sim_put_at(s->dirfd, name, data, len);
 }
 
 static uint64_t chunk_count(const struct sim_settings *s, uint64_t k)
@@ -477,9 +496,9 @@ int sim_chunk_load(const struct sim_settings *s, uint64_t k, struct sim_block *o
 	ssize_t got;
 
 	chunk_path(s, k, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = state_open(s, strrchr(path, '/') + 1);
 	if (fd < 0)
-		return fail(err, errlen, -errno, path, "cannot read sim records: %s", strerror(errno));
+		return fail(err, errlen, fd, path, "cannot read sim records: %s", strerror(-fd));
 	got = read(fd, buf, sizeof(buf));
 	if (got < 0)
 		return fail(err, errlen, -errno, path, "cannot read sim records: %s", strerror(errno));
@@ -513,7 +532,7 @@ int sim_chunk_save(const struct sim_settings *s, uint64_t k, const struct sim_bl
 	size_t len = sim_chunk_format(s, k, blocks, buf);
 
 	chunk_path(s, k, path, sizeof(path));
-	return sim_put_file(path, buf, len);
+	return state_put(s, strrchr(path, '/') + 1, buf, len);
 }
 
 int sim_records_load(const struct sim_settings *s, struct sim_block **out, char *err, size_t errlen)
@@ -609,14 +628,13 @@ int sim_summary_parse(const struct sim_settings *s, const char *text, size_t len
 
 int sim_summary_load(const struct sim_settings *s, struct sim_summary *out)
 {
-	char path[PATH_MAX], buf[SIM_SUMMARY_MAX];
+	char buf[SIM_SUMMARY_MAX];
 	_cleanup_close_ int fd = -1;
 	ssize_t n;
 
-	snprintf(path, sizeof(path), "%s/summary", s->dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = state_open(s, "summary");
 	if (fd < 0)
-		return -errno;
+		return fd;
 	n = read(fd, buf, sizeof(buf));
 	if (n < 0)
 		return -errno;
@@ -638,11 +656,10 @@ size_t sim_summary_format(const struct sim_settings *s, const struct sim_summary
 
 int sim_summary_save(const struct sim_settings *s, const struct sim_summary *sum)
 {
-	char path[PATH_MAX], buf[SIM_SUMMARY_MAX + 1];
+	char buf[SIM_SUMMARY_MAX + 1];
 	size_t len = sim_summary_format(s, sum, buf);
 
-	snprintf(path, sizeof(path), "%s/summary", s->dir);
-	return sim_put_file(path, buf, len);
+	return state_put(s, "summary", buf, len);
 }
 
 static int cmp_range(const void *a, const void *b)
@@ -744,27 +761,9 @@ uint64_t sim_mem_total(const struct sim_settings *s, const struct sim_summary *s
 
 /* ---- lock and marker ------------------------------------------------------------------ */
 
-static int lock_path(const char *state_path, char *buf, size_t len)
+int sim_lock_open(const struct sim_fs *fs)
 {
-	if (snprintf(buf, len, "%s.lock", state_path) >= (int)len)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
-int sim_lock_open(const char *state_path)
-{
-	char path[PATH_MAX];
-	int fd, r;
-
-	r = lock_path(state_path, path, sizeof(path));
-	if (r < 0)
-		return r;
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	/* a reader that may not write the sim (the unprivileged agent, whose
-	 * helper writes) still takes the lock to read a consistent state */
-	if (fd < 0 && errno == EACCES)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	return sim_fs_lock_open(fs, true);
 }
 
 /* W4: a writer waits for the one lock; the wait is restarted after signals. */
@@ -865,15 +864,11 @@ int sim_marker_write(int fd, const struct sim_marker *m)
 	return 0;
 }
 
-bool sim_writer_active(const char *state_path)
+bool sim_writer_active(const struct sim_fs *fs)
 {
-	char path[PATH_MAX];
 	bool active;
-	int fd;
+	int fd = sim_fs_lock_open(fs, false);
 
-	if (lock_path(state_path, path, sizeof(path)) < 0)
-		return false;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	active = flock(fd, LOCK_SH | LOCK_NB) < 0;

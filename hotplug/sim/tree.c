@@ -20,23 +20,23 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
-static int put_filef(const char *dir, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int put_filef(const char *dir, const char *name, const char *fmt, ...)
+/* DIR (relative to the tree) / NAME, replaced by rename; no link followed. */
+static int put_filef(const struct sim_settings *s, const char *dir, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int put_filef(const struct sim_settings *s, const char *dir, const char *name, const char *fmt, ...)
 {
-	char path[PATH_MAX], buf[256];
+	char buf[256];
 	va_list ap;
 	int n;
 
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
 	va_start(ap, fmt);
 	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	return sim_put_file(path, buf, (size_t)n);
+	return sim_put_rel(s->fs->tree, dir, name, buf, (size_t)n);
 }
 
-/* Into a directory nobody reads yet: no rename needed. */
+/* Into a directory nobody reads yet: no rename needed, but never into
+ * something that was there before (O_EXCL). */
 static int new_filef(int dirfd, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static int new_filef(int dirfd, const char *name, const char *fmt, ...)
@@ -49,7 +49,7 @@ static int new_filef(int dirfd, const char *name, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
 	w = write(fd, buf, (size_t)n);
@@ -59,43 +59,26 @@ static int new_filef(int dirfd, const char *name, const char *fmt, ...)
 	return r;
 }
 
-static int put_link(const char *target, const char *dir, const char *name)
+static int put_link(const struct sim_settings *s, const char *target, const char *dir, const char *name)
 {
-	char path[PATH_MAX];
+	_cleanup_close_ int fd = sim_openat(s->fs->tree, dir, O_PATH | O_DIRECTORY, 0);
 
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	if (symlink(target, path) < 0 && errno != EEXIST)
+	if (fd < 0)
+		return fd;
+	if (symlinkat(target, fd, name) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
 }
 
-/* Never touch a real sysfs or procfs, whatever tree path we are given. */
-int sim_tree_safe(const char *tree)
-{
-	char path[PATH_MAX];
-	struct statfs sf;
-
-	if (streq(tree, "/") || tree[0] != '/')
-		return -EINVAL;
-	if (statfs(tree, &sf) == 0 && (sf.f_type == SYSFS_MAGIC || sf.f_type == PROC_SUPER_MAGIC))
-		return -EINVAL;
-	snprintf(path, sizeof(path), "%s/sys", tree);
-	if (statfs(path, &sf) == 0 && sf.f_type == SYSFS_MAGIC)
-		return -EINVAL;
-	snprintf(path, sizeof(path), "%s/proc", tree);
-	if (statfs(path, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC)
-		return -EINVAL;
-	return 0;
-}
+#define MEM_DIR "sys/devices/system/memory"
+#define NODE_DIR "sys/devices/system/node/node0"
+#define FW_DIR "sys/firmware/memory"
 
 int sim_tree_meminfo(const struct sim_settings *s, const struct sim_summary *sum)
 {
-	char dir[PATH_MAX];
 	uint64_t total = sim_mem_total(s, sum), avail = total > s->used_bytes ? total - s->used_bytes : 0;
 
-	snprintf(dir, sizeof(dir), "%s/proc", s->tree);
-	return put_filef(dir, "meminfo",
+	return put_filef(s, "proc", "meminfo",
 			 "MemTotal:       %8" PRIu64 " kB\nMemFree:        %8" PRIu64 " kB\n"
 			 "MemAvailable:   %8" PRIu64 " kB\n",
 			 total / 1024, avail / 1024, avail / 1024);
@@ -103,37 +86,40 @@ int sim_tree_meminfo(const struct sim_settings *s, const struct sim_summary *sum
 
 int sim_tree_auto_online(const struct sim_settings *s)
 {
-	char dir[PATH_MAX];
-
-	snprintf(dir, sizeof(dir), "%s/sys/devices/system/memory", s->tree);
-	return put_filef(dir, "auto_online_blocks", "%s\n", s->auto_online);
+	return put_filef(s, MEM_DIR, "auto_online_blocks", "%s\n", s->auto_online);
 }
 
 int sim_tree_zones(const struct sim_settings *s, uint64_t id, const struct sim_block *b,
 		   const struct sim_spans *sp)
 {
-	char dir[PATH_MAX], zones[48];
+	char dir[64], zones[48];
 
-	snprintf(dir, sizeof(dir), "%s/sys/devices/system/memory/memory%" PRIu64, s->tree, id);
+	snprintf(dir, sizeof(dir), MEM_DIR "/memory%" PRIu64, id);
 	sim_valid_zones(s, sp, id, b, zones, sizeof(zones));
-	return put_filef(dir, "valid_zones", "%s\n", zones);
+	return put_filef(s, dir, "valid_zones", "%s\n", zones);
 }
 
-/* Builds memoryN in DIR.new and renames it into place (A3-A9). */
+/* Builds memoryN in memoryN.new and renames it into place (A3-A9). */
 static int dev_dir_create(const struct sim_settings *s, uint64_t id, const struct sim_block *b,
-			  const struct sim_spans *sp, const char *dir)
+			  const struct sim_spans *sp)
 {
-	char tmp[PATH_MAX + 8], zones[48], old[PATH_MAX + 8];
-	_cleanup_close_ int fd = -1;
+	char name[32], tmp[40], zones[48], old[40];
+	_cleanup_close_ int mem = -1, fd = -1;
 	int r;
 
-	snprintf(tmp, sizeof(tmp), "%s.new", dir);
-	(void)rm_rf(tmp); /* left by a writer that was killed */
-	if (mkdir(tmp, 0755) < 0)
+	mem = sim_openat(s->fs->tree, MEM_DIR, O_PATH | O_DIRECTORY, 0);
+	if (mem < 0)
+		return mem;
+	snprintf(name, sizeof(name), "memory%" PRIu64, id);
+	snprintf(tmp, sizeof(tmp), "%s.new", name);
+	r = rm_rf_at(mem, tmp); /* left by a writer that was killed */
+	if (r < 0)
+		return r;
+	if (mkdirat(mem, tmp, 0755) < 0)
 		return -errno;
-	fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = sim_openat(mem, tmp, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	sim_valid_zones(s, sp, id, b, zones, sizeof(zones));
 	r = new_filef(fd, "phys_index", "%08" PRIx64 "\n", id); /* A4 */
 	if (r == 0)
@@ -152,55 +138,59 @@ static int dev_dir_create(const struct sim_settings *s, uint64_t id, const struc
 		r = -errno;
 	if (r < 0)
 		return r;
-	if (rename(tmp, dir) == 0)
+	if (renameat(mem, tmp, mem, name) == 0)
 		return 0;
 	if (errno != ENOTEMPTY && errno != EEXIST)
 		return -errno;
 	/* a full rewrite over an existing directory (repair) */
-	snprintf(old, sizeof(old), "%s.old", dir);
-	(void)rm_rf(old);
-	if (rename(dir, old) < 0 || rename(tmp, dir) < 0)
+	snprintf(old, sizeof(old), "%s.old", name);
+	r = rm_rf_at(mem, old);
+	if (r < 0)
+		return r;
+	if (renameat(mem, name, mem, old) < 0 || renameat(mem, tmp, mem, name) < 0)
 		return -errno;
-	return rm_rf(old);
+	return rm_rf_at(mem, old);
 }
 
 int sim_tree_block(const struct sim_settings *s, uint64_t id, const struct sim_block *old,
 		   const struct sim_block *nw, const struct sim_spans *sp)
 {
-	char dir[PATH_MAX], name[32], nodedir[PATH_MAX], target[64];
+	char dir[64], name[32], target[64];
 	int r;
 
 	snprintf(name, sizeof(name), "memory%" PRIu64, id);
-	snprintf(nodedir, sizeof(nodedir), "%s/sys/devices/system/node/node0", s->tree);
-	snprintf(dir, sizeof(dir), "%s/sys/devices/system/memory/%s", s->tree, name);
+	snprintf(dir, sizeof(dir), MEM_DIR "/%s", name);
 	if (!nw->configured) {
 		if (!old || old->configured) { /* C11, C14: the directory disappears */
-			char link[PATH_MAX + 64], gone[PATH_MAX + 8];
+			_cleanup_close_ int node = sim_openat(s->fs->tree, NODE_DIR, O_PATH | O_DIRECTORY, 0);
+			_cleanup_close_ int mem = sim_openat(s->fs->tree, MEM_DIR, O_PATH | O_DIRECTORY, 0);
+			char gone[40];
 
-			snprintf(link, sizeof(link), "%s/%s", nodedir, name);
-			if (unlink(link) < 0 && errno != ENOENT)
+			if (node < 0 || mem < 0)
+				return node < 0 ? node : mem;
+			if (unlinkat(node, name, 0) < 0 && errno != ENOENT)
 				return -errno;
-			snprintf(gone, sizeof(gone), "%s.old", dir);
-			(void)rm_rf(gone); /* left by a writer killed before it removed it */
-			if (rename(dir, gone) == 0)
-				r = rm_rf(gone);
-			else
+			snprintf(gone, sizeof(gone), "%s.old", name);
+			r = rm_rf_at(mem, gone); /* left by a writer killed before it removed it */
+			if (r == 0 && renameat(mem, name, mem, gone) == 0)
+				r = rm_rf_at(mem, gone);
+			else if (r == 0)
 				r = errno == ENOENT ? 0 : -errno;
 			if (r < 0)
 				return r;
 		}
 	} else if (!old || !old->configured) {
-		r = dev_dir_create(s, id, nw, sp, dir);
+		r = dev_dir_create(s, id, nw, sp);
 		snprintf(target, sizeof(target), "../../memory/%s", name);
 		if (r == 0)
-			r = put_link(target, nodedir, name);
+			r = put_link(s, target, NODE_DIR, name);
 		if (r < 0)
 			return r;
 	} else {
 		if (old->state != nw->state) {
-			r = put_filef(dir, "online", "%d\n", nw->state == MEM_STATE_OFFLINE ? 0 : 1);
+			r = put_filef(s, dir, "online", "%d\n", nw->state == MEM_STATE_OFFLINE ? 0 : 1);
 			if (r == 0)
-				r = put_filef(dir, "state", "%s\n", mem_state_name(nw->state));
+				r = put_filef(s, dir, "state", "%s\n", mem_state_name(nw->state));
 			if (r < 0)
 				return r;
 		}
@@ -211,19 +201,19 @@ int sim_tree_block(const struct sim_settings *s, uint64_t id, const struct sim_b
 		}
 	}
 	if (s->has_firmware) {
-		snprintf(dir, sizeof(dir), "%s/sys/firmware/memory/%s", s->tree, name);
+		snprintf(dir, sizeof(dir), FW_DIR "/%s", name);
 		if (!old) {
-			r = mkdir(dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
+			r = sim_mkdirs_at(s->fs->tree, dir, 0755);
 			if (r < 0)
 				return r;
 		}
 		if (!old || old->configured != nw->configured) {
-			r = put_filef(dir, "config", "%d\n", nw->configured);
+			r = put_filef(s, dir, "config", "%d\n", nw->configured);
 			if (r < 0)
 				return r;
 		}
 		if (!old || old->memmap != nw->memmap) {
-			r = put_filef(dir, "memmap_on_memory", "%d\n", nw->memmap);
+			r = put_filef(s, dir, "memmap_on_memory", "%d\n", nw->memmap);
 			if (r < 0)
 				return r;
 		}
@@ -233,41 +223,34 @@ int sim_tree_block(const struct sim_settings *s, uint64_t id, const struct sim_b
 
 static int write_globals(const struct sim_settings *s)
 {
-	char dir[PATH_MAX];
-	int r;
+	static const char params[] = "sys/module/memory_hotplug/parameters";
+	int t = s->fs->tree, r;
 
-	snprintf(dir, sizeof(dir), "%s/sys/devices/system/memory", s->tree);
-	r = mkdir_p(dir, 0755);
+	r = sim_mkdirs_at(t, MEM_DIR, 0755);
 	if (r == 0) /* A1 */
-		r = put_filef(dir, "block_size_bytes", "%" PRIx64 "\n", s->block_size);
+		r = put_filef(s, MEM_DIR, "block_size_bytes", "%" PRIx64 "\n", s->block_size);
 	if (r == 0)
 		r = sim_tree_auto_online(s);
-	snprintf(dir, sizeof(dir), "%s/sys/devices/system/node/node0", s->tree);
 	if (r == 0)
-		r = mkdir_p(dir, 0755);
-	snprintf(dir, sizeof(dir), "%s/sys/devices/system/node", s->tree);
+		r = sim_mkdirs_at(t, NODE_DIR, 0755);
 	if (r == 0)
-		r = put_filef(dir, "online", "0\n");
+		r = put_filef(s, "sys/devices/system/node", "online", "0\n");
 	if (r == 0)
-		r = put_filef(dir, "possible", "0\n");
-	snprintf(dir, sizeof(dir), "%s/sys/module/memory_hotplug/parameters", s->tree);
+		r = put_filef(s, "sys/devices/system/node", "possible", "0\n");
 	if (r == 0)
-		r = mkdir_p(dir, 0755);
+		r = sim_mkdirs_at(t, params, 0755);
 	if (r == 0) /* P1-P4 */
-		r = put_filef(dir, "memmap_on_memory", "%s\n", s->memmap_supported ? "Y" : "N");
+		r = put_filef(s, params, "memmap_on_memory", "%s\n", s->memmap_supported ? "Y" : "N");
 	if (r == 0)
-		r = put_filef(dir, "online_policy", "contig-zones\n");
+		r = put_filef(s, params, "online_policy", "contig-zones\n");
 	if (r == 0)
-		r = put_filef(dir, "auto_movable_ratio", "301\n");
+		r = put_filef(s, params, "auto_movable_ratio", "301\n");
 	if (r == 0)
-		r = put_filef(dir, "auto_movable_numa_aware", "Y\n");
-	if (r == 0 && s->has_firmware) {
-		snprintf(dir, sizeof(dir), "%s/sys/firmware/memory", s->tree);
-		r = mkdir_p(dir, 0755);
-	}
-	snprintf(dir, sizeof(dir), "%s/proc", s->tree);
+		r = put_filef(s, params, "auto_movable_numa_aware", "Y\n");
+	if (r == 0 && s->has_firmware)
+		r = sim_mkdirs_at(t, FW_DIR, 0755);
 	if (r == 0)
-		r = mkdir_p(dir, 0755);
+		r = sim_mkdirs_at(t, "proc", 0755);
 	return r;
 }
 
@@ -275,31 +258,30 @@ static int write_globals(const struct sim_settings *s)
 static int block_fresh(const struct sim_settings *s, uint64_t id, const struct sim_block *b,
 		       const struct sim_spans *sp)
 {
-	char dir[PATH_MAX];
+	char dir[64], name[32];
 	_cleanup_close_ int fd = -1;
 	int r;
 
+	snprintf(name, sizeof(name), "memory%" PRIu64, id);
 	if (b->configured) {
-		char name[32], target[64], nodedir[PATH_MAX];
+		char target[64];
 
-		snprintf(name, sizeof(name), "memory%" PRIu64, id);
-		snprintf(dir, sizeof(dir), "%s/sys/devices/system/memory/%s", s->tree, name);
-		snprintf(nodedir, sizeof(nodedir), "%s/sys/devices/system/node/node0", s->tree);
 		snprintf(target, sizeof(target), "../../memory/%s", name);
-		r = dev_dir_create(s, id, b, sp, dir);
+		r = dev_dir_create(s, id, b, sp);
 		if (r == 0)
-			r = put_link(target, nodedir, name);
+			r = put_link(s, target, NODE_DIR, name);
 		if (r < 0)
 			return r;
 	}
 	if (!s->has_firmware)
 		return 0;
-	snprintf(dir, sizeof(dir), "%s/sys/firmware/memory/memory%" PRIu64, s->tree, id);
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(dir, sizeof(dir), FW_DIR "/%s", name);
+	r = sim_mkdirs_at(s->fs->tree, dir, 0755);
+	if (r < 0)
+		return r;
+	fd = sim_openat(s->fs->tree, dir, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = new_filef(fd, "config", "%d\n", b->configured);
 	if (r == 0)
 		r = new_filef(fd, "memmap_on_memory", "%d\n", b->memmap);
@@ -309,19 +291,13 @@ static int block_fresh(const struct sim_settings *s, uint64_t id, const struct s
 int sim_tree_render_all(const struct sim_settings *s, const struct sim_block *all,
 			const struct sim_summary *sum)
 {
-	static const char *const subdirs[] = {
-		"sys/devices/system/memory", "sys/devices/system/node", "sys/firmware/memory",
-	};
+	static const char *const subdirs[] = { MEM_DIR, "sys/devices/system/node", FW_DIR };
 	int r;
 
-	r = sim_tree_safe(s->tree);
-	if (r < 0)
-		return r;
+	if (s->fs->tree < 0)
+		return -ENOENT;
 	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
-		char dir[PATH_MAX];
-
-		snprintf(dir, sizeof(dir), "%s/%s", s->tree, subdirs[i]);
-		r = rm_rf(dir);
+		r = sim_rm_rf_rel(s->fs->tree, subdirs[i]);
 		if (r < 0)
 			return r;
 	}

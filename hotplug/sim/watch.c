@@ -20,6 +20,7 @@
 #include <sys/inotify.h>
 
 struct sim_watch {
+	const struct sim_fs *fs;   /* the backend's (outlives the watch) */
 	char *state_path;
 	char *desc_name;           /* base name of the descriptor */
 	int fd;                    /* inotify */
@@ -55,7 +56,7 @@ static int reload(struct sim_watch *w)
 	struct sim_summary sum;
 	int r;
 
-	r = sim_settings_load(w->state_path, &s, NULL, 0);
+	r = sim_settings_load(w->fs, &s, NULL, 0);
 	if (r == 0)
 		r = sim_records_load(s, &all, NULL, 0);
 	if (r < 0) {
@@ -84,7 +85,7 @@ static int reload(struct sim_watch *w)
 	return 0;
 }
 
-int sim_watch_open(const char *state_path, struct sim_watch **out)
+int sim_watch_open(const struct sim_fs *fs, const char *state_path, struct sim_watch **out)
 {
 	_cleanup_free_ char *copy = NULL;
 	struct sim_watch *w;
@@ -94,6 +95,7 @@ int sim_watch_open(const char *state_path, struct sim_watch **out)
 	if (!w)
 		return -ENOMEM;
 	w->wd_dir = w->wd_desc = -1;
+	w->fs = fs;
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	copy = strdup(state_path);
 	w->state_path = strdup(state_path);
@@ -242,7 +244,7 @@ int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bo
 		 * a new auto_online_blocks is everything to re-read */
 		_cleanup_settings_ struct sim_settings *s = NULL;
 
-		if (sim_settings_load(w->state_path, &s, NULL, 0) < 0 || !s->dir || !streq(s->dir, w->s->dir) ||
+		if (sim_settings_load(w->fs, &s, NULL, 0) < 0 || !s->dir || !streq(s->dir, w->s->dir) ||
 		    s->n_blocks != w->s->n_blocks || s->has_firmware != w->s->has_firmware ||
 		    !streq(s->auto_online, w->s->auto_online) || s->block_size != w->s->block_size)
 			lost = true;

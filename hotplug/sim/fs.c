@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How the sim touches its files: never through a path that someone else
+ * could change (docs/security.md, "The sim").
+ *
+ * The folder of the descriptor and the tree are opened once (struct
+ * sim_fs, O_PATH directory descriptors) and must belong to this process's
+ * user or to root and be writable by nobody else; every file below them is
+ * reached relative to those descriptors, one component at a time and never
+ * through a symbolic link (openat2() with RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS, or O_NOFOLLOW on each component where the kernel has
+ * no openat2()).  Files are replaced through a NAME.new created with O_EXCL
+ * (a stale one is unlinked first, never opened), folders are removed with
+ * unlinkat() on descriptors (rm_rf_at()).  So a process of another user
+ * that can write somewhere on the way (the agent's user, whose folders the
+ * sim's may sit next to) cannot make a writer of the sim write, truncate,
+ * chown or delete anything outside the sim's own files.
+ */
+#include "hotplug/sim/sim_impl.h"
+
+#include "lib/fileio.h"
+#include "lib/util.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+
+void sim_fs_free(struct sim_fs *fs)
+{
+	if (!fs)
+		return;
+	closep(&fs->top);
+	closep(&fs->tree);
+	free(fs->top_path);
+	free(fs->name);
+	free(fs->tree_path);
+	free(fs);
+}
+
+/* Component-by-component walk, for kernels without openat2() (before 5.6)
+ * or a filter that refuses it. */
+static int open_walk(int dfd, const char *rel, int flags, mode_t mode)
+{
+	_cleanup_free_ char *copy = strdup(rel);
+	_cleanup_close_ int cur = -1;
+	char *save = NULL, *comp, *next;
+	int at = dfd, fd;
+
+	if (!copy)
+		return -ENOMEM;
+	comp = strtok_r(copy, "/", &save);
+	if (!comp)
+		comp = ".";
+	for (;;) {
+		next = strtok_r(NULL, "/", &save);
+		if (streq(comp, ".."))
+			return -EXDEV; /* as RESOLVE_BENEATH says it */
+		if (!next)
+			break;
+		fd = openat(at, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errno == ENOTDIR ? -ELOOP : -errno;
+		closep(&cur);
+		at = cur = fd;
+		comp = next;
+	}
+	fd = openat(at, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	if (flags & O_PATH) { /* O_PATH|O_NOFOLLOW opens a link itself: refuse it */
+		struct stat st;
+		if (fstat(fd, &st) < 0 || S_ISLNK(st.st_mode)) {
+			close(fd);
+			return -ELOOP;
+		}
+	}
+	return fd;
+}
+
+int sim_openat(int dfd, const char *rel, int flags, mode_t mode)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd;
+
+	if (dfd < 0)
+		return -EBADF;
+	while (*rel == '/')
+		rel++;
+	if (!*rel)
+		rel = ".";
+	fd = syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
+	if (fd >= 0)
+		return (int)fd;
+	if (errno != ENOSYS && errno != EPERM)
+		return -errno;
+	return open_walk(dfd, rel, flags, mode);
+}
+
+int sim_put_at(int dfd, const char *name, const char *data, size_t len)
+{
+	char tmp[NAME_MAX + 1];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+	int r;
+
+	if (strchr(name, '/') || snprintf(tmp, sizeof(tmp), "%s.new", name) >= (int)sizeof(tmp))
+		return -EINVAL;
+	/* left by a writer that was killed, or planted: unlinked, never opened */
+	if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT)
+		return -errno;
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, data, len);
+	if (n < 0 || (size_t)n != len) {
+		r = n < 0 ? -errno : -EIO;
+		unlinkat(dfd, tmp, 0);
+		return r;
+	}
+	if (renameat(dfd, tmp, dfd, name) < 0) {
+		r = -errno;
+		unlinkat(dfd, tmp, 0);
+		return r;
+	}
+	return 0;
+}
+
+int sim_put_rel(int root, const char *dir, const char *name, const char *data, size_t len)
+{
+	_cleanup_close_ int fd = sim_openat(root, dir, O_PATH | O_DIRECTORY, 0);
+
+	if (fd < 0)
+		return fd;
+	return sim_put_at(fd, name, data, len);
+}
+
+int sim_mkdirs_at(int root, const char *rel, mode_t mode)
+{
+	_cleanup_free_ char *copy = strdup(rel);
+	_cleanup_close_ int cur = -1;
+	char *save = NULL;
+	int at = root;
+
+	if (!copy)
+		return -ENOMEM;
+	for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int fd;
+
+		if (streq(c, "..") || streq(c, "."))
+			return -EINVAL;
+		if (mkdirat(at, c, mode) < 0 && errno != EEXIST)
+			return -errno;
+		fd = openat(at, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errno == ENOTDIR ? -ELOOP : -errno;
+		closep(&cur);
+		at = cur = fd;
+	}
+	return 0;
+}
+
+int sim_rm_rf_rel(int root, const char *rel)
+{
+	_cleanup_free_ char *copy = strdup(rel);
+	_cleanup_close_ int parent = -1;
+	char *slash;
+
+	if (!copy)
+		return -ENOMEM;
+	slash = strrchr(copy, '/');
+	if (!slash)
+		return rm_rf_at(root, copy);
+	*slash = '\0';
+	parent = sim_openat(root, copy, O_PATH | O_DIRECTORY, 0);
+	if (parent < 0)
+		return parent == -ENOENT ? 0 : parent;
+	return rm_rf_at(parent, slash + 1);
+}
+
+/* Only this process's user (or root) may change what is in a sim folder:
+ * anyone else who could would choose what the sim's writer writes. */
+static int trusted(int fd, const char *path, const char *what, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s: %s is not a folder", path, what);
+		return -ENOTDIR;
+	}
+	if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(err, errlen,
+			 "%s: %s belongs to uid %u with mode %04o; the sim's writer (uid %u) only uses a folder "
+			 "that it or root owns and nobody else may write (chown %u %s; chmod go-w %s), such as the "
+			 "packages' " RUNSTATEDIR "/memgrant-sim",
+			 path, what, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid(),
+			 (unsigned)geteuid(), path, path);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* The tree must never be a real sysfs or procfs (sim.h). */
+static int tree_safe(int fd)
+{
+	static const struct { const char *rel; long magic; } no[] = {
+		{ ".", SYSFS_MAGIC }, { ".", PROC_SUPER_MAGIC }, { "sys", SYSFS_MAGIC }, { "proc", PROC_SUPER_MAGIC },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(no); i++) {
+		_cleanup_close_ int sub = sim_openat(fd, no[i].rel, O_PATH | O_DIRECTORY, 0);
+		struct statfs sf;
+
+		if (sub >= 0 && fstatfs(sub, &sf) == 0 && sf.f_type == no[i].magic)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int sim_fs_read_desc(const struct sim_fs *fs, size_t max, char **out, size_t *len)
+{
+	_cleanup_close_ int fd = sim_openat(fs->top, fs->name, O_RDONLY, 0);
+	_cleanup_free_ char *buf = NULL;
+	size_t n = 0, cap = 4096;
+
+	if (fd < 0)
+		return fd;
+	buf = malloc(cap + 1);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t got;
+
+		if (n == cap) {
+			char *nb;
+			if (cap >= max)
+				return -EFBIG;
+			cap = cap * 2 > max ? max : cap * 2;
+			nb = realloc(buf, cap + 1);
+			if (!nb)
+				return -ENOMEM;
+			buf = nb;
+		}
+		got = read(fd, buf + n, cap - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	buf[n] = '\0';
+	*out = TAKE_PTR(buf);
+	*len = n;
+	return 0;
+}
+
+int sim_fs_open(const char *state_path, const char *tree, bool create_tree, struct sim_fs **out, char *err,
+		size_t errlen)
+{
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
+	_cleanup_free_ char *abs = sim_absolute(state_path), *dir = NULL, *base = NULL, *deftree = NULL;
+	char dummy[8];
+	int r;
+
+	if (!err || !errlen) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	fs = calloc(1, sizeof(*fs));
+	if (!fs || !abs || !(dir = strdup(abs)) || !(base = strdup(abs)))
+		return -ENOMEM;
+	fs->top = fs->tree = -1;
+	fs->top_path = strdup(dirname(dir));
+	fs->name = strdup(basename(base));
+	if (!fs->top_path || !fs->name)
+		return -ENOMEM;
+	if (!*fs->name || streq(fs->name, ".") || streq(fs->name, "..") || streq(fs->name, "/"))
+		return -EINVAL;
+	fs->top = open(fs->top_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fs->top < 0) {
+		r = -errno;
+		snprintf(err, errlen, "%s: cannot open the sim's folder %s: %s", state_path, fs->top_path, strerror(-r));
+		return r;
+	}
+	r = trusted(fs->top, fs->top_path, "the sim's folder", err, errlen);
+	if (r < 0)
+		return r;
+	if (!tree) {
+		/* the tree named by the descriptor when it is opened, then never again */
+		_cleanup_settings_ struct sim_settings *s = NULL;
+		_cleanup_free_ char *text = NULL;
+		size_t len;
+
+		r = sim_fs_read_desc(fs, SIM_MAX_FILE, &text, &len);
+		if (r < 0) {
+			snprintf(err, errlen, "%s: cannot read sim state: %s", state_path, strerror(-r));
+			return r;
+		}
+		r = sim_settings_parse(text, len, state_path, &s, err, errlen);
+		if (r < 0)
+			return r;
+		fs->tree_path = TAKE_PTR(s->tree);
+	} else {
+		fs->tree_path = sim_absolute(tree);
+		if (!fs->tree_path)
+			return -ENOMEM;
+	}
+	if (streq(fs->tree_path, "/"))
+		return -EINVAL;
+	fs->tree = open(fs->tree_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fs->tree < 0 && errno == ENOENT && create_tree) {
+		r = mkdir_p(fs->tree_path, 0755);
+		if (r < 0) {
+			snprintf(err, errlen, "%s: cannot create the sim's tree: %s", fs->tree_path, strerror(-r));
+			return r;
+		}
+		fs->tree = open(fs->tree_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (fs->tree >= 0) {
+		r = tree_safe(fs->tree);
+		if (r == 0)
+			r = trusted(fs->tree, fs->tree_path, "the sim's tree", err, errlen);
+		if (r < 0)
+			return r;
+	} else if (errno != ENOENT || create_tree) {
+		r = -errno;
+		snprintf(err, errlen, "%s: cannot open the sim's tree: %s", fs->tree_path, strerror(-r));
+		return r;
+	}
+	*out = TAKE_PTR(fs);
+	return 0;
+}
+
+int sim_fs_lock_open(const struct sim_fs *fs, bool create)
+{
+	char name[NAME_MAX + 1];
+	struct stat st;
+	int fd;
+
+	if (snprintf(name, sizeof(name), "%s.lock", fs->name) >= (int)sizeof(name))
+		return -ENAMETOOLONG;
+	fd = create ? sim_openat(fs->top, name, O_RDWR | O_CREAT, 0644) : -EACCES;
+	/* a reader that may not write the sim (the unprivileged agent, whose
+	 * helper writes) still takes the lock to read a consistent state */
+	if (fd == -EACCES)
+		fd = sim_openat(fs->top, name, O_RDONLY, 0);
+	if (fd < 0)
+		return fd;
+	/* a second name for some other file (a hard link) is not the lock */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+int sim_fs_state_dir(const struct sim_fs *fs, const char *component, bool create, char **path_out, int *fd_out)
+{
+	char name[NAME_MAX + 1];
+	_cleanup_close_ int base = -1;
+	int fd;
+
+	if (snprintf(name, sizeof(name), "%s.d", fs->name) >= (int)sizeof(name))
+		return -ENAMETOOLONG;
+	if (create && mkdirat(fs->top, name, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	base = sim_openat(fs->top, name, O_PATH | O_DIRECTORY, 0);
+	if (base < 0)
+		return base;
+	if (!component) { /* a new one, as mkdtemp() makes it, but 0755 */
+		static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+		char comp[16];
+
+		for (int tries = 0;; tries++) {
+			unsigned char rnd[6];
+
+			if (tries == 100)
+				return -EEXIST;
+			if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+				return -errno;
+			memcpy(comp, "s.", 2);
+			for (size_t i = 0; i < sizeof(rnd); i++)
+				comp[2 + i] = chars[rnd[i] % (sizeof(chars) - 1)];
+			comp[8] = '\0';
+			if (mkdirat(base, comp, 0755) == 0)
+				break;
+			if (errno != EEXIST)
+				return -errno;
+		}
+		return sim_fs_state_dir(fs, comp, false, path_out, fd_out);
+	}
+	if (!startswith(component, "s.") || strchr(component, '/') || !component[2])
+		return -EINVAL;
+	fd = sim_openat(base, component, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	if (path_out && asprintf(path_out, "%s/%s/%s", streq(fs->top_path, "/") ? "" : fs->top_path, name,
+				 component) < 0) {
+		close(fd);
+		return -ENOMEM;
+	}
+	*fd_out = fd;
+	return 0;
+}
