@@ -131,6 +131,7 @@ void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg)
 
 	cfg_agent_view(c, cfg, &v);
 	cfg_check_agent(c, cfg, &v);
+	cfg_check_sim(c, cfg, &v);
 
 	if (cfg->providers.https.enabled)
 		check_network(c, "providers.https.url", refused);

@@ -20,8 +20,8 @@
  *   a mode that lets a class of users connect (group, others) through a
  *   folder that class may not enter is refused, naming both.
  *
- * The credentials (providers.https files, webhook secrets) and the sim's
- * state are checked in check.c.
+ * The credentials (providers.https files, webhook secrets) are checked in
+ * check.c, the sim's folders in check_sim.c.
  */
 #include "config/internal.h"
 

@@ -156,3 +156,5 @@ void cfg_agent_view(struct ctx *c, const struct mg_config *cfg, struct agent_vie
 int cfg_agent_access(const struct agent_view *v, const char *path, int mode);
 /* The files the agent opens (see check_agent.c), tried as the agent. */
 void cfg_check_agent(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v);
+/* The sim's folders against the helper and the agent (check_sim.c). */
+void cfg_check_sim(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v);

@@ -236,7 +236,8 @@ static const struct key_def sim_keys[] = {
 	{ .name = "state",
 	  .kind = K_PATH,
 	  .off = CFG(backend.sim.state),
-	  .dflt = LOCALSTATEDIR "/lib/memgrant/sim.json" },
+	  /* root's, readable by the agent; not the agent's state_dir (docs/security.md) */
+	  .dflt = RUNSTATEDIR "/memgrant-sim/sim.json" },
 	{ .name = "online", .kind = K_SIZE, .off = CFG(backend.sim.online), .dflt = "2G" },
 	{ .name = "standby", .kind = K_SIZE, .off = CFG(backend.sim.standby), .dflt = "2G" },
 	{ .name = "block_size",

@@ -37,9 +37,23 @@ static int open_through_helper(const struct mg_config *cfg, const struct mg_log 
 
 int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 {
+	char why[512] = "";
 	int r;
 
 	if (access(s->state, F_OK) < 0) {
+		_cleanup_free_ char *dir = strdup(s->state);
+		char *slash = dir ? strrchr(dir, '/') : NULL;
+
+		/* the folder, when missing, is made like the packages' (0755, this
+		 * user: root when started as root) */
+		if (slash && slash != dir) {
+			*slash = '\0';
+			r = mkdir_p(dir, 0755);
+			if (r < 0) {
+				log_err(log, "cannot create the sim's folder %s: %s", dir, strerror(-r));
+				return r;
+			}
+		}
 		struct sim_params p = {
 			.online_bytes = s->online,
 			.standby_bytes = s->standby,
@@ -52,7 +66,8 @@ int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 		};
 		r = sim_init(s->state, &p);
 		if (r < 0) {
-			log_err(log, "cannot create the sim %s: %s", s->state, strerror(-r));
+			sim_check_place(s->state, s->tree, why, sizeof(why));
+			log_err(log, "cannot create the sim %s: %s", s->state, why[0] ? why : strerror(-r));
 			return r;
 		}
 		log_notice(log, "created sim machine %s", s->state);
@@ -67,7 +82,8 @@ int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 		};
 		r = sim_set_faults(s->state, &f);
 		if (r < 0) {
-			log_err(log, "cannot set the faults of the sim %s: %s", s->state, strerror(-r));
+			sim_check_file(s->state, why, sizeof(why));
+			log_err(log, "cannot set the faults of the sim %s: %s", s->state, why[0] ? why : strerror(-r));
 			return r;
 		}
 	}

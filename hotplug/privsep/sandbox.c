@@ -88,12 +88,34 @@ int sandbox_own_dir(const char *dir, uid_t uid, gid_t gid, char *err, size_t err
 	if (!d)
 		return fail(err, errlen, -errno, "%s: cannot list: %m", dir);
 	while ((de = readdir(d))) {
+		_cleanup_close_ int efd = -1;
+
 		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
 			continue;
-		/* never follow a link: the directory is the agent's, what it points to need not be */
-		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == uid && st.st_gid == gid)
+		/* The folder is the agent's: what it holds may be a link to
+		 * anything.  Each entry is pinned (O_PATH|O_NOFOLLOW: a symbolic
+		 * link is the link itself) and judged and changed through that
+		 * descriptor, so nothing can be swapped in between; an inode with
+		 * a second name (a hard link, where fs.protected_hardlinks is 0)
+		 * may be a file of root's elsewhere and is never given away. */
+		efd = openat(fd, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (efd < 0 || fstat(efd, &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			r = fail(err, errlen, -errno, "%s/%s: %m", dir, de->d_name);
+			break;
+		}
+		if (st.st_uid == uid && st.st_gid == gid)
 			continue;
-		if (fchownat(fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (S_ISLNK(st.st_mode))
+			continue; /* a link's owner changes nothing it reaches */
+		if (!S_ISDIR(st.st_mode) && st.st_nlink != 1) {
+			r = fail(err, errlen, -EPERM, "%s/%s: has %lu names (a hard link): not giving it to uid %u, "
+				 "it may be another file's; remove it (it is not memgrant's)", dir, de->d_name,
+				 (unsigned long)st.st_nlink, (unsigned)uid);
+			break;
+		}
+		if (fchownat(efd, "", uid, gid, AT_EMPTY_PATH) < 0) {
 			r = fail(err, errlen, -errno, "%s/%s: cannot give it to uid %u: %m", dir, de->d_name,
 				 (unsigned)uid);
 			break;
@@ -342,7 +364,7 @@ static const char *const helper_calls[] = {
 	"clock_gettime", "clock_nanosleep", "restart_syscall", "madvise",
 };
 static const char *const helper_sim_calls[] = {
-	"read", "lseek", "flock", "fsync", "fdatasync", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
+	"openat2", "read", "lseek", "flock", "fsync", "fdatasync", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
 	"unlink", "unlinkat", "symlink", "symlinkat", "readlink", "readlinkat", "getdents64", "statfs",
 	"fstatfs", "fcntl", "rt_sigprocmask", "getrandom", "getpid", "gettid", "access",
 	"faccessat", "faccessat2", "umask", "ftruncate", "fchmod", "mremap", "pread64", "pwrite64", "rmdir",

@@ -44,7 +44,10 @@ int sandbox_lookup_user(const char *user, uid_t *uid, gid_t *gid, char *err, siz
 
 /* Gives DIR (created 0700 when missing) and the files directly in it to
  * UID:GID, so that the unprivileged process may keep using a state
- * directory an earlier root-only version wrote. */
+ * directory an earlier root-only version wrote.  Never follows a link: a
+ * symbolic link is left alone, and a file with more than one name (a hard
+ * link to something elsewhere, where fs.protected_hardlinks is 0) is
+ * refused (-EPERM, naming it) rather than given away. */
 int sandbox_own_dir(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen);
 
 /* Makes sure the directory that will hold the API socket PATH exists and

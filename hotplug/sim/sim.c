@@ -944,6 +944,16 @@ int sim_check_file(const char *state_path, char *err, size_t errlen)
 	return r;
 }
 
+int sim_check_place(const char *state_path, const char *tree, char *err, size_t errlen)
+{
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
+	_cleanup_free_ char *deftree = NULL;
+
+	if (!tree && asprintf(&deftree, "%s.tree", state_path) < 0)
+		return -ENOMEM;
+	return sim_fs_open(state_path, tree ? tree : deftree, false, &fs, err, errlen);
+}
+
 int sim_tree_path(const char *state_path, char **out)
 {
 	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;

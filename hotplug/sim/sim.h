@@ -73,6 +73,11 @@ int sim_set_used(const char *state_path, uint64_t used_bytes);
  * column 5: ...", "sim.json.d/s.x/blocks.0: block 7: unknown state 'x'"). */
 int sim_check_file(const char *state_path, char *err, size_t errlen);
 
+/* Whether a sim may live at STATE_PATH with its tree at TREE (NULL:
+ * STATE_PATH.tree): 0, or -errno with ERR saying why (a folder that someone
+ * other than this user or root may write is refused: -EPERM). */
+int sim_check_place(const char *state_path, const char *tree, char *err, size_t errlen);
+
 /* Tree directory of an existing sim (malloc'd), for callers that only
  * have the state path. */
 int sim_tree_path(const char *state_path, char **out);

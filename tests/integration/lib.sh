@@ -158,13 +158,22 @@ as_shipped() {
 # its defaults untouched: agent.user memgrant, api_group memgrant) copied to
 # $T/etc/memgrant.yaml, 0644 root:root as the package installs it.  The
 # package's build (--localstatedir=/var --runstatedir=/run) makes
-# /var/lib/memgrant and /run/memgrant/api.sock the defaults; a build with
-# another prefix gets them as $PKG_PATHS (-o options) and MEMGRANT_SOCKET.
+# /var/lib/memgrant, /run/memgrant/api.sock and /run/memgrant-sim/sim.json the
+# defaults; a build with another prefix gets them as $PKG_PATHS (-o options)
+# and MEMGRANT_SOCKET.
 shipped_config() {
 	mkdir -p "$T/etc"
 	cp "$(dirname "$0")/../../config/memgrant.yaml" "$T/etc/memgrant.yaml"
 	chmod 0644 "$T/etc/memgrant.yaml"
 	PKG_PATHS="-o agent.state_dir=/var/lib/memgrant -o agent.api_socket=/run/memgrant/api.sock"
+	# backend.sim.state's default in the package's build: the same file name
+	# as this build's default, under the package's folders (an older build
+	# kept it in the state folder)
+	if grep -aq 'lib/memgrant/sim\.json' "$MEMGRANTD"; then
+		PKG_PATHS="$PKG_PATHS -o backend.sim.state=/var/lib/memgrant/sim.json"
+	else
+		PKG_PATHS="$PKG_PATHS -o backend.sim.state=/run/memgrant-sim/sim.json"
+	fi
 	MEMGRANT_SOCKET=/run/memgrant/api.sock
 	export MEMGRANT_SOCKET
 }
