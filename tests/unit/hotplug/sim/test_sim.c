@@ -770,6 +770,101 @@ static void test_kill_never_tears(void **state)
 	}
 }
 
+/* ---- no link followed, no folder of someone else's (docs/security.md) ---------------- */
+
+static void victim_is(const char *path, const char *want)
+{
+	char *text = NULL;
+	size_t n;
+
+	assert_int_equal(file_read_all(path, 4096, &text, &n), 0);
+	assert_string_equal(text, want);
+	free(text);
+}
+
+static void test_links_never_followed(void **state)
+{
+	struct fx *f = *state;
+	char victim[192], vdir[192], p[PATH_MAX], q[PATH_MAX], buf[64];
+	char *dir = NULL, *desc = NULL;
+	size_t n;
+	struct hp_backend *b2 = NULL;
+
+	fx_init(f, NULL);
+	snprintf(victim, sizeof(victim), "%s/victim", f->dir);
+	snprintf(vdir, sizeof(vdir), "%s/vdir", f->dir);
+	assert_int_equal(file_write_atomic(victim, "victim\n", 7, 0600), 0);
+	assert_int_equal(mkdir(vdir, 0700), 0);
+
+	/* a tree file's .new: unlinked, never opened */
+	snprintf(p, sizeof(p), "%s/sys/firmware/memory/memory16/config.new", f->tree);
+	assert_int_equal(symlink(victim, p), 0);
+	assert_int_equal(f->b->ops->write_attr(f->b, HP_ATTR_CONFIG, 16, "1"), 0);
+	victim_is(victim, "victim\n");
+	read_tree(f, "sys/firmware/memory/memory16/config", buf, sizeof(buf));
+	assert_string_equal(buf, "1");
+
+	/* a records file's .new in the state directory */
+	assert_int_equal(sim_tree_path(f->state, &dir), 0); /* (the tree: unchanged) */
+	assert_string_equal(dir, f->tree);
+	free(dir);
+	assert_int_equal(file_read_all(f->state, 1 << 20, &desc, &n), 0);
+	{
+		char *sd = strstr(desc, "\"state_dir\":\"");
+		assert_non_null(sd);
+		sd += strlen("\"state_dir\":\"");
+		snprintf(q, sizeof(q), "%.*s/blocks.0.new", (int)strcspn(sd, "\""), sd);
+	}
+	assert_int_equal(symlink(victim, q), 0);
+	assert_int_equal(f->b->ops->write_attr(f->b, HP_ATTR_STATE, 16, "online_movable"), 0);
+	victim_is(victim, "victim\n");
+
+	/* a block's folder made a link to another folder: refused */
+	snprintf(p, sizeof(p), "%s/sys/devices/system/memory/memory16", f->tree);
+	snprintf(q, sizeof(q), "%s/sys/devices/system/memory/moved", f->tree);
+	assert_int_equal(rename(p, q), 0);
+	assert_int_equal(symlink(vdir, p), 0);
+	{
+		int r = f->b->ops->write_attr(f->b, HP_ATTR_STATE, 16, "offline");
+		assert_true(r == -ELOOP || r == -ENOTDIR); /* O_DIRECTORY|O_NOFOLLOW on a link */
+	}
+	assert_int_equal(rmdir(vdir), 0); /* still empty */
+	assert_int_equal(mkdir(vdir, 0700), 0);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(rename(q, p), 0);
+
+	/* the lock made a link: refused, its target untouched */
+	snprintf(p, sizeof(p), "%s.lock", f->state);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(symlink(victim, p), 0);
+	assert_true(f->b->ops->write_attr(f->b, HP_ATTR_STATE, 16, "offline") < 0);
+	victim_is(victim, "victim\n");
+	assert_int_equal(unlink(p), 0);
+
+	/* a descriptor that names another tree: the tree stays the one opened */
+	{
+		char *t = strstr(desc, "\"tree\":\"");
+		char *out = NULL;
+		assert_non_null(t);
+		t += strlen("\"tree\":\"");
+		assert_true(asprintf(&out, "%.*s%s%s", (int)(t - desc), desc, vdir, t + strcspn(t, "\"")) > 0);
+		assert_int_equal(file_write_atomic(f->state, out, strlen(out), 0644), 0);
+		free(out);
+	}
+	/* (the refused offline above went through: the records are the commit) */
+	assert_int_equal(f->b->ops->write_attr(f->b, HP_ATTR_STATE, 16, "online_movable"), 0);
+	read_tree(f, "sys/devices/system/memory/memory16/state", buf, sizeof(buf));
+	assert_string_equal(buf, "online");
+	assert_int_equal(rmdir(vdir), 0); /* nothing was written there */
+	free(desc);
+
+	/* a folder others may write: refused, with a message naming it */
+	assert_int_equal(chmod(f->dir, 0777), 0);
+	assert_int_equal(hp_sim_open(f->state, &b2), -EPERM);
+	assert_int_equal(sim_check_file(f->state, buf, sizeof(buf)), -EPERM);
+	assert_int_equal(chmod(f->dir, 0700), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -790,6 +885,7 @@ int main(void)
 		T(test_lsmem_reads_tree),
 		T(test_large_sim),
 		T(test_kill_never_tears),
+		T(test_links_never_followed),
 	};
 	return cmocka_run_group_tests_name("sim", tests, NULL, NULL);
 }
