@@ -261,7 +261,7 @@ static void test_sim_and_empty_sections(void **state)
 
 	assert_int_equal(config_load(sim, NULL, &c, &d), 0);
 	assert_true(c->backend.sim.present);
-	assert_string_equal(c->backend.sim.state, LOCALSTATEDIR "/lib/memgrant/sim.json");
+	assert_string_equal(c->backend.sim.state, RUNSTATEDIR "/memgrant-sim/sim.json");
 	assert_int_equal(c->backend.sim.online, 2 * GIB);
 	assert_int_equal(c->backend.sim.standby, 2 * GIB);
 	assert_int_equal(c->backend.sim.block_size, 128 * MIB);
