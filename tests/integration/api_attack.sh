@@ -189,5 +189,13 @@ if end_fds > idle_fds or end_rss > idle_rss + slack:
 sys.exit(0 if ok else 1)
 PY
 cat "$T/reopen.out"
+# every refusal has its reason in the log, at most one line per 10 s per kind
+# (refused, made room for, deadline), however many connections
+grep "warning: api: " "$T/daemon.log" | cut -c1-240 | head -n 8
+n=$(grep -c "warning: api: " "$T/daemon.log")
+[ "$n" -le 30 ] || fail "$n log lines about API connections: not rate-limited"
+grep -q "warning: api: uid [0-9]*: no whole request head after .* to make room" "$T/daemon.log" ||
+	fail "no log line for a pending connection closed to make room"
+grep -q "warning: api: .*refused with 503: " "$T/daemon.log" || fail "no log line for a refused connection"
 stop_daemon
 echo "ok"
