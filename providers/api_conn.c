@@ -283,16 +283,18 @@ static void promote_locked(struct api *a, struct conn *n)
 		victim = pick_victim_locked(a, n->cls, n->uid, false, is_idle);
 		if (!victim) {
 			snprintf(why, sizeof(why),
-				 "uid %u already has %u connections open, the most one uid of %s may, and each is "
-				 "busy answering; close some and retry",
+				 "uid %u already has %u connections open, the most one uid of %s may, and none is "
+				 "idle (each has a request in or an answer under way); close some and retry",
 				 (unsigned)n->uid, l->uid_conns, l->who);
 			goto refuse;
 		}
 	} else if (a->n_conns[n->cls] >= l->conns) {
 		victim = pick_victim_locked(a, n->cls, 0, true, is_idle);
 		if (!victim) {
-			snprintf(why, sizeof(why), "all %u connections for %s are busy answering; retry", l->conns,
-				 l->who);
+			snprintf(why, sizeof(why),
+				 "all %u connections for %s are taken and none is idle (each has a request in or an "
+				 "answer under way); retry",
+				 l->conns, l->who);
 			goto refuse;
 		}
 	}
@@ -302,8 +304,7 @@ static void promote_locked(struct api *a, struct conn *n)
 	a->n_conns[n->cls]++;
 	n->counted = true;
 	n->fresh = true;
-	n->state = CONN_MHD;
-	n->since_ms = mono_ms();
+	n->state = CONN_MHD; /* since_ms stays: the deadline counts from connecting */
 	/* MHD queues it for a worker thread (MHD_USE_ITC) and calls nothing of
 	 * ours from here; it closes the socket itself when it fails */
 	if (MHD_add_connection(a->mhd, fd, (struct sockaddr *)&sa, sizeof(sa.sun_family)) != MHD_YES) {
