@@ -264,9 +264,9 @@ static void evict_locked(struct api *a, struct conn *v, const struct conn *by)
 	v->cut = true;
 	uncount_locked(a, v);
 	shutdown(v->fd, SHUT_RDWR); /* MHD sees the end of the stream and closes it */
-	api_ratelog_locked(a, &a->evicted_log,
-		    "connection of uid %u (%s) closed after %llu ms without a whole request: uid %u needed its slot",
-		    (unsigned)v->uid, a->lim[v->cls].who, (unsigned long long)age, (unsigned)by->uid);
+	api_ratelog_locked(a, &a->evicted_log, "connection of uid %u (%s) closed after %llu ms %s: uid %u needed its slot",
+			   (unsigned)v->uid, a->lim[v->cls].who, (unsigned long long)age,
+			   v->served ? "idle between requests" : "without a whole request", (unsigned)by->uid);
 }
 
 /* N's whole head is in: give it a slot and MHD, or refuse it. */
