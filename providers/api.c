@@ -6,13 +6,10 @@
  * connection costs a socket and a buffer, not a thread.  Event streams and
  * the guard thread that enforces request deadlines are in api_stream.c.
  *
- * Every connection is attributed to its peer's uid (SO_PEERCRED) when it is
- * accepted.  Unprivileged uids share API_OTHERS_MAX connections, at most
- * API_UID_CONN_MAX each, and API_OTHERS_STREAMS_MAX event streams, at most
- * API_UID_STREAMS_MAX each; the rest of MHD's connection limit is reserved
- * for root, the daemon's user and the API group, so others cannot starve
- * them.  A connection over its uid's share is answered 503 at once and
- * closed, so it holds nothing.
+ * Who may hold which connection, and for how long, is api_conn.c's: the
+ * guard accepts on the socket and hands MHD only connections whose request
+ * head is in, within per-uid and per-class limits (root keeps slots of its
+ * own).  This file routes the requests MHD parses.
  */
 #include "providers/api_int.h"
 #include "providers/api_parse.h"
@@ -87,151 +84,6 @@ MHD_Result_t api_send_error(struct MHD_Connection *c, unsigned status, const cha
 	make_printable(msg);
 	return api_send_json(c, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
 }
-
-static bool uid_in_group(uid_t uid, gid_t gid)
-{
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-	gid_t groups[256];
-	int n = ARRAY_SIZE(groups);
-
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
-		return false;
-	if (pw.pw_gid == gid)
-		return true;
-	if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
-		return false;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == gid)
-			return true;
-	return false;
-}
-
-/* --- connection accounting ------------------------------------------------ */
-
-struct conn *api_conn_of(struct MHD_Connection *c)
-{
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-
-	return ci ? ci->socket_context : NULL;
-}
-
-/* What a refused connection reads: written straight to the socket because
- * MHD has not read a request yet and the point is to hold nothing for it. */
-static void refuse_busy(int fd, uid_t uid, const char *what, unsigned max)
-{
-	char body[256], msg[512];
-	int bl, ml;
-
-	bl = snprintf(body, sizeof(body),
-		      "{\"error\": {\"code\": \"EBUSY\", \"message\": \"uid %u already has %u %s open, the most "
-		      "an unprivileged user may; close some and retry\"}}\n",
-		      (unsigned)uid, max, what);
-	ml = snprintf(msg, sizeof(msg),
-		      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-		      "Content-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
-		      bl, body);
-	if (ml > 0 && (size_t)ml < sizeof(msg))
-		(void)!send(fd, msg, (size_t)ml, MSG_DONTWAIT | MSG_NOSIGNAL);
-	shutdown(fd, SHUT_RDWR); /* MHD sees the end of the stream and closes it */
-}
-
-/* At most one line per 10 s, not one per refused connection: clients that
- * reconnect in a loop must not flood the log. */
-static void refuse_log(struct api *a, uid_t uid)
-{
-	uint64_t now = mono_ms(), n = 0;
-	bool say = false;
-
-	pthread_mutex_lock(&a->lock);
-	a->refused_since_log++;
-	if (a->refused_log_ms == 0 || now - a->refused_log_ms >= 10000) {
-		n = a->refused_since_log;
-		a->refused_since_log = 0;
-		a->refused_log_ms = now;
-		say = true;
-	}
-	pthread_mutex_unlock(&a->lock);
-	if (say)
-		log_warn(a->log, "api: uid %u is over its share of connections (%u per unprivileged uid, %u for "
-			 "all of them): refused with 503; %llu refused since the last such line",
-			 (unsigned)uid, API_UID_CONN_MAX, a->others_max, (unsigned long long)n);
-}
-
-static void conn_admit(struct api *a, struct conn *n)
-{
-	unsigned same = 0;
-
-	pthread_mutex_lock(&a->lock);
-	n->id = ++a->next_id;
-	if (!n->privileged) {
-		for (struct conn *i = a->conns; i; i = i->next)
-			if (i->uid == n->uid && !i->refused)
-				same++;
-		if (same >= API_UID_CONN_MAX || a->n_others >= a->others_max)
-			n->refused = true;
-		else
-			a->n_others++;
-	}
-	n->next = a->conns;
-	if (a->conns)
-		a->conns->prev = n;
-	a->conns = n;
-	pthread_mutex_unlock(&a->lock);
-	if (n->refused) {
-		refuse_log(a, n->uid);
-		refuse_busy(n->fd, n->uid, "connections",
-			    same >= API_UID_CONN_MAX ? API_UID_CONN_MAX : a->others_max);
-	}
-}
-
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-			  enum MHD_ConnectionNotificationCode toe)
-{
-	struct api *a = cls;
-	struct conn *n = *socket_context;
-
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-		struct ucred cred;
-		socklen_t len = sizeof(cred);
-
-		n = calloc(1, sizeof(*n));
-		if (!n)
-			return; /* on_request finds no context and drops it */
-		n->c = c;
-		n->fd = ci ? ci->connect_fd : -1;
-		n->since_ms = mono_ms();
-		if (n->fd < 0 || getsockopt(n->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-			free(n);
-			return;
-		}
-		n->uid = cred.uid;
-		n->privileged = cred.uid == 0 || cred.uid == geteuid() ||
-				(a->have_group && (cred.gid == a->group_gid || uid_in_group(cred.uid, a->group_gid)));
-		*socket_context = n;
-		conn_admit(a, n);
-		api_guard_wake(a);
-		return;
-	}
-	if (!n)
-		return;
-	pthread_mutex_lock(&a->lock);
-	if (!n->privileged && !n->refused)
-		a->n_others--;
-	if (n->sse)
-		n->sse->conn = NULL; /* MHD may free the stream after the connection */
-	if (n->prev)
-		n->prev->next = n->next;
-	else
-		a->conns = n->next;
-	if (n->next)
-		n->next->prev = n->prev;
-	pthread_mutex_unlock(&a->lock);
-	free(n);
-	*socket_context = NULL;
-}
-
 
 /* --- routing -------------------------------------------------------------- */
 
@@ -518,8 +370,8 @@ static MHD_Result_t on_request(void *cls, struct MHD_Connection *c, const char *
 	(void)version;
 	if (!rq) {
 		n = api_conn_of(c);
-		if (!n || n->refused)
-			return MHD_NO; /* cannot tell who is asking, or over its share: drop it */
+		if (!n)
+			return MHD_NO; /* cannot tell who is asking: drop it */
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
@@ -556,6 +408,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		/* a kept-alive connection has a new deadline for its next request */
 		pthread_mutex_lock(&a->lock);
 		n->answering = false;
+		n->fresh = false; /* served: an idle one may yield its slot from now on */
+		n->served = true;
 		n->since_ms = mono_ms();
 		pthread_mutex_unlock(&a->lock);
 		api_guard_wake(a);
@@ -586,7 +440,7 @@ static int listen_unix(const char *path, int mode, gid_t gid, bool set_group, in
 			return r;
 	}
 	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0); /* the guard accepts until EAGAIN */
 	if (fd < 0)
 		return -errno;
 	/* a stale socket of an earlier run: only remove sockets, never a file */
@@ -615,12 +469,15 @@ static int listen_unix(const char *path, int mode, gid_t gid, bool set_group, in
 
 static void api_free(struct api *a)
 {
+	if (a->listen_fd >= 0)
+		close(a->listen_fd);
 	if (a->epfd >= 0)
 		close(a->epfd);
 	if (a->wakefd >= 0)
 		close(a->wakefd);
 	pthread_mutex_destroy(&a->lock);
 	free(a->socket_path);
+	free(a->peek);
 	free(a);
 }
 
@@ -628,15 +485,16 @@ int api_start(const struct api_params *p, struct engine *e, const struct mg_log 
 {
 	struct api *a = calloc(1, sizeof(*a));
 	struct epoll_event wake = { .events = EPOLLIN, .data.u64 = 0 };
-	int fd = -1, r;
+	struct epoll_event listen_ev = { .events = EPOLLIN, .data.u64 = API_EPOLL_LISTEN };
+	int r;
 
 	if (!a)
 		return -ENOMEM;
 	a->e = e;
 	a->log = log;
 	a->body_limit = p->body_limit;
-	a->others_max = p->max_connections ? p->max_connections : API_OTHERS_MAX_DEFAULT;
-	a->epfd = a->wakefd = -1;
+	api_limits_init(a, p->max_connections ? p->max_connections : API_OTHERS_MAX_DEFAULT);
+	a->epfd = a->wakefd = a->listen_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
 	r = engine_source_add(e, API_SOURCE, ENGINE_SOURCE_OPERATOR, &a->source);
 	if (r < 0) {
@@ -654,31 +512,36 @@ int api_start(const struct api_params *p, struct engine *e, const struct mg_log 
 		}
 	}
 	a->socket_path = strdup(p->socket_path);
+	a->peek = malloc(API_HEAD_PEEK);
 	a->epfd = epoll_create1(EPOLL_CLOEXEC);
 	a->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!a->socket_path || a->epfd < 0 || a->wakefd < 0 ||
+	if (!a->socket_path || !a->peek || a->epfd < 0 || a->wakefd < 0 ||
 	    epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->wakefd, &wake) < 0) {
 		r = a->socket_path ? -errno : -ENOMEM;
 		api_free(a);
 		return r;
 	}
-	r = listen_unix(p->socket_path, p->socket_mode, a->group_gid, a->have_group, &fd);
+	r = listen_unix(p->socket_path, p->socket_mode, a->group_gid, a->have_group, &a->listen_fd);
 	if (r < 0) {
 		api_free(a);
 		return r;
 	}
-	a->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME,
+	/* the guard accepts (api_conn.c) and hands MHD only connections whose
+	 * request head is in; MHD's own limit is never the one that bites (each
+	 * worker could hold every slot), api_conn.c's per class are */
+	a->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+					  MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
 				  0, NULL, NULL, on_request, a,
-				  MHD_OPTION_LISTEN_SOCKET, fd,
 				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_THREADS,
-				  MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
+				  MHD_OPTION_NOTIFY_CONNECTION, api_on_connection, a,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-				  MHD_OPTION_CONNECTION_LIMIT, a->others_max + API_RESERVED,
+				  MHD_OPTION_CONNECTION_LIMIT, API_THREADS * (api_limits_total(a) + 64),
 				  /* idle: the guard's deadline is the shorter one for a request */
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(API_REQUEST_DEADLINE_MS / 1000 * 2),
 				  MHD_OPTION_END);
-	if (!a->mhd) {
-		close(fd);
+	if (!a->mhd || epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->listen_fd, &listen_ev) < 0) {
+		if (a->mhd)
+			MHD_stop_daemon(a->mhd);
 		unlink(a->socket_path);
 		api_free(a);
 		return -EIO;
@@ -731,7 +594,15 @@ void api_stop(struct api *a)
 	(void)!write(a->wakefd, &one, sizeof(one));
 	if (a->guard_started)
 		pthread_join(a->guard, NULL);
-	MHD_stop_daemon(a->mhd); /* closes the listening socket it was given */
+	/* the connections still waiting for their request head are ours */
+	pthread_mutex_lock(&a->lock);
+	for (struct conn *i = a->conns, *next; i; i = next) {
+		next = i->next;
+		if (i->state == CONN_PENDING)
+			api_conn_close_pending_locked(a, i, NULL, NULL);
+	}
+	pthread_mutex_unlock(&a->lock);
+	MHD_stop_daemon(a->mhd);
 	unlink(a->socket_path);
 	api_free(a);
 }

@@ -10,8 +10,10 @@
  *
  * Event-driven (a small pool of epoll threads, event streams suspended while
  * idle), so neither slow clients nor many /v1/events followers hold threads.
- * Limits per peer uid keep capacity for root, the daemon's user and GROUP;
- * a whole request must arrive within 10 s (docs/api.md, "Limits").
+ * Connections are admitted per class of peer (root, the daemon's user and
+ * GROUP, others), each with slots of its own and a share per uid, and take a
+ * slot only once their request head is in (api_conn.c); a whole request
+ * must arrive within 10 s (docs/operations.md, "Local API limits").
  */
 #pragma once
 

@@ -40,7 +40,7 @@ static void sse_free(void *cls)
 
 	pthread_mutex_lock(&a->lock);
 	if (s->counted)
-		a->n_streams_others--;
+		a->n_streams[s->cls]--;
 	if (s->conn)
 		s->conn->sse = NULL;
 	pthread_mutex_unlock(&a->lock);
@@ -153,33 +153,35 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return (ssize_t)n;
 }
 
-/* Takes a stream slot for C's uid: 0, or -EBUSY with the limit in *MAX. */
-static int sse_admit(struct api *a, struct conn *n, struct sse *s, unsigned *max)
+/* Takes a stream slot of N's class for N's uid: 0, or -EBUSY with the
+ * reason in WHY. */
+static int sse_admit(struct api *a, struct conn *n, struct sse *s, char *why, size_t whylen)
 {
+	const struct api_limits *l = &a->lim[n->cls];
 	unsigned same = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&a->lock);
-	if (!n->privileged) {
-		for (struct conn *i = a->conns; i; i = i->next)
-			if (i->uid == n->uid && i->sse)
-				same++;
-		if (same >= API_UID_STREAMS_MAX) {
-			*max = API_UID_STREAMS_MAX;
-			r = -EBUSY;
-		} else if (a->n_streams_others >= API_OTHERS_STREAMS_MAX) {
-			*max = API_OTHERS_STREAMS_MAX;
-			r = -EBUSY;
-		} else {
-			a->n_streams_others++;
-			s->counted = true;
-		}
-	}
-	if (r == 0) {
+	for (struct conn *i = a->conns; i; i = i->next)
+		if (i->uid == n->uid && i->cls == n->cls && i->sse)
+			same++;
+	if (same >= l->uid_streams) {
+		snprintf(why, whylen, "uid %u may follow at most %u event streams at once (%s share %u)",
+			 (unsigned)n->uid, l->uid_streams, l->who, l->streams);
+		r = -EBUSY;
+	} else if (a->n_streams[n->cls] >= l->streams) {
+		snprintf(why, whylen, "all %u event streams for %s are taken; retry later", l->streams, l->who);
+		r = -EBUSY;
+	} else {
+		a->n_streams[n->cls]++;
+		s->counted = true;
+		s->cls = n->cls;
 		n->sse = s;
 		s->conn = n;
 	}
 	pthread_mutex_unlock(&a->lock);
+	if (r < 0)
+		api_ratelog(a, &a->refused_log, "event stream refused with 503: %s", why);
 	return r;
 }
 
@@ -192,7 +194,7 @@ MHD_Result_t api_serve_events(struct api *a, struct MHD_Connection *c)
 	struct conn *n = api_conn_of(c);
 	struct MHD_Response *r;
 	struct sse *s;
-	unsigned max = 0;
+	char why[256];
 	MHD_Result_t ret;
 
 	if (!n)
@@ -237,13 +239,11 @@ MHD_Result_t api_serve_events(struct api *a, struct MHD_Connection *c)
 		}
 		json_decref(cur);
 	}
-	if (sse_admit(a, n, s, &max) < 0) {
+	if (sse_admit(a, n, s, why, sizeof(why)) < 0) {
 		free(s->grant);
 		free(s->pending);
 		free(s);
-		return api_send_error(c, 503, "EBUSY",
-				  "uid %u may follow at most %u event streams at once (unprivileged users share %u)",
-				  (unsigned)n->uid, API_UID_STREAMS_MAX, API_OTHERS_STREAMS_MAX);
+		return api_send_error(c, 503, "EBUSY", "%s", why);
 	}
 	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, s, sse_free);
 	if (!r) {
@@ -278,7 +278,7 @@ static int guard_timeout_ms(struct api *a)
 	for (struct conn *i = a->conns; i; i = i->next) {
 		if (i->sse && i->sse->suspended && i->sse->last_sent_ms + API_KEEPALIVE_MS < next)
 			next = i->sse->last_sent_ms + API_KEEPALIVE_MS;
-		if (!i->answering && !i->cut && !i->refused && i->since_ms + API_REQUEST_DEADLINE_MS < next)
+		if (!i->answering && !i->cut && i->since_ms + API_REQUEST_DEADLINE_MS < next)
 			next = i->since_ms + API_REQUEST_DEADLINE_MS;
 	}
 	pthread_mutex_unlock(&a->lock);
@@ -290,18 +290,35 @@ static int guard_timeout_ms(struct api *a)
 static void guard_sweep(struct api *a)
 {
 	uint64_t now = mono_ms();
+	struct conn *next;
 
 	pthread_mutex_lock(&a->lock);
-	for (struct conn *i = a->conns; i; i = i->next) {
+	for (struct conn *i = a->conns; i; i = next) {
+		next = i->next;
 		if (i->sse && i->sse->suspended && now - i->sse->last_sent_ms >= API_KEEPALIVE_MS)
 			api_sse_resume_locked(i->sse);
-		if (!i->answering && !i->cut && !i->refused && now - i->since_ms >= API_REQUEST_DEADLINE_MS) {
-			/* a slow sender holds nothing past the deadline */
-			i->cut = true;
-			shutdown(i->fd, SHUT_RDWR);
-			log_debug(a->log, "api: uid %u sent no whole request within %u ms: connection closed",
-				  (unsigned)i->uid, API_REQUEST_DEADLINE_MS);
+		if (i->answering || i->cut || now - i->since_ms < API_REQUEST_DEADLINE_MS)
+			continue;
+		if (i->state == CONN_PENDING) {
+			uid_t uid = i->uid;
+			api_conn_close_pending_locked(a, i, "408 Request Timeout",
+						      "no whole request head within 10000 ms of connecting: closed");
+			api_ratelog_locked(a, &a->deadline_log,
+					   "uid %u sent no whole request head within %u ms: connection closed",
+					   (unsigned)uid, API_REQUEST_DEADLINE_MS);
+			continue;
 		}
+		if (!i->c) {
+			/* handed to MHD, never taken up: MHD dropped it (out of
+			 * memory); a late MHD_CONNECTION_NOTIFY_STARTED finds nothing */
+			api_conn_forget_locked(a, i);
+			continue;
+		}
+		i->cut = true;
+		/* a slow sender holds nothing past the deadline */
+		shutdown(i->fd, SHUT_RDWR);
+		api_ratelog_locked(a, &a->deadline_log, "uid %u sent no whole request within %u ms: connection closed",
+				   (unsigned)i->uid, API_REQUEST_DEADLINE_MS);
 	}
 	pthread_mutex_unlock(&a->lock);
 }
@@ -312,7 +329,7 @@ void *api_guard_main(void *arg)
 	for (;;) {
 		struct epoll_event evs[64];
 		int n = epoll_wait(a->epfd, evs, ARRAY_SIZE(evs), guard_timeout_ms(a));
-		bool stop;
+		bool stop, listen_ready = false;
 
 		pthread_mutex_lock(&a->lock);
 		stop = a->stopping;
@@ -322,12 +339,18 @@ void *api_guard_main(void *arg)
 				(void)!read(a->wakefd, &count, sizeof(count));
 				continue;
 			}
+			if (id == API_EPOLL_LISTEN) {
+				listen_ready = true;
+				continue;
+			}
 			/* by id: the event may be older than a resume that let the
 			 * connection end in the meantime */
 			for (struct conn *c = a->conns; c; c = c->next) {
 				if (c->id != id)
 					continue;
-				if (c->sse && c->sse->suspended) {
+				if (c->state == CONN_PENDING)
+					api_pending_event_locked(a, c, evs[k].events); /* may free C */
+				else if (c->sse && c->sse->suspended) {
 					c->sse->peer_gone = true;
 					api_sse_resume_locked(c->sse);
 				}
@@ -337,6 +360,10 @@ void *api_guard_main(void *arg)
 		pthread_mutex_unlock(&a->lock);
 		if (stop)
 			break;
+		/* after the pending connections' news: a head that came in is
+		 * promoted before more of the queue can push it out */
+		if (listen_ready)
+			api_accept_some(a);
 		guard_sweep(a);
 	}
 	return NULL;

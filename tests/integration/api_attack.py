@@ -3,6 +3,7 @@
 
   api_attack.py attack MODE N SECS SOCK    one attacker, run under its own uid:
       slowloris  N connections sending a request one byte every 0.5 s
+      idle       N connections that send nothing
       sse        N /v1/events streams, read and thrown away
       flood      N clients, each GET /v1/status or POST /v1/grants, again and again
     Connections the agent closes are opened again at once.  Prints one JSON
@@ -13,8 +14,9 @@
   api_attack.py trickle SOCK    one connection sending a request a byte every
     0.5 s, forever: prints after how many seconds the agent closed it.
   api_attack.py probe CTL SECS OUT [setpriv args...]    run `CTL status` every
-    second for SECS seconds (as another user with setpriv args), recording
-    each call's time and exit status as JSON lines in OUT.
+    second (every $PROBE_EVERY seconds) for SECS seconds (as another user with
+    setpriv args), recording each call's time and exit status as JSON lines
+    in OUT.
 """
 import json
 import os
@@ -168,6 +170,7 @@ def trickle(path):
 
 
 def probe(ctl, secs, out, priv):
+    every = float(os.environ.get("PROBE_EVERY", "1"))
     end = time.monotonic() + secs
     with open(out, "a") as f:
         while time.monotonic() < end:
@@ -181,7 +184,7 @@ def probe(ctl, secs, out, priv):
             took = time.monotonic() - t0
             f.write(json.dumps({"t": time.time(), "rc": rc, "s": round(took, 3), "err": err[:200]}) + "\n")
             f.flush()
-            left = 1.0 - took
+            left = every - took
             if left > 0:
                 time.sleep(left)
 
