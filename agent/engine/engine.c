@@ -247,7 +247,7 @@ void engine_stop(struct engine *e)
 	events_close(e->events);
 	engine_outbox_wake(e);
 	if (e->own_onlining && e->backend && engine_writer_is_gone(e) && e->auto_online_saved[0])
-		log_info(&e->log, "auto_online_blocks stays offline (the privileged helper is gone): "
+		log_info(&e->log, "auto_online_blocks stays offline (no privileged helper to restore it): "
 			 "the next start keeps the saved %s and restores it when it stops", e->auto_online_saved);
 	else if (e->own_onlining && e->backend)
 		backend_give_back_onlining(e);

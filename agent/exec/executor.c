@@ -145,7 +145,7 @@ int stop_op(struct engine *e, struct op *o, const struct mem_table *t)
 		/* as after a crash: the kernel, not this process, knows what the
 		 * last write did; recovery reads it for every block the intent names */
 		log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)),
-			   "%s %s: stopped after %zu of %zu blocks, the privileged helper is gone; its intent stays "
+			   "%s %s: stopped after %zu of %zu blocks, without the privileged helper; its intent stays "
 			   "open and it resumes at the next start from the kernel's state",
 			   msg_type_name(o->msg->type), o->msg->id, o->blocks_done, o->blocks_total);
 		return -HP_EWRITER_GONE;
@@ -253,7 +253,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 		/* not an outcome of the block: nothing counted or recorded; the
 		 * engine stops and the caller ends where the kernel is */
 		log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(s->owner), log_f_block(s->block)),
-			   "%s: block %llu: the privileged helper is gone during its %s; what became of it is "
+			   "%s: block %llu: the privileged helper went away during its %s; what became of it is "
 			   "read from the kernel at the next start", s->owner ? s->owner : "recovery",
 			   (unsigned long long)s->block, block_step_name(res->failed_step));
 		pthread_mutex_lock(&e->lock);

@@ -74,7 +74,7 @@ enum intent_block_fate recovery_block_fate(enum intentlog_dir dir, int rb, const
  * intent stays open, as the crash left it, for the next start to read. */
 static int stop_recovery(struct engine *e, const struct intentlog_intent *it)
 {
-	log_notice(&e->log, "%s: recovery of its intent stopped, the privileged helper is gone; the intent stays "
+	log_notice(&e->log, "%s: recovery of its intent stopped without the privileged helper; the intent stays "
 		   "open for the next start", it->op);
 	return -HP_EWRITER_GONE;
 }
