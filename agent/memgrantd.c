@@ -24,6 +24,7 @@
 #include "providers/channel.h"
 #include "providers/hooks/hooks.h"
 #include "providers/https.h"
+#include "hotplug/backend.h"
 #include "hotplug/privsep/spawn.h"
 #include "agent/engine/backend_setup.h"
 #include "hotplug/privsep/sandbox.h"
@@ -191,8 +192,9 @@ static int run(struct mainloop *m)
 			return -errno;
 		}
 		if (p[3].revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) {
-			log_err(m->log, "the privileged helper is gone: no memory can be changed any more, stopping");
-			return -EPIPE;
+			/* the executor stops where the kernel is: main() says why */
+			engine_writer_gone(m->d);
+			return -HP_EWRITER_GONE;
 		}
 		if (p[1].revents & POLLIN) {
 			uint64_t n;
@@ -314,7 +316,7 @@ int main(int argc, char **argv)
 	const char *helper_arg = NULL; /* --helper; NULL: next to memgrantd */
 	const char *overrides[33] = { 0 };
 	size_t n_overrides = 0;
-	bool foreground = false, check_only = false;
+	bool foreground = false, check_only = false, helper_gone = false;
 	struct mg_log log;
 	struct mainloop m = { .sigfd = -1, .watchdog_fd = -1, .helper_fd = -1, .log = &log };
 	struct helper helper = { .pid = 0, .fd = -1 };
@@ -460,6 +462,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	r = engine_start(m.d);
+	if (r == -HP_EWRITER_GONE) {
+		helper_gone = true; /* during recovery */
+		rc = 1;
+		goto out;
+	}
 	if (r < 0) {
 		log_err(&log, "cannot start: %s", strerror(-r));
 		rc = 1;
@@ -506,7 +513,10 @@ int main(int argc, char **argv)
 	hooks_fire_agent(m.hooks, m.d, "agent.started");
 
 	r = run(&m);
-	if (r < 0) {
+	if (r == -HP_EWRITER_GONE) {
+		helper_gone = true;
+		rc = 1;
+	} else if (r < 0) {
 		log_err(&log, "main loop: %s", strerror(-r));
 		rc = 1;
 	}
@@ -524,7 +534,15 @@ out:
 	if (m.d)
 		engine_stop(m.d);
 	engine_free(m.d); /* closes the helper's socket: it ends */
-	if (helper_reap(&helper, &log) < 0)
+	if (helper_gone) {
+		/* one line for the whole story: the stop is not a failure of
+		 * any request, and nothing is lost (docs/operations.md) */
+		char how[128];
+		helper_wait(&helper, how, sizeof(how));
+		log_err(&log, "the privileged helper is gone (%s): no memory can be changed any more; stopping "
+			"with exit status 1 - the operation in progress stays open in the journal and resumes, "
+			"with everything queued, at the next start, from the kernel's state", how);
+	} else if (helper_reap(&helper, &log) < 0)
 		rc = 1;
 	if (m.watchdog_fd >= 0)
 		close(m.watchdog_fd);

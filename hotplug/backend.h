@@ -78,6 +78,17 @@ struct hp_backend_ops {
 	void (*close)(struct hp_backend *b);
 };
 
+/*
+ * What write_attr returns when the backend's writer is gone: the privileged
+ * helper exited, was killed or broke the protocol (hotplug/privsep/client.h).
+ * Not an outcome of the block: whether the last write reached the kernel is
+ * unknown and no write after it will, so the caller stops where the kernel
+ * is, undoes nothing and records nothing final; the next start reads the
+ * kernel.  No kernel write returns it (the forwarding backend maps a kernel
+ * ESHUTDOWN to EIO).
+ */
+#define HP_EWRITER_GONE ESHUTDOWN
+
 struct hp_backend {
 	const struct hp_backend_ops *ops;
 	/* Directory under which sys/ and proc/ are read ("/" on a real guest;

@@ -31,6 +31,13 @@ static int failed(struct block_result *res, enum block_step step, int err)
 	return err;
 }
 
+/* No undo through a writer that is gone (HP_EWRITER_GONE): it cannot reach
+ * the kernel, and the caller stops where the kernel is. */
+static bool can_undo(int err)
+{
+	return err != -HP_EWRITER_GONE;
+}
+
 static void keep_undo_err(struct block_result *res, int r)
 {
 	if (r < 0 && res->undo_err == 0)
@@ -81,7 +88,7 @@ int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_ty
 		}
 		r = block_configure(b, id); /* C7 */
 		if (r < 0) {
-			if (set_memmap)
+			if (set_memmap && can_undo(r))
 				keep_undo_err(res, block_set_memmap(b, id, !memmap));
 			read_after(b, id, res);
 			return failed(res, STEP_CONFIGURE, r);
@@ -102,9 +109,9 @@ int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_ty
 
 	r = block_online(b, id, type); /* W5 */
 	if (r < 0) {
-		if (configured_now)
+		if (configured_now && can_undo(r))
 			keep_undo_err(res, block_deconfigure(b, id));
-		if (set_memmap && res->undo_err == 0)
+		if (set_memmap && can_undo(r) && res->undo_err == 0)
 			keep_undo_err(res, block_set_memmap(b, id, !memmap));
 		read_after(b, id, res);
 		return failed(res, STEP_ONLINE, r);
@@ -156,7 +163,7 @@ int block_take_down(struct hp_backend *b, uint64_t id, struct block_result *res)
 	if (m.in_firmware) {
 		r = block_deconfigure(b, id); /* C11 */
 		if (r < 0) {
-			if (offlined)
+			if (offlined && can_undo(r))
 				keep_undo_err(res, block_online(b, id, type_for_zone(zone)));
 			read_after(b, id, res);
 			return failed(res, STEP_DECONFIGURE, r);

@@ -8,7 +8,8 @@
  *
  * Steps already in the wanted state are skipped (read before write).
  * The result says which step failed with which errno and whether the undo
- * succeeded; the return value is 0 or that errno.
+ * succeeded; the return value is 0 or that errno.  A step that fails with
+ * HP_EWRITER_GONE (backend.h) is not undone: nothing can be written any more.
  */
 #pragma once
 

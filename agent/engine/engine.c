@@ -246,8 +246,31 @@ void engine_stop(struct engine *e)
 	machine_stop(e);
 	events_close(e->events);
 	engine_outbox_wake(e);
-	if (e->own_onlining && e->backend)
+	if (e->own_onlining && e->backend && engine_writer_is_gone(e) && e->auto_online_saved[0])
+		log_info(&e->log, "auto_online_blocks stays offline (no privileged helper to restore it): "
+			 "the next start keeps the saved %s and restores it when it stops", e->auto_online_saved);
+	else if (e->own_onlining && e->backend)
 		backend_give_back_onlining(e);
+}
+
+void engine_writer_gone(struct engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->writer_gone = true;
+	e->stopping = true;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	engine_notify(e);
+}
+
+bool engine_writer_is_gone(struct engine *e)
+{
+	bool g;
+
+	pthread_mutex_lock(&e->lock);
+	g = e->writer_gone;
+	pthread_mutex_unlock(&e->lock);
+	return g;
 }
 
 void engine_free(struct engine *e)

@@ -53,6 +53,15 @@ int engine_start(struct engine *e);
 /* Asks the executor to stop after the block operation in progress, joins it,
  * restores what the engine changed at start (auto_online_blocks). */
 void engine_stop(struct engine *e);
+/* The privileged helper is gone (memgrantd saw its socket hang up, or a
+ * write returned HP_EWRITER_GONE): the engine stops as engine_stop() asks,
+ * but the operation in progress ends where the kernel is, with its intent
+ * left open and nothing final journaled, as after a crash; what is queued
+ * stays queued.  The next start reads the kernel for the blocks the intent
+ * names and resumes it.  Any thread; engine_stop() still joins. */
+void engine_writer_gone(struct engine *e);
+/* Whether engine_writer_gone() happened (also from the executor itself). */
+bool engine_writer_is_gone(struct engine *e);
 void engine_free(struct engine *e);
 /* Applies CFG's live settings (policy, limits, log level). */
 int engine_reload(struct engine *e, const struct mg_config *cfg);

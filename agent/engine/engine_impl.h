@@ -72,6 +72,7 @@ struct engine {
 	bool step_active;           /* the executor is writing to the kernel for STEP_BLOCK */
 	uint64_t step_block;
 	bool stopping;
+	bool writer_gone;           /* the privileged helper is gone: stop where the kernel is (engine_writer_gone) */
 	bool executor_started;
 	bool recovered;             /* recovery finished (RECOVERY_ERR its result) */
 	int recovery_err;

@@ -139,6 +139,26 @@ bool cancel_requested(struct engine *e, const struct op *o)
 	return c;
 }
 
+int stop_op(struct engine *e, struct op *o, const struct mem_table *t)
+{
+	if (engine_writer_is_gone(e)) {
+		/* as after a crash: the kernel, not this process, knows what the
+		 * last write did; recovery reads it for every block the intent names */
+		log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)),
+			   "%s %s: stopped after %zu of %zu blocks, without the privileged helper; its intent stays "
+			   "open and it resumes at the next start from the kernel's state",
+			   msg_type_name(o->msg->type), o->msg->id, o->blocks_done, o->blocks_total);
+		return -HP_EWRITER_GONE;
+	}
+	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)),
+		   "%s %s: stopping after %zu of %zu blocks; it resumes at the next start",
+		   msg_type_name(o->msg->type), o->msg->id, o->blocks_done, o->blocks_total);
+	pthread_mutex_lock(&e->lock);
+	op_close_intent_locked(e, o, t);
+	pthread_mutex_unlock(&e->lock);
+	return -ECANCELED;
+}
+
 /* Ends O: applied (OK == TOTAL), partial or failed, with fresh memory
  * figures; cancelled before the end: partial (blocks done stay done) or
  * cancelled (none done). */
@@ -146,6 +166,10 @@ void finish_op(struct engine *e, struct op *o, size_t ok, size_t total)
 {
 	_cleanup_mem_table_ struct mem_table *now = NULL;
 
+	if (o->intent_open && engine_writer_is_gone(e)) {
+		stop_op(e, o, NULL); /* a step failed for the helper's end, not the block's */
+		return;
+	}
 	hp_discover(e->backend, &now);
 	pthread_mutex_lock(&e->lock);
 	if (o->cancel_requested && total > 0 && ok < total) {
@@ -225,6 +249,19 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	else
 		block_take_down(e->backend, s->block, res);
 	budget_disarm(e, &bt);
+	if (res->err == -HP_EWRITER_GONE) {
+		/* not an outcome of the block: nothing counted or recorded; the
+		 * engine stops and the caller ends where the kernel is */
+		log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(s->owner), log_f_block(s->block)),
+			   "%s: block %llu: the privileged helper went away during its %s; what became of it is "
+			   "read from the kernel at the next start", s->owner ? s->owner : "recovery",
+			   (unsigned long long)s->block, block_step_name(res->failed_step));
+		pthread_mutex_lock(&e->lock);
+		e->step_active = false;
+		pthread_mutex_unlock(&e->lock);
+		engine_writer_gone(e);
+		return 0;
+	}
 	count_result(e, res, mono_s() - t0, up);
 
 	pthread_mutex_lock(&e->lock);

@@ -28,7 +28,15 @@ void count_result(struct engine *e, const struct block_result *res, double secs,
 bool stop_requested(struct engine *e);
 /* Someone asked to cancel O. */
 bool cancel_requested(struct engine *e, const struct op *o);
-/* O ends with OK of TOTAL blocks done: its state, record and report. */
+/* O stops before its end because memgrantd stops (T: the table it planned
+ * on).  On SIGTERM its intent is closed with a result that is not final
+ * (the blocks done are its own), -ECANCELED; when the privileged helper is
+ * gone (engine_writer_gone) nothing is journaled and the intent stays open,
+ * -HP_EWRITER_GONE: whether the last write landed only the kernel knows, and
+ * the next start reads it.  Either way O resumes at the next start. */
+int stop_op(struct engine *e, struct op *o, const struct mem_table *t);
+/* O ends with OK of TOTAL blocks done: its state, record and report; when
+ * the helper is gone under an open intent, stop_op() instead. */
 void finish_op(struct engine *e, struct op *o, size_t ok, size_t total);
 /* Ends O because it cannot go on (ERR, a reason): "rejected" when nothing
  * was done yet, else partial or failed with what was done. */

@@ -183,19 +183,15 @@ int exec_run_grant(struct engine *e, struct op *o)
 					  .ctx = &gs };
 		struct block_result res;
 
-		if (stop_requested(e)) {
-			log_notice(&e->log, "grant %s: stopping after %zu of %zu blocks; it resumes at the next start",
-				   o->msg->id, o->blocks_done, o->blocks_total);
-			pthread_mutex_lock(&e->lock);
-			op_close_intent_locked(e, o, t);
-			pthread_mutex_unlock(&e->lock);
-			return -ECANCELED;
-		}
+		if (stop_requested(e))
+			return stop_op(e, o, t);
 		if (cancel_requested(e, o))
 			break;
 		if (op_timeout_ms)
 			step.deadline = mono_s() + (double)op_timeout_ms / 1000.0;
 		exec_block_step(e, &step, &res);
+		if (res.err == -HP_EWRITER_GONE)
+			return stop_op(e, o, t);
 	}
 	finish_op(e, o, mine + ok, o->blocks_total);
 	return 0;

@@ -70,6 +70,15 @@ enum intent_block_fate recovery_block_fate(enum intentlog_dir dir, int rb, const
 	return FATE_UNTOUCHED; /* still online: stays owned */
 }
 
+/* The privileged helper went away while recovery finished IT's blocks: the
+ * intent stays open, as the crash left it, for the next start to read. */
+static int stop_recovery(struct engine *e, const struct intentlog_intent *it)
+{
+	log_notice(&e->log, "%s: recovery of its intent stopped without the privileged helper; the intent stays "
+		   "open for the next start", it->op);
+	return -HP_EWRITER_GONE;
+}
+
 /*
  * One intent a crash left open: each named block is read from the kernel
  * and judged (recovery_block_fate); a half-done one is finished (up: or
@@ -115,6 +124,8 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 			if (exec_block_step(e, &s, &res) == 1) {
 				b = res.after;
 				fate = FATE_DONE;
+			} else if (res.err == -HP_EWRITER_GONE) {
+				return stop_recovery(e, it);
 			} else {
 				log_fields(&e->log, LOG_WARNING,
 					   LOG_FIELDS(log_f_grant(it->op), log_f_block(tg->block),
@@ -123,12 +134,16 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 					 (unsigned long long)tg->block, strerror(-res.err));
 				s.kind = ILOG_DOWN;
 				exec_block_step(e, &s, &res);
+				if (res.err == -HP_EWRITER_GONE)
+					return stop_recovery(e, it);
 			}
 		} else if (fate == FATE_HALF) {
 			struct exec_step s = { .kind = ILOG_DOWN, .block = tg->block, .owner = it->op };
 			n_half++;
 			if (exec_block_step(e, &s, &res) == 1)
 				fate = FATE_DONE;
+			else if (res.err == -HP_EWRITER_GONE)
+				return stop_recovery(e, it);
 			else
 				log_fields(&e->log, LOG_WARNING,
 					   LOG_FIELDS(log_f_grant(it->op), log_f_block(tg->block),
@@ -193,7 +208,7 @@ static int recover_intents(struct engine *e)
 	r = hp_discover(e->backend, &t);
 	for (size_t i = 0; r == 0 && i < n; i++)
 		r = recover_intent(e, &its[i], t->block_size);
-	if (r < 0)
+	if (r < 0 && r != -HP_EWRITER_GONE)
 		log_err(&e->log, "recovery of the open intents: %s", strerror(-r));
 	intentlog_intents_free(its, n);
 	return r;
@@ -205,7 +220,7 @@ static int recover_intents(struct engine *e)
  * failed, or an operator's offline) is deconfigured first, so the storage
  * goes back to the hypervisor instead of being stranded (C13).
  */
-static void reconcile_owned(struct engine *e)
+static int reconcile_owned(struct engine *e)
 {
 	_cleanup_free_ struct intentlog_block *jb = NULL;
 	size_t n = 0;
@@ -215,7 +230,7 @@ static void reconcile_owned(struct engine *e)
 	r = intentlog_owned_blocks(e->journal, &jb, &n);
 	pthread_mutex_unlock(&e->lock);
 	if (r < 0)
-		return;
+		return 0;
 	for (size_t i = 0; i < n; i++) {
 		struct mem_block b;
 		struct block_result res;
@@ -228,6 +243,8 @@ static void reconcile_owned(struct engine *e)
 						.owner = jb[i].grant_id };
 			int k = exec_block_step(e, &s, &res);
 			r = k < 0 ? k : res.err;
+			if (r == -HP_EWRITER_GONE)
+				return r; /* still the grant's: the next start looks again */
 			log_warn(&e->log, "block %llu of %s was configured but offline: %s", (unsigned long long)jb[i].block,
 				 jb[i].grant_id, r == 0 ? "deconfigured it" : "cannot deconfigure it");
 		}
@@ -239,6 +256,7 @@ static void reconcile_owned(struct engine *e)
 		intentlog_remove_owned_block(e->journal, jb[i].block);
 		pthread_mutex_unlock(&e->lock);
 	}
+	return 0;
 }
 
 /* What a revocation had done before the agent stopped, from its last report. */
@@ -356,6 +374,8 @@ int recovery_run(struct engine *e)
 	r = recover_intents(e);
 	if (r < 0)
 		return r;
-	reconcile_owned(e);
+	r = reconcile_owned(e);
+	if (r < 0)
+		return r;
 	return requeue_unfinished(e);
 }

@@ -11,7 +11,9 @@
  *
  * Contract: recovery_run() runs on the executor thread (kernel writes),
  * takes the engine lock for journal access only, and returns 0 or the
- * -errno that keeps the engine from starting.
+ * -errno that keeps the engine from starting.  -HP_EWRITER_GONE: the
+ * privileged helper went away; the intent being recovered stays open and
+ * nothing that needed a write is forgotten, so the next start does it all.
  */
 #pragma once
 

@@ -189,6 +189,8 @@ int exec_run_revoke(struct engine *e, struct op *o)
 		if (pass > 0) {
 			long ms = pass >= 3 ? 1000 : 250L << (pass - 1);
 			struct timespec pause = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+			if (engine_writer_is_gone(e))
+				return stop_op(e, o, t);
 			if (n == 0 || mono_s() + (double)ms / 1000.0 >= deadline || stop_requested(e) ||
 			    cancel_requested(e, o))
 				break;
@@ -200,13 +202,8 @@ int exec_run_revoke(struct engine *e, struct op *o)
 						  .owner = o->msg->id, .record_locked = record_revoke_step, .ctx = &rs };
 			struct block_result res;
 
-			if (stop_requested(e)) {
-				log_notice(&e->log, "revocation %s: stopping; it resumes at the next start", o->msg->id);
-				pthread_mutex_lock(&e->lock);
-				op_close_intent_locked(e, o, t);
-				pthread_mutex_unlock(&e->lock);
-				return -ECANCELED;
-			}
+			if (stop_requested(e))
+				return stop_op(e, o, t);
 			if (cancel_requested(e, o))
 				goto done;
 			if (mono_s() >= deadline) {
@@ -214,6 +211,8 @@ int exec_run_revoke(struct engine *e, struct op *o)
 				continue;
 			}
 			exec_block_step(e, &step, &res);
+			if (res.err == -HP_EWRITER_GONE)
+				return stop_op(e, o, t);
 		}
 		n_busy = next_busy;
 	}

@@ -15,6 +15,7 @@ struct privsep_backend {
 	struct hp_backend *reader;
 	int fd;
 	pthread_mutex_t lock;
+	bool gone; /* the helper is gone: every write fails from now on */
 	bool has_deadline;
 	struct timespec deadline;
 };
@@ -114,6 +115,20 @@ static int encode(enum hp_attr attr, uint64_t id, const char *value, struct ph_r
 	}
 }
 
+/*
+ * The helper cannot be asked anything any more (p->lock held): it exited, was
+ * killed, or its reply broke the protocol.  Both directions of the socket are
+ * shut, so a helper still running sees the end of its input and exits, and
+ * the owner's poll sees the hang-up in every case.
+ */
+static int helper_gone_locked(struct privsep_backend *p)
+{
+	if (!p->gone)
+		shutdown(p->fd, SHUT_RDWR);
+	p->gone = true;
+	return -HP_EWRITER_GONE;
+}
+
 static int ps_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value)
 {
 	struct privsep_backend *p = of(b);
@@ -126,13 +141,19 @@ static int ps_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id, c
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&p->lock);
+	if (p->gone) {
+		r = -HP_EWRITER_GONE;
+		goto out;
+	}
 	if (rq.op == PH_OP_OFFLINE && p->has_deadline)
 		rq.deadline_ms = ms_left(&p->deadline);
 	do
 		n = send(p->fd, &rq, sizeof(rq), MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(rq)) {
-		r = n < 0 && errno != ECONNRESET ? -errno : -EPIPE;
+		/* EPIPE, ECONNRESET, ENOTCONN...: whatever the reason, the request
+		 * did not reach the helper and no later one will */
+		r = helper_gone_locked(p);
 		goto out;
 	}
 	/* The helper is doing the write; a signal here changes nothing. */
@@ -140,10 +161,14 @@ static int ps_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id, c
 		n = recv(p->fd, &rp, sizeof(rp), MSG_TRUNC);
 	while (n < 0 && errno == EINTR);
 	if (n <= 0 || n != (ssize_t)sizeof(rp) || rp.magic != PH_MAGIC || rp.err < 0) {
-		r = -EPIPE;
+		/* EOF or a reset: the helper died with the write in its hands,
+		 * which may or may not have reached the kernel */
+		r = helper_gone_locked(p);
 		goto out;
 	}
-	r = -rp.err;
+	/* the kernel's own errno; it never says ESHUTDOWN, which would read as
+	 * the helper's end */
+	r = rp.err == HP_EWRITER_GONE ? -EIO : -rp.err;
 out:
 	pthread_mutex_unlock(&p->lock);
 	return r;

@@ -15,8 +15,12 @@
  * which would end the pair for it.  The online attribute is not written by
  * the agent and is refused the same way.
  *
- * When the helper is gone (it exited or was killed), every write returns
- * -EPIPE; the owner of the process notices the socket's hang-up and stops.
+ * When the helper is gone (it exited or was killed: EPIPE, ECONNRESET or EOF
+ * on the socket; or it broke the protocol), the write in progress and every
+ * later one return -HP_EWRITER_GONE (backend.h) without trying again: a
+ * distinct condition, never an outcome of the block.  The first such write
+ * shuts the socket down both ways, so the owner, which polls it, sees the
+ * hang-up also when the helper still runs, and stops.
  *
  * Writes are serialised by a mutex: any thread may write.
  */

@@ -178,11 +178,12 @@ int helper_start(const struct helper_spec *spec, const struct mg_log *log, const
 	return 0;
 }
 
-int helper_reap(struct helper *h, const struct mg_log *log)
+int helper_wait(struct helper *h, char *how, size_t len)
 {
 	int status;
 	pid_t r;
 
+	snprintf(how, len, "exited with status 0");
 	if (h->pid <= 0)
 		return 0;
 	do
@@ -190,15 +191,26 @@ int helper_reap(struct helper *h, const struct mg_log *log)
 	while (r < 0 && errno == EINTR);
 	h->pid = 0;
 	if (r < 0) {
-		log_err(log, "privileged helper: wait: %s", strerror(errno));
-		return -errno;
+		int err = -errno;
+		snprintf(how, len, "cannot wait for it: %s", strerror(-err));
+		return err;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	if (WIFSIGNALED(status))
-		log_err(log, "privileged helper: killed by %s%s", strsignal(WTERMSIG(status)),
-			WTERMSIG(status) == SIGSYS ? " (a system call outside its seccomp filter)" : "");
+		snprintf(how, len, "killed by %s%s", strsignal(WTERMSIG(status)),
+			 WTERMSIG(status) == SIGSYS ? " (a system call outside its seccomp filter)" : "");
 	else
-		log_err(log, "privileged helper: exited with status %d", WEXITSTATUS(status));
+		snprintf(how, len, "exited with status %d", WEXITSTATUS(status));
 	return -ECHILD;
+}
+
+int helper_reap(struct helper *h, const struct mg_log *log)
+{
+	char how[128];
+	int r = helper_wait(h, how, sizeof(how));
+
+	if (r < 0)
+		log_err(log, "privileged helper: %s", how);
+	return r;
 }

@@ -52,3 +52,7 @@ int helper_start(const struct helper_spec *spec, const struct mg_log *log, const
 /* Waits for the helper to end (the socket must be closed by then) and logs
  * how it ended when that was not a clean exit.  0 for a clean exit. */
 int helper_reap(struct helper *h, const struct mg_log *log);
+/* helper_reap() without the log line: HOW says how it ended ("killed by
+ * Killed", "exited with status 2"); 0 for a clean exit, -ECHILD for any
+ * other end, or waitpid's -errno. */
+int helper_wait(struct helper *h, char *how, size_t len);

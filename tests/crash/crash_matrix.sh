@@ -1,25 +1,33 @@
 #!/bin/sh
-# Crash matrix: SIGKILL memgrantd at many points of grants, revocations by
-# size, by grant and by blocks, and of recovery itself; restart it and check,
-# once everything it acknowledged has settled:
-#   1. every acknowledged request is recorded and final;
+# Crash matrix: SIGKILL at many points of grants, revocations by size, by
+# grant and by blocks, and of recovery itself, in three modes taken in turn:
+#   agent   memgrantd (its helper dies with it, PR_SET_PDEATHSIG);
+#   helper  memgrant-helper alone: memgrantd must stop by itself, non-zero,
+#           with one line saying the helper is gone, and fail nothing;
+#   both    the helper, then memgrantd at once (back to back);
+# restart it and check, once everything it acknowledged has settled:
+#   1. every acknowledged request is recorded and applied (nothing here
+#      can refuse a block: a partial or failed request is the kill's doing);
 #   2. every configured standby block is online, and the grants own exactly
-#      the standby blocks that are online (none stranded configured but
-#      offline; nothing is brought up outside memgrantd here, so no block
-#      may be foreign);
+#      the standby blocks that are online, each by a grant (none stranded
+#      configured but offline, none online and owned by nobody; nothing is
+#      brought up outside memgrantd here, so no block may be foreign);
 #   3. online memory = initial + sum(applied_bytes of grants)
 #                              - sum(applied_bytes of revocations);
 #   4. the operation that finished changed the kernel by exactly its
 #      applied_bytes (a grant: blocks that came online; a revocation: blocks
-#      that went offline, only ones it may take), and each grant's
-#      owned_blocks is the number of blocks it got and still has.
+#      that went offline, only ones it may take, never more than its size),
+#      and each grant's owned_blocks is the number of blocks it got and
+#      still has.
 # The sim is used only through memgrantctl and the daemon's config.  One
 # python3 process drives everything (the machine may be slow to start one).
 #
 #   tests/crash/crash_matrix.sh     BUILD=build CRASH_SECONDS=170 CRASH_LATENCY_MS=30
+#                                   CRASH_MODES=agent,helper,both (the modes, in turn)
 #                                   KEEP=1 keeps the work directory and failing logs
 #
-# Prints each failure and "crash_matrix: N points, F failed"; exit 1 when a
+# Prints each failure, the points and failures per mode and "crash_matrix: N
+# points, F failed"; exit 1 when a
 # point failed, 0 otherwise.  A point is deterministic in its operation and
 # kill delays (they follow from its number); the exact moment the kill lands
 # varies with timing.  After a failure the machine starts over clean, so
@@ -38,6 +46,10 @@ MEMGRANTD, MEMGRANTCTL = BUILD + "/memgrantd", BUILD + "/memgrantctl"
 BUDGET = float(os.environ.get("CRASH_SECONDS", "170"))
 LATENCY = os.environ.get("CRASH_LATENCY_MS", "30")
 RESET_EVERY = int(os.environ.get("CRASH_RESET_EVERY", "20"))
+MODES = [x for x in os.environ.get("CRASH_MODES", "agent,helper,both").split(",") if x]
+if not MODES or set(MODES) - {"agent", "helper", "both"}:
+    sys.exit("crash_matrix: CRASH_MODES is a list of agent, helper, both; not %r" % os.environ.get("CRASH_MODES"))
+GONE_LINE = "the privileged helper is gone"  # memgrantd's one line when it loses its helper
 KEEP = bool(os.environ.get("KEEP"))
 BS = 128 << 20
 T = tempfile.mkdtemp(prefix="memgrant-crash.")
@@ -91,6 +103,47 @@ class Daemon:
             self.proc.wait()
         self.proc = None
 
+    def helper_pid(self, wait_s):
+        """memgrant-helper under this memgrantd (None when it has none after WAIT_S seconds)"""
+        deadline = time.monotonic() + wait_s
+        while self.proc and self.proc.poll() is None:
+            for p in os.listdir("/proc"):
+                if not p.isdigit():
+                    continue
+                try:
+                    with open("/proc/%s/stat" % p) as f:
+                        st = f.read()
+                    rest = st[st.rindex(")") + 2:].split()
+                    if int(rest[1]) != self.proc.pid or rest[0] == "Z":
+                        continue
+                    # by its command line: under qemu-user (.ci/s390x.sh) its name is qemu's
+                    with open("/proc/%s/cmdline" % p, "rb") as f:
+                        if b"memgrant-helper" in f.read():
+                            return int(p)
+                except (OSError, ValueError, IndexError):
+                    continue
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
+        return None
+
+    def kill_helper(self, wait_exit):
+        """SIGKILL the helper alone; WAIT_EXIT: memgrantd must then stop by
+        itself, non-zero.  Returns problems."""
+        pid = self.helper_pid(5)
+        if pid is None:
+            return [] if self.proc is None or self.proc.poll() is not None else ["memgrantd has no helper to kill"]
+        os.kill(pid, 9)
+        if not wait_exit:
+            return []
+        try:
+            rc = self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return ["memgrantd still ran 20 s after its helper was killed"]
+        self.proc = None
+        return [] if rc != 0 else ["memgrantd exited 0 after its helper was killed"]
+
 
 def log_tail(n):
     try:
@@ -100,6 +153,7 @@ def log_tail(n):
 
 
 stats = {"again": 0, "again_before_ready": 0}
+stats.update({mode: [0, 0] for mode in MODES})  # points, failures
 
 
 def ready_lines():
@@ -185,6 +239,14 @@ def pick_op(n):
     return "blocks", t, ["revoke", "--blocks", t]
 
 
+def daemon_owners():
+    """block -> the grant memgrantd says owns it (None: nobody), from its own table"""
+    r = ctl("lsmem", "-J", "-a", "-o", "BLOCK,OWNER")
+    if r.returncode != 0:
+        raise Failure("memgrantctl lsmem: %s" % r.stderr.strip())
+    return {int(e["block"]): e.get("owner") for e in json.loads(r.stdout)["memory"]}
+
+
 def settle():
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -209,6 +271,10 @@ def check(kind, target, op_id, grants, status):
             problems.append("acknowledged %s is not recorded any more" % i)
         elif g.get("state") not in FINAL:
             problems.append("acknowledged %s is %s, not final" % (i, g.get("state")))
+        elif g.get("state") != "applied":
+            err = g.get("error") or {}
+            problems.append("acknowledged %s ended %s, not applied (%s)" %
+                            (i, g.get("state"), err.get("message") if isinstance(err, dict) else err))
     for b in m.boot:
         if now[b][0] != "online":
             problems.append("boot block %d is %s" % (b, now[b][0]))
@@ -217,6 +283,13 @@ def check(kind, target, op_id, grants, status):
         st, cf = now[b]
         if cf == "yes" and st != "online":
             problems.append("standby block %d is configured but %s (stranded)" % (b, st))
+    owners = daemon_owners()
+    for b in sorted(online):
+        if not owners.get(b):
+            problems.append("standby block %d is online, owned by nobody" % b)
+    for b, o in sorted(owners.items()):
+        if o and b not in online:
+            problems.append("block %d is owned by %s but %s" % (b, o, now[b][0]))
     owned_total = sum(int(g.get("owned_blocks") or 0) for g in grants)
     if owned_total != len(online):
         problems.append("the grants own %d blocks, %d standby blocks are online %s" % (owned_total, len(online), sorted(online)))
@@ -240,6 +313,11 @@ def check(kind, target, op_id, grants, status):
             if ab != len(came) * BS:
                 problems.append("grant %s reports applied_bytes %dM, %dM came online %s" %
                                 (op_id, ab >> 20, (len(came) * BS) >> 20, sorted(came)))
+            if len(came) * BS > (int(target[:-1]) << 20):
+                problems.append("grant %s of %s brought up %s" % (op_id, target, sorted(came)))
+            if any(owners.get(b) != op_id for b in came):
+                problems.append("grant %s: blocks %s came online, owned by %s" %
+                                (op_id, sorted(came), [owners.get(b) for b in sorted(came)]))
             m.owned.setdefault(op_id, set()).update(came)
         else:
             if came:
@@ -247,6 +325,8 @@ def check(kind, target, op_id, grants, status):
             if ab != len(went) * BS:
                 problems.append("revocation %s (%s %s) reports applied_bytes %dM, %dM went offline %s" %
                                 (op_id, kind, target, ab >> 20, (len(went) * BS) >> 20, sorted(went)))
+            if kind == "size" and len(went) * BS > (int(target[:-1]) << 20):
+                problems.append("revocation %s of %s took %s" % (op_id, target, sorted(went)))
             if kind == "blocks" and went - set(int(x) for x in target.split(",")):
                 problems.append("revocation %s of blocks %s took %s too" %
                                 (op_id, target, sorted(went - set(int(x) for x in target.split(",")))))
@@ -263,32 +343,63 @@ def check(kind, target, op_id, grants, status):
     return problems
 
 
+def log_text():
+    try:
+        return open(LOG).read()
+    except OSError:
+        return ""
+
+
+def mode_of(n):
+    return MODES[(n // 3) % len(MODES)]  # n % 3 says whether to kill again: every mode gets both
+
+
+def kill_in(mode, wait_exit=True):
+    """The kill of MODE; problems it shows at once."""
+    if mode == "agent":
+        daemon.kill()
+        return []
+    if mode == "both":
+        problems = daemon.kill_helper(False)
+        daemon.kill()  # back to back: before it can react to the helper's end
+        return problems
+    return daemon.kill_helper(wait_exit)
+
+
 def point(n):
     kind, target, args = pick_op(n)
+    mode = mode_of(n)
     kill_ms = (n * 53) % 480
     again_ms = (n * 17) % 110 if n % 3 == 2 else None
-    label = "point %d (%s, kill at %dms%s)" % (n, " ".join(args), kill_ms,
-                                               ", again %dms into recovery" % again_ms if again_ms is not None else "")
+    label = "point %d (%s: %s, kill at %dms%s)" % (n, mode, " ".join(args), kill_ms,
+                                                   ", again %dms into recovery" % again_ms if again_ms is not None else "")
+    stats.setdefault(mode, [0, 0])[0] += 1
+    gone_before = log_text().count(GONE_LINE)
     r = ctl(*args)
     words = r.stdout.split()
     if r.returncode not in (0, 64) or len(words) < 2 or words[0] not in ("grant", "revoke") or "accepted" not in r.stdout:
         return label, ["not acknowledged: %s%s" % (r.stdout.strip(), r.stderr.strip())]
     op_id = words[1].rstrip(":")
     time.sleep(kill_ms / 1000)
-    daemon.kill()
+    problems = kill_in(mode)
+    if mode == "helper" and not problems:
+        text = log_text()
+        if text.count(GONE_LINE) != gone_before + 1:
+            problems.append("memgrantd did not say once that its helper is gone (%d lines)" %
+                            (text.count(GONE_LINE) - gone_before))
     if again_ms is not None:
         # the second kill lands while the new process starts and recovers:
         # the API answers only once recovery is done, so do not wait for it
         ready_before = ready_lines()
         daemon.start(wait=False)
         time.sleep(again_ms / 1000)
-        daemon.kill()
+        problems += kill_in(mode)
         stats["again"] += 1
         if ready_lines() == ready_before:
             stats["again_before_ready"] += 1
     daemon.start()
     grants, status = settle()
-    return label, check(kind, target, op_id, grants, status)
+    return label, problems + check(kind, target, op_id, grants, status)
 
 
 points = failed = 0
@@ -305,6 +416,7 @@ try:
             label, problems = "point %d" % n, [str(e)]
         if problems:
             failed += 1
+            stats[mode_of(n)][1] += 1
             for p in problems:
                 print("FAIL %s: %s" % (label, p), flush=True)
             if KEEP:
@@ -324,6 +436,9 @@ finally:
         shutil.rmtree(T, ignore_errors=True)
 print("crash_matrix: %d of %d second kills landed before the restarted agent was ready (in start-up or recovery)" %
       (stats["again_before_ready"], stats["again"]))
+for mode in MODES:
+    p, f = stats.get(mode, [0, 0])
+    print("crash_matrix: mode %s: %d points, %d failed" % (mode, p, f))
 print("crash_matrix: %d points, %d failed" % (points, failed))
 sys.exit(1 if failed else 0)
 PY

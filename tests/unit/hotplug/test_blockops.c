@@ -322,6 +322,44 @@ static void test_failed_undo_is_reported(void **state)
 	assert_true(res.after.configured);
 }
 
+/* A writer that is gone (the privileged helper died) is not a refusal of the
+ * block: nothing is undone through it, and its errno is what comes back. */
+static void test_writer_gone_no_undo(void **state)
+{
+	struct fx *f = *state;
+	struct block_result res;
+	struct mem_block m;
+
+	f->rec.fail_attr = HP_ATTR_STATE;
+	f->rec.fail_value = "online_movable";
+	f->rec.fail_err = -HP_EWRITER_GONE;
+	assert_int_equal(block_bring_up(f->b, 16, 0, ONLINE_MOVABLE, &res), -HP_EWRITER_GONE);
+	assert_int_equal(res.failed_step, STEP_ONLINE);
+	assert_int_equal(res.undo_err, 0);
+	assert_string_equal(f->rec.log, "memmap16=0 config16=1 state16=online_movable"); /* no config16=0 */
+	read_block(f, 16, &m);
+	assert_true(m.configured); /* left for recovery, which reads the kernel */
+
+	/* memmap set, configure gone: memmap stays as set */
+	f->rec.log[0] = '\0';
+	f->rec.fail_attr = HP_ATTR_CONFIG;
+	f->rec.fail_value = "1";
+	assert_int_equal(block_bring_up(f->b, 17, 0, ONLINE_MOVABLE, &res), -HP_EWRITER_GONE);
+	assert_string_equal(f->rec.log, "memmap17=0 config17=1");
+
+	/* taken offline, deconfigure gone: not onlined again */
+	f->rec.fail_value = NULL;
+	assert_int_equal(block_configure(f->b, 18), 0);
+	assert_int_equal(block_online(f->b, 18, ONLINE_MOVABLE), 0);
+	f->rec.log[0] = '\0';
+	f->rec.fail_value = "0";
+	assert_int_equal(block_take_down(f->b, 18, &res), -HP_EWRITER_GONE);
+	assert_int_equal(res.failed_step, STEP_DECONFIGURE);
+	assert_string_equal(f->rec.log, "state18=offline config18=0");
+	read_block(f, 18, &m);
+	assert_int_equal(m.state, MEM_STATE_OFFLINE);
+}
+
 static void test_auto_online_detected(void **state)
 {
 	struct fx *f = *state;
@@ -380,6 +418,7 @@ int main(void)
 		T(test_offline_ebusy_keeps_block_online),
 		T(test_deconfigure_failure_reonlines_in_old_zone),
 		T(test_failed_undo_is_reported),
+		T(test_writer_gone_no_undo),
 		T(test_auto_online_detected),
 		T(test_read_failure),
 		cmocka_unit_test_setup_teardown(test_without_firmware, setup_nofw, teardown),
