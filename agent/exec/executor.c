@@ -17,7 +17,6 @@
 #include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor_impl.h"
 #include "agent/exec/recovery.h"
@@ -137,6 +136,16 @@ bool cancel_requested(struct engine *e, const struct op *o)
 	c = o->cancel_requested;
 	pthread_mutex_unlock(&e->lock);
 	return c;
+}
+
+uint64_t applied_bytes_of(struct engine *e, const struct op *o)
+{
+	uint64_t a;
+
+	pthread_mutex_lock(&e->lock);
+	a = o->applied_bytes;
+	pthread_mutex_unlock(&e->lock);
+	return a;
 }
 
 /* Ends O: applied (OK == TOTAL), partial or failed, with fresh memory

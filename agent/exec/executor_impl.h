@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The executor's parts (executor.c: the thread and the block step;
- * exec_grant.c; exec_revoke.c) share these.  Executor thread only, as
+ * grant.c; revoke.c) share these.  Executor thread only, as
  * executor.h says; none holds the engine lock across a kernel write.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hotplug/blockops.h"
 
@@ -28,6 +29,9 @@ void count_result(struct engine *e, const struct block_result *res, double secs,
 bool stop_requested(struct engine *e);
 /* Someone asked to cancel O. */
 bool cancel_requested(struct engine *e, const struct op *o);
+/* O's applied_bytes, read under the engine lock: the watcher may change it
+ * while O runs (ops.h, "who touches the running op"). */
+uint64_t applied_bytes_of(struct engine *e, const struct op *o);
 /* O ends with OK of TOTAL blocks done: its state, record and report. */
 void finish_op(struct engine *e, struct op *o, size_t ok, size_t total);
 /* Ends O because it cannot go on (ERR, a reason): "rejected" when nothing
