@@ -60,19 +60,22 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 	settings_from(&e->set, cfg);
 	if (!e->agent_id || !e->state_dir) {
 		r = -ENOMEM;
+		log_err(&e->log, "cannot start the engine: %s", strerror(-r));
 		goto fail;
 	}
 	e->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->notify_fd < 0) {
 		r = -errno;
+		log_err(&e->log, "cannot create the engine's eventfd: %s", strerror(-r));
 		goto fail;
 	}
 	r = metrics_new(&e->metrics);
-	if (r < 0)
+	if (r == 0)
+		r = events_new(1024, &e->events);
+	if (r < 0) {
+		log_err(&e->log, "cannot set up the metrics and the event bus: %s", strerror(-r));
 		goto fail;
-	r = events_new(1024, &e->events);
-	if (r < 0)
-		goto fail;
+	}
 	r = intentlog_open(e->state_dir, NULL, &e->journal, &opened, err, sizeof(err));
 	if (r < 0) {
 		log_err(&e->log, "journal %s: %s", e->state_dir, err[0] ? err : strerror(-r));
@@ -84,10 +87,8 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 			 (unsigned long long)opened.torn_offset, opened.torn_why);
 	r = backend_open(cfg, &e->log, helper_fd, &e->backend);
 	helper_fd = -1;
-	if (r < 0) {
-		log_err(&e->log, "%s backend: %s", mg_backend_type_name(cfg->backend.type), strerror(-r));
-		goto fail;
-	}
+	if (r < 0)
+		goto fail; /* backend_open() said why, with the path */
 	r = machine_open(e);
 	if (r < 0) {
 		log_err(&e->log, "cannot read the memory blocks: %s", strerror(-r));
@@ -106,9 +107,15 @@ int engine_start(struct engine *e)
 {
 	int r = exec_start(e);
 
+	/* a failed recovery logged its own line (recovery_run()) */
+	if (r < 0 && !e->executor_started)
+		log_err(&e->log, "cannot start the executor thread: %s", strerror(-r));
+	if (r < 0)
+		return r;
 	/* after recovery, whose writes are the engine's own */
-	if (r == 0)
-		r = machine_start(e);
+	r = machine_start(e);
+	if (r < 0)
+		log_err(&e->log, "cannot start the live table's watcher thread: %s", strerror(-r));
 	return r;
 }
 
