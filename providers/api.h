@@ -11,7 +11,8 @@
  * Event-driven (a small pool of epoll threads, event streams suspended while
  * idle), so neither slow clients nor many /v1/events followers hold threads.
  * Limits per peer uid keep capacity for root, the daemon's user and GROUP;
- * a whole request must arrive within 10 s (docs/api.md, "Limits").
+ * a whole request must arrive within 10 s (docs/operations.md, "Local API
+ * limits"; the API itself: docs/api/local.openapi.yaml).
  */
 #pragma once
 
