@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The privileged helper process (contract in helper.h).
+ * The privileged helper process (contract in spawn.h).
  */
 #include "hotplug/privsep/spawn.h"
 #include "hotplug/privsep/sandbox.h"
