@@ -406,8 +406,7 @@ int main(int argc, char **argv)
 		else
 			r = backend_start_helper(m.cfg, &log, path, &helper);
 	}
-	if (r < 0) {
-		log_err(&log, "cannot start the privileged helper: %s", strerror(-r));
+	if (r < 0) { /* logged where it failed: the sim, the lock, the helper itself */
 		config_free(m.cfg);
 		return 1;
 	}
@@ -442,8 +441,7 @@ int main(int argc, char **argv)
 	m.overrides = overrides;
 
 	r = engine_new(m.cfg, &log, helper.fd, &m.d);
-	if (r < 0) {
-		log_err(&log, "cannot start: %s", strerror(-r));
+	if (r < 0) { /* engine_new() logged why */
 		rc = 1;
 		goto out;
 	}
@@ -467,8 +465,7 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	if (r < 0) {
-		log_err(&log, "cannot start: %s", strerror(-r));
+	if (r < 0) { /* engine_start() or the recovery logged why */
 		rc = 1;
 		goto out;
 	}

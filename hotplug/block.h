@@ -28,13 +28,23 @@ enum online_type {
 	ONLINE_MOVABLE, /* "online_movable" */
 };
 
-/* A zone, asked for (auto/movable/normal: a grant, the policy, the
- * configuration) or got (movable/normal: an onlined block): the one zone
- * type of memgrant.  "normal" is online_kernel: Normal or DMA (D3). */
+/* A zone: the one zone type of memgrant, for every surface.
+ * Asked for (auto/movable/normal: a grant, the policy, the configuration;
+ * "normal" is online_kernel: Normal or DMA, D3) or read from the kernel
+ * (valid_zones, A9: every zone it names, "none" for a block spanning zones;
+ * lsmem, the sim).  The asked words are mem_zone_words[]; the kernel's
+ * spellings are words_zone_kernel_name()/_parse() (hotplug/words.h). */
 enum mem_zone {
-	MEM_ZONE_AUTO,
+	MEM_ZONE_AUTO,    /* asked: the kernel's default; never read from the kernel */
 	MEM_ZONE_MOVABLE,
 	MEM_ZONE_NORMAL,
+	MEM_ZONE_DMA,
+	MEM_ZONE_DMA32,
+	MEM_ZONE_HIGHMEM,
+	MEM_ZONE_DEVICE,
+	MEM_ZONE_NONE,    /* the kernel's "none": spans zones; the sim's offline block */
+	MEM_ZONE_UNKNOWN, /* a word the kernel wrote that memgrant does not know */
+	MEM_ZONE_COUNT,
 };
 
 /* memory/auto_online_blocks (kernel.md A2). */
@@ -46,7 +56,7 @@ enum mem_auto_online {
 };
 
 /* The words, defined once: NULL-terminated, indexed by the enums. */
-extern const char *const mem_zone_words[];        /* "auto", "movable", "normal" */
+extern const char *const mem_zone_words[];        /* "auto", "movable", "normal": the zones one asks for */
 extern const char *const mem_auto_online_words[]; /* "offline", "online", "online_kernel", "online_movable" */
 
 struct mem_block {

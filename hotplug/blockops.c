@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Executor primitives (contract in executor.h).
+ * Block primitives: one block up or down, with undo (contract in blockops.h).
  *
  * Every decision is taken from a fresh read of the block, never from what
  * the caller believes.  Undo runs in reverse order and its first failure is

@@ -36,6 +36,25 @@ const char *words_zone_name(enum mem_zone z)
 	return (unsigned)z <= MEM_ZONE_NORMAL ? mem_zone_words[z] : mem_zone_words[MEM_ZONE_AUTO];
 }
 
+static const char *const zone_kernel_words[MEM_ZONE_COUNT] = {
+	[MEM_ZONE_AUTO] = "auto",       [MEM_ZONE_MOVABLE] = "Movable", [MEM_ZONE_NORMAL] = "Normal",
+	[MEM_ZONE_DMA] = "DMA",         [MEM_ZONE_DMA32] = "DMA32",     [MEM_ZONE_HIGHMEM] = "Highmem",
+	[MEM_ZONE_DEVICE] = "Device",   [MEM_ZONE_NONE] = "none",       [MEM_ZONE_UNKNOWN] = "Unknown",
+};
+
+const char *words_zone_kernel_name(enum mem_zone z)
+{
+	return (unsigned)z < MEM_ZONE_COUNT ? zone_kernel_words[z] : zone_kernel_words[MEM_ZONE_UNKNOWN];
+}
+
+enum mem_zone words_zone_kernel_parse(const char *s, size_t n)
+{
+	for (int z = MEM_ZONE_MOVABLE; z < MEM_ZONE_UNKNOWN; z++)
+		if (strlen(zone_kernel_words[z]) == n && strncasecmp(s, zone_kernel_words[z], n) == 0)
+			return (enum mem_zone)z;
+	return MEM_ZONE_UNKNOWN;
+}
+
 int words_memmap_parse(const char *s, bool allow_auto, int *out)
 {
 	static const char *const on[] = { "on", "1", "true", "always" };

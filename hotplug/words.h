@@ -6,6 +6,7 @@
  *
  * Zones: "Movable", "Normal" in any case ("kernel" is Normal, as in sysfs
  * online_kernel); "auto" where the caller allows it.  Printed lowercase.
+ * The kernel's zone words (valid_zones) in the kernel's spelling.
  *
  * memmap_on_memory: on/off, 1/0, true/false, always/never in any
  * case; "auto" where the caller allows it.  Printed as on/off/auto.
@@ -32,6 +33,13 @@
 /* Into the one zone type (hotplug/block.h); names print as mem_zone_words[]. */
 int words_zone_parse(const char *s, bool allow_auto, enum mem_zone *out);
 const char *words_zone_name(enum mem_zone z); /* "auto", "movable", "normal" */
+
+/* The kernel's spellings (valid_zones, A9; lsmem): "DMA", "DMA32", "Normal",
+ * "Highmem", "Movable", "Device", "none"; "Unknown" for MEM_ZONE_UNKNOWN,
+ * "auto" for MEM_ZONE_AUTO.  The parser takes N characters of S in any case
+ * and returns MEM_ZONE_UNKNOWN for a word it does not know (never AUTO). */
+const char *words_zone_kernel_name(enum mem_zone z);
+enum mem_zone words_zone_kernel_parse(const char *s, size_t n);
 
 #define WORDS_MEMMAP_AUTO (-1)
 #define WORDS_MEMMAP_OFF 0

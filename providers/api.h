@@ -13,7 +13,8 @@
  * Connections are admitted per class of peer (root, the daemon's user and
  * GROUP, others), each with slots of its own and a share per uid, and take a
  * slot only once their request head is in (api_conn.c); a whole request
- * must arrive within 10 s (docs/operations.md, "Local API limits").
+ * must arrive within 10 s (docs/operations.md, "Local API limits"; the API
+ * itself: docs/api/local.openapi.yaml).
  */
 #pragma once
 

@@ -441,6 +441,7 @@ static bool wait_for_path(struct channel_provider *p, int err, int fallback_ms)
 		if ((errno != ENOENT && errno != ENOTDIR) || streq(dir, "/"))
 			return sleep_or_stop(p, fallback_ms);
 	}
+	log_debug(p->log, "channel: waiting for %s: inotify on %s for %s", p->path, dir, child);
 	/* it may have appeared between the failed open and the watch */
 	if ((err == ENOENT || err == ENOTDIR)) {
 		char probe[PATH_MAX];
@@ -466,10 +467,14 @@ static bool wait_for_path(struct channel_provider *p, int err, int fallback_ms)
 			const struct inotify_event *ev = (const struct inotify_event *)(buf + off);
 
 			off += (ssize_t)(sizeof(*ev) + ev->len);
-			if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+			if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)) {
+				log_debug(p->log, "channel: %s changed: looking for %s again", dir, p->path);
 				return false; /* look again from the start */
-			if (ev->len && streq(ev->name, child))
+			}
+			if (ev->len && streq(ev->name, child)) {
+				log_debug(p->log, "channel: %s/%s changed: trying %s again", dir, child, p->path);
 				return false;
+			}
 		}
 	}
 }

@@ -41,6 +41,7 @@ struct pressure {
 	unsigned interval_ms;
 	void (*emit)(void *ud, const char *event, json_t *msg, json_t *detail);
 	uint64_t (*revocable)(void *ud);
+	uint64_t (*clock_ms)(void *ud);
 	void *ud;
 	struct glue *glue;
 
@@ -238,7 +239,7 @@ static int read_sample(struct pressure *p, struct sample *s)
 
 static void decide(struct pressure *p, struct sample *s)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = p->clock_ms ? p->clock_ms(p->ud) : mono_ms();
 
 	if (s->high) {
 		p->low_since_ms = 0;
@@ -277,6 +278,34 @@ static void decide(struct pressure *p, struct sample *s)
 	}
 }
 
+int pressure_read_once(struct pressure *p, int *last_err)
+{
+	struct sample s;
+	int r = read_sample(p, &s);
+
+	if (r == -EOPNOTSUPP && p->source != PRESSURE_MEMINFO) {
+		/* kernel built with PSI but booted with psi=0 */
+		log_notice(&p->log, "pressure: %s: PSI is disabled; reading MemAvailable every %gs instead",
+			   p->psi_path, (double)p->interval_ms / 1000);
+		if (p->trig_fd >= 0)
+			close(p->trig_fd);
+		p->trig_fd = -1;
+		p->source = PRESSURE_MEMINFO;
+		r = read_sample(p, &s);
+	}
+	if (r < 0) {
+		if (r != *last_err)
+			log_warn(&p->log, "pressure: cannot read %s: %s",
+				 p->source == PRESSURE_MEMINFO ? "meminfo" : p->psi_path, strerror(-r));
+		*last_err = r;
+		return r;
+	}
+	*last_err = 0;
+	decide(p, &s);
+	json_decref(s.detail);
+	return 0;
+}
+
 static void *pressure_main(void *arg)
 {
 	struct pressure *p = arg;
@@ -289,7 +318,6 @@ static void *pressure_main(void *arg)
 			{ .fd = p->trig_fd, .events = POLLPRI },
 		};
 		int timeout = (int)p->interval_ms;
-		struct sample s;
 		int r;
 
 		if (p->source == PRESSURE_PSI_TRIGGER && !p->cfg.release_below.set)
@@ -314,32 +342,12 @@ static void *pressure_main(void *arg)
 			p->trig_fd = -1;
 			p->source = PRESSURE_PSI;
 		}
-		r = read_sample(p, &s);
-		if (r == -EOPNOTSUPP && p->source != PRESSURE_MEMINFO) {
-			/* kernel built with PSI but booted with psi=0 */
-			log_notice(&p->log, "pressure: %s: PSI is disabled; reading MemAvailable every %gs instead",
-				   p->psi_path, (double)p->interval_ms / 1000);
-			if (p->trig_fd >= 0)
-				close(p->trig_fd);
-			p->trig_fd = -1;
-			p->source = PRESSURE_MEMINFO;
-			r = read_sample(p, &s);
-		}
-		if (r < 0) {
-			if (r != last_err)
-				log_warn(&p->log, "pressure: cannot read %s: %s",
-					 p->source == PRESSURE_MEMINFO ? "meminfo" : p->psi_path, strerror(-r));
-			last_err = r;
-			continue;
-		}
-		last_err = 0;
-		decide(p, &s);
-		json_decref(s.detail);
+		pressure_read_once(p, &last_err);
 	}
 	return NULL;
 }
 
-int pressure_start(const struct pressure_params *pp, const struct mg_log *log, struct pressure **out)
+int pressure_open(const struct pressure_params *pp, const struct mg_log *log, struct pressure **out)
 {
 	struct pressure *p;
 	int r;
@@ -356,6 +364,7 @@ int pressure_start(const struct pressure_params *pp, const struct mg_log *log, s
 	p->interval_ms = pp->interval_ms ? pp->interval_ms : PRESSURE_INTERVAL_DEFAULT_MS;
 	p->emit = pp->emit;
 	p->revocable = pp->revocable;
+	p->clock_ms = pp->clock_ms;
 	p->ud = pp->userdata;
 	p->root = strdup(pp->root);
 	p->agent_id = strdup(pp->agent_id ? pp->agent_id : "");
@@ -367,15 +376,28 @@ int pressure_start(const struct pressure_params *pp, const struct mg_log *log, s
 	snprintf(p->psi_path, sizeof(p->psi_path), "%s%sproc/pressure/memory", p->root,
 		 p->root[0] && p->root[strlen(p->root) - 1] == '/' ? "" : "/");
 	choose_source(p);
-	r = -pthread_create(&p->thread, NULL, pressure_main, p);
-	if (r < 0)
-		goto fail;
-	p->started = true;
 	*out = p;
 	return 0;
 fail:
 	pressure_stop(p);
 	return r;
+}
+
+int pressure_start(const struct pressure_params *pp, const struct mg_log *log, struct pressure **out)
+{
+	struct pressure *p = NULL;
+	int r = pressure_open(pp, log, &p);
+
+	if (r < 0)
+		return r;
+	r = -pthread_create(&p->thread, NULL, pressure_main, p);
+	if (r < 0) {
+		pressure_stop(p);
+		return r;
+	}
+	p->started = true;
+	*out = p;
+	return 0;
 }
 
 void pressure_stop(struct pressure *p)

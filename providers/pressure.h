@@ -57,6 +57,9 @@ struct pressure_params {
 	void (*emit)(void *ud, const char *event, json_t *msg, json_t *detail);
 	/* Bytes that could be given back now (0: nothing to offer). */
 	uint64_t (*revocable)(void *ud);
+	/* Now in milliseconds, for the cool-down and the idle periods; NULL:
+	 * CLOCK_MONOTONIC (mono_ms()).  Tests inject theirs. */
+	uint64_t (*clock_ms)(void *ud);
 	void *userdata;
 };
 
@@ -77,6 +80,13 @@ int pressure_start_daemon(const struct mg_config *cfg, struct engine *d, pressur
 			  const struct mg_log *log, struct pressure **out);
 
 /* ---- pieces, exposed for tests ---------------------------------------------- */
+
+/* pressure_start() without the thread: the source chosen, nothing read. */
+int pressure_open(const struct pressure_params *p, const struct mg_log *log, struct pressure **out);
+/* One reading and its decision, as the thread makes at each wake-up (the
+ * thread calls this); *LAST_ERR (0 at first) keeps a repeated read error to
+ * one log line.  0, or the read's -errno. */
+int pressure_read_once(struct pressure *p, int *last_err);
 
 /* From /proc/pressure/memory text: the KIND line's avg<WINDOW> in percent * 100. */
 int pressure_parse_psi(const char *text, enum mg_psi_kind kind, unsigned window_s, unsigned *centi);

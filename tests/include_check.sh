@@ -9,6 +9,11 @@
 #   providers/NAME.{c,h} and NAME_PART.{c,h} (api, https, channel, pressure)
 #   and the folders providers/hooks/ and providers/host/; providers/wire/ (the
 #   protocol every adapter speaks) includes no adapter;
+# - the engine's dependencies go one way: only engine.c (the life cycle)
+#   includes the executor (agent/exec/), and the executor does not include
+#   admission (the message-to-plan translation is agent/engine/plan_request.h);
+# - one zone type: no enum of zones besides enum mem_zone (hotplug/block.h);
+# - the previous journal's names appear nowhere (that format is not read);
 # - agent/ itself holds memgrantd's main and its set-up only: at most
 #   MAX_AGENT_C C files directly in it;
 # - no C file outside tests/ is longer than MAX_LINES lines;
@@ -81,6 +86,26 @@ for f in $(find providers -name '*.[ch]' | sort); do
 		fi
 	done
 done
+
+for f in $(find agent/engine agent/exec -name '*.[ch]' | sort); do
+	for inc in $(includes "$f"); do
+		target=$(resolve "$f" "$inc")
+		case $f:$target in
+		agent/engine/engine.c:*) ;;
+		agent/engine/*:agent/exec/*) complain "$f includes $inc: only engine.c starts the executor" ;;
+		agent/exec/*:agent/engine/admission.h) complain "$f includes $inc: the executor does not depend on admission" ;;
+		esac
+	done
+done
+
+zones=$(grep -rnE '^[[:space:]]*(typedef[[:space:]]+)?enum[[:space:]]+[a-z_]*zone[a-z_]*[[:space:]]*\{' \
+	agent providers hotplug config lib --include='*.[ch]' | grep -v '^hotplug/block.h:')
+[ -z "$zones" ] || complain "a second zone enum (use enum mem_zone, hotplug/block.h): $zones"
+
+# spelled in two pieces so that this file does not name them itself
+old_names="journal""_open|ilog_load""_old|journal""_old"
+found=$(grep -rlE "$old_names" --exclude-dir=.git --exclude-dir='build*' . 2>/dev/null | head -n 5)
+[ -z "$found" ] || complain "the previous journal's names appear in: $(echo "$found" | tr '\n' ' ')"
 
 n=$(find agent -maxdepth 1 -name '*.c' | wc -l)
 [ "$n" -le "$MAX_AGENT_C" ] || complain "agent/ holds $n C files directly, more than $MAX_AGENT_C: file them by job in its folders"

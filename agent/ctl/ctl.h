@@ -2,7 +2,8 @@
 /*
  * memgrantctl: a dispatcher over a table of {name, function, help}, one
  * file per command (like wg).  Adding a command = one line in CTL_COMMANDS
- * below plus the file that defines ctl_cmd_<name>().
+ * below plus the file that defines ctl_cmd_<name>().  What the commands on
+ * one grant or revocation share (submit, follow) is ctl_ops.h.
  *
  * A command gets the global options in struct ctl_ctx and its own argv
  * (argv[0] is the command name; getopt_long is reset, start with optind = 0

@@ -24,13 +24,6 @@
 
 struct engine;
 
-/* Ownership list for the planner, from the journal. */
-int owned_list_locked(struct engine *e, struct owned_block **out, size_t *n);
-void fill_grant_request(const struct msg *m, struct grant_request *req);
-void fill_revoke_request(const struct msg *m, struct revoke_request *req);
-/* The explicit block ids of a grant by blocks or ranges (ranges expanded). */
-int explicit_ids(const struct msg *m, uint64_t block_size, uint64_t **out, size_t *n);
-
 struct engine_source;
 struct engine_verdict;
 struct mem_table;

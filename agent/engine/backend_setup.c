@@ -27,12 +27,18 @@ static int open_through_helper(const struct mg_config *cfg, const struct mg_log 
 			log_err(log, "cannot open the sim %s for reading: %s", cfg->backend.sim.state, strerror(-r));
 	} else {
 		r = hp_sysfs_open(cfg->backend.root, &reader);
+		if (r < 0)
+			log_err(log, "cannot open the sysfs tree under %s for reading: %s", cfg->backend.root ? cfg->backend.root : "/",
+				strerror(-r));
 	}
 	if (r < 0) {
 		close(helper_fd);
 		return r;
 	}
-	return hp_privsep_open(helper_fd, reader, out);
+	r = hp_privsep_open(helper_fd, reader, out);
+	if (r < 0)
+		log_err(log, "cannot talk to the privileged helper: %s", strerror(-r));
+	return r;
 }
 
 int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
@@ -122,7 +128,14 @@ int backend_open(const struct mg_config *cfg, const struct mg_log *log, int help
 		}
 		return r;
 	}
-	return hp_sysfs_open(cfg->backend.root, out);
+	{
+		int r = hp_sysfs_open(cfg->backend.root, out);
+
+		if (r < 0)
+			log_err(log, "cannot open the sysfs tree under %s: %s", cfg->backend.root ? cfg->backend.root : "/",
+				strerror(-r));
+		return r;
+	}
 }
 
 void backend_take_over_onlining(struct engine *e)

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine's life cycle and registries: construction, start, stop,
- * reload, sources, subscribers, the queue and the main loop's wake-up.
- * The parts: admission.c (submit), executor.c (the kernel writes),
- * recovery.c (after a crash), views.c (read side), outbox.c (reports),
- * backend_setup.c (the backend), ops.c (requests in flight).
+ * The engine's life cycle, the top of agent/engine/: construction, start
+ * (the backend, the machine, the executor), stop, reload.  Nothing below
+ * calls in here: the services every part uses (wake-up, queue, sources,
+ * subscribers) are registry.c, so the executor depends on the registry and
+ * this file on the executor, one way.  The map of the parts is
+ * engine_impl.h.
  */
 #include "agent/engine/engine.h"
 
@@ -15,128 +16,6 @@
 #include "agent/engine/backend_setup.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor.h"
-
-void engine_notify(struct engine *e)
-{
-	uint64_t one = 1;
-
-	if (write(e->notify_fd, &one, sizeof(one)) < 0) {
-		/* the counter is saturated or closed: the main loop wakes anyway */
-	}
-}
-
-int engine_notify_fd(struct engine *e)
-{
-	return e->notify_fd;
-}
-
-void engine_notify_drain(struct engine *e)
-{
-	uint64_t n;
-
-	if (read(e->notify_fd, &n, sizeof(n)) < 0) {
-		/* nothing pending */
-	}
-}
-
-struct event_bus *engine_events(struct engine *e)
-{
-	return e->events;
-}
-
-void engine_enqueue_locked(struct engine *e, struct op *o)
-{
-	if (e->queue_tail)
-		e->queue_tail->next = o;
-	else
-		e->queue_head = o;
-	e->queue_tail = o;
-	pthread_cond_broadcast(&e->cond);
-	engine_notify(e);
-}
-
-/* ---- sources and subscribers ------------------------------------------------ */
-
-static struct engine_source *source_find_locked(struct engine *e, const char *name)
-{
-	for (size_t i = 0; i < e->n_sources; i++)
-		if (streq(e->sources[i].name, name))
-			return &e->sources[i];
-	return NULL;
-}
-
-static struct engine_source *source_new_locked(struct engine *e, const char *name, unsigned flags)
-{
-	struct engine_source *s;
-
-	if (e->n_sources >= ENGINE_SOURCES_MAX)
-		return NULL;
-	s = &e->sources[e->n_sources++];
-	snprintf(s->name, sizeof(s->name), "%s", name);
-	s->flags = flags;
-	if (flags & ENGINE_SOURCE_REPORTS)
-		outbox_register_locked(e, name);
-	return s;
-}
-
-const struct engine_source *engine_source_intern_locked(struct engine *e, const char *name)
-{
-	struct engine_source *s = source_find_locked(e, name);
-
-	return s ? s : source_new_locked(e, name, ENGINE_SOURCE_REPORTS);
-}
-
-int engine_source_add(struct engine *e, const char *name, unsigned flags, struct engine_source **out)
-{
-	struct engine_source *s;
-	int r = 0;
-
-	if (!msg_id_valid(name))
-		return -EINVAL;
-	pthread_mutex_lock(&e->lock);
-	s = source_find_locked(e, name);
-	if (s && s->flags != flags)
-		r = -EEXIST;
-	else if (!s && !(s = source_new_locked(e, name, flags)))
-		r = -ENOSPC;
-	pthread_mutex_unlock(&e->lock);
-	if (r == 0 && out)
-		*out = s;
-	return r;
-}
-
-const char *engine_source_name(const struct engine_source *s)
-{
-	return s->name;
-}
-
-int engine_subscribe(struct engine *e, engine_transition_fn *fn, void *ctx)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&e->lock);
-	if (e->n_subs >= ENGINE_SUBSCRIBERS_MAX) {
-		r = -ENOSPC;
-	} else {
-		e->subs[e->n_subs].fn = fn;
-		e->subs[e->n_subs].ctx = ctx;
-		e->n_subs++;
-	}
-	pthread_mutex_unlock(&e->lock);
-	return r;
-}
-
-void engine_unsubscribe(struct engine *e, engine_transition_fn *fn, void *ctx)
-{
-	pthread_mutex_lock(&e->lock);
-	for (size_t i = 0; i < e->n_subs; i++)
-		if (e->subs[i].fn == fn && e->subs[i].ctx == ctx) {
-			memmove(&e->subs[i], &e->subs[i + 1], (e->n_subs - i - 1) * sizeof(e->subs[0]));
-			e->n_subs--;
-			break;
-		}
-	pthread_mutex_unlock(&e->lock);
-}
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
@@ -181,19 +60,22 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 	settings_from(&e->set, cfg);
 	if (!e->agent_id || !e->state_dir) {
 		r = -ENOMEM;
+		log_err(&e->log, "cannot start the engine: %s", strerror(-r));
 		goto fail;
 	}
 	e->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (e->notify_fd < 0) {
 		r = -errno;
+		log_err(&e->log, "cannot create the engine's eventfd: %s", strerror(-r));
 		goto fail;
 	}
 	r = metrics_new(&e->metrics);
-	if (r < 0)
+	if (r == 0)
+		r = events_new(1024, &e->events);
+	if (r < 0) {
+		log_err(&e->log, "cannot set up the metrics and the event bus: %s", strerror(-r));
 		goto fail;
-	r = events_new(1024, &e->events);
-	if (r < 0)
-		goto fail;
+	}
 	r = intentlog_open(e->state_dir, NULL, &e->journal, &opened, err, sizeof(err));
 	if (r < 0) {
 		log_err(&e->log, "journal %s: %s", e->state_dir, err[0] ? err : strerror(-r));
@@ -205,10 +87,8 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 			 (unsigned long long)opened.torn_offset, opened.torn_why);
 	r = backend_open(cfg, &e->log, helper_fd, &e->backend);
 	helper_fd = -1;
-	if (r < 0) {
-		log_err(&e->log, "%s backend: %s", mg_backend_type_name(cfg->backend.type), strerror(-r));
-		goto fail;
-	}
+	if (r < 0)
+		goto fail; /* backend_open() said why, with the path */
 	r = machine_open(e);
 	if (r < 0) {
 		log_err(&e->log, "cannot read the memory blocks: %s", strerror(-r));
@@ -227,9 +107,15 @@ int engine_start(struct engine *e)
 {
 	int r = exec_start(e);
 
+	/* a failed recovery logged its own line (recovery_run()) */
+	if (r < 0 && !e->executor_started)
+		log_err(&e->log, "cannot start the executor thread: %s", strerror(-r));
+	if (r < 0)
+		return r;
 	/* after recovery, whose writes are the engine's own */
-	if (r == 0)
-		r = machine_start(e);
+	r = machine_start(e);
+	if (r < 0)
+		log_err(&e->log, "cannot start the live table's watcher thread: %s", strerror(-r));
 	return r;
 }
 

@@ -1,12 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine's state, shared by its parts (agent/engine/engine.c, admission.c,
- * executor.c, recovery.c, views.c, outbox.c, backend_setup.c); nothing
- * outside agent/ includes this.
+ * The engine's state, shared by its parts; nothing outside agent/engine/
+ * and agent/exec/ includes this.  The map, top to bottom (a part calls only
+ * parts below it or beside it):
+ *   engine.c         life cycle: new, start, stop, free, reload (the top)
+ *   admission.c      engine_submit(): numbering, precheck, journal, queue
+ *   dryrun.c         engine_dry_run(): admission's precheck, nothing kept
+ *   adopt.c          engine_adopt(): blocks online outside memgrant into a grant
+ *   cancel.c         engine_cancel(): queued ops ended, the running one asked
+ *   views.c          the read side: status, grant, blocks, memory
+ *   outbox.c         reports waiting for their source, acknowledgements
+ *   machine.c        the live table's watcher: blocks that left a grant
+ *   backend_setup.c  the backend the configuration names
+ *   agent/exec/      executor.c, grant.c, revoke.c, recovery.c: kernel writes
+ *   plan_request.c   message to planner request; the ownership list
+ *   ops.c            one op: its report, publishing (journal, bus, subscribers)
+ *   events.c         the event bus;  metrics.c  the counters
+ *   registry.c       the bottom: wake-up, queue, sources, subscribers
  *
  * Locking: e->lock guards the journal, the queue, the sources, the outbox
- * registry, the subscribers and the settings.  It is never held across a
- * kernel write.  Kernel writes happen on the executor thread only.
+ * registry, the subscribers, the settings and the running op's shared
+ * fields (ops.h says which).  It is never held across a kernel write.
+ * Kernel writes happen on the executor thread only.
  */
 #pragma once
 

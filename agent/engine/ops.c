@@ -12,7 +12,6 @@
 #include "lib/timeutil.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
-#include "agent/exec/executor.h"
 
 
 struct op *op_new(struct msg *m, const struct engine_source *src)

@@ -6,8 +6,21 @@
  * the event bus, and handed to the subscribers as typed transitions.
  *
  * Contract: op_publish_locked() and op_report() are called with the engine
- * lock held; op_* helpers that only touch O need no lock when O is owned by
- * the caller (not yet queued, or running on the executor).
+ * lock held; op_* helpers that only touch O need no lock while O is the
+ * caller's alone (not yet queued).
+ *
+ * Who touches the running op (e->running):
+ * - the executor thread sets and clears e->running, and is the only thread
+ *   that writes the op's plan and progress (state, blocks_total,
+ *   blocks_done, outcomes, busy, budget, the intent); it writes them under
+ *   e->lock, since the views, admission and cancel read them under it, and
+ *   may read them without it;
+ * - other threads write only, and always under e->lock: applied_bytes,
+ *   decisions and done[] (the live table's watcher, machine.c, when a block
+ *   of the running grant leaves it outside memgrant), cancel_requested and
+ *   cancel_by (engine_cancel());
+ * - so the executor reads those under e->lock too (applied_bytes_of(),
+ *   cancel_requested(), the *_locked record callbacks).
  */
 #pragma once
 

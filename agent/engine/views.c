@@ -11,7 +11,6 @@
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
-#include "agent/exec/executor.h"
 
 
 const char *engine_backend_root(struct engine *e)

@@ -17,7 +17,6 @@
 #include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor_impl.h"
 #include "agent/exec/recovery.h"
@@ -157,6 +156,16 @@ int stop_op(struct engine *e, struct op *o, const struct mem_table *t)
 	op_close_intent_locked(e, o, t);
 	pthread_mutex_unlock(&e->lock);
 	return -ECANCELED;
+}
+
+uint64_t applied_bytes_of(struct engine *e, const struct op *o)
+{
+	uint64_t a;
+
+	pthread_mutex_lock(&e->lock);
+	a = o->applied_bytes;
+	pthread_mutex_unlock(&e->lock);
+	return a;
 }
 
 /* Ends O: applied (OK == TOTAL), partial or failed, with fresh memory

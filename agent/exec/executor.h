@@ -41,8 +41,6 @@ struct exec_step {
 };
 int exec_block_step(struct engine *e, const struct exec_step *s, struct block_result *res);
 
-/* CLOCK_MONOTONIC in seconds. */
-
 /* Starts the executor thread (recovery first); engine_start() waits for
  * the recovery's result. */
 int exec_start(struct engine *e);

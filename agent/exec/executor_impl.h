@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The executor's parts (executor.c: the thread and the block step;
- * exec_grant.c; exec_revoke.c) share these.  Executor thread only, as
+ * grant.c; revoke.c) share these.  Executor thread only, as
  * executor.h says; none holds the engine lock across a kernel write.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hotplug/blockops.h"
 
@@ -35,6 +36,9 @@ bool cancel_requested(struct engine *e, const struct op *o);
  * -HP_EWRITER_GONE: whether the last write landed only the kernel knows, and
  * the next start reads it.  Either way O resumes at the next start. */
 int stop_op(struct engine *e, struct op *o, const struct mem_table *t);
+/* O's applied_bytes, read under the engine lock: the watcher may change it
+ * while O runs (ops.h, "who touches the running op"). */
+uint64_t applied_bytes_of(struct engine *e, const struct op *o);
 /* O ends with OK of TOTAL blocks done: its state, record and report; when
  * the helper is gone under an open intent, stop_op() instead. */
 void finish_op(struct engine *e, struct op *o, size_t ok, size_t total);

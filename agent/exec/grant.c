@@ -12,7 +12,7 @@
 #include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "agent/engine/admission.h"
+#include "agent/engine/plan_request.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor.h"
 #include "agent/exec/executor_impl.h"
@@ -64,6 +64,15 @@ static void record_grant_step(struct engine *e, void *ctx, const struct block_re
 	op_publish_locked(e, o, gs->t);
 }
 
+/* Every block of O was brought up before (a resumed grant): nothing to do. */
+static void finish_grant_early(struct engine *e, struct op *o, size_t mine)
+{
+	pthread_mutex_lock(&e->lock);
+	o->blocks_total = mine;
+	pthread_mutex_unlock(&e->lock);
+	finish_op(e, o, mine, mine);
+}
+
 int exec_run_grant(struct engine *e, struct op *o)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
@@ -109,12 +118,13 @@ int exec_run_grant(struct engine *e, struct op *o)
 
 	fill_grant_request(o->msg, &req);
 	if (req.by == GRANT_BY_SIZE) {
-		if (o->applied_bytes >= req.size) {
-			o->blocks_total = mine;
-			finish_op(e, o, mine, mine);
+		uint64_t applied = applied_bytes_of(e, o);
+
+		if (applied >= req.size) {
+			finish_grant_early(e, o, mine);
 			return 0;
 		}
-		req.size -= o->applied_bytes;
+		req.size -= applied;
 	} else {
 		/* by blocks or ranges: what is left are the listed blocks it does not own yet */
 		size_t k = 0;
@@ -129,8 +139,7 @@ int exec_run_grant(struct engine *e, struct op *o)
 				ids[k++] = ids[i];
 		}
 		if (k == 0) {
-			o->blocks_total = mine;
-			finish_op(e, o, mine, mine);
+			finish_grant_early(e, o, mine);
 			return 0;
 		}
 		req.by = GRANT_BY_BLOCKS;

@@ -199,8 +199,11 @@ static int recover_intents(struct engine *e)
 	pthread_mutex_lock(&e->lock);
 	r = intentlog_open_intents(e->journal, &its, &n);
 	pthread_mutex_unlock(&e->lock);
-	if (r < 0)
+	if (r < 0) {
+		log_err(&e->log, "recovery: cannot read the open intents of the journal in %s: %s", e->state_dir,
+			strerror(-r));
 		return r;
+	}
 	if (n == 0) {
 		intentlog_intents_free(its, n);
 		return 0;
@@ -293,6 +296,8 @@ static int requeue_unfinished(struct engine *e)
 
 	pthread_mutex_lock(&e->lock);
 	r = intentlog_list_grants(e->journal, &gs, &n);
+	if (r < 0)
+		log_err(&e->log, "recovery: cannot list the journaled requests in %s: %s", e->state_dir, strerror(-r));
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		const struct engine_source *src;
 		struct msg_error err;
@@ -364,6 +369,8 @@ static void warn_foreign_standby(struct engine *e)
 			 "they stay foreign, owned by no grant and never revoked", e->state_dir, n, n == 1 ? " is" : "s are", list);
 }
 
+/* Logs every failure itself (one line, with its context): engine_start()
+ * and memgrantd only stop. */
 int recovery_run(struct engine *e)
 {
 	int r;

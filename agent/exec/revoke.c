@@ -13,7 +13,7 @@
 #include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "agent/engine/admission.h"
+#include "agent/engine/plan_request.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor.h"
 #include "agent/exec/executor_impl.h"
@@ -110,7 +110,7 @@ int exec_run_revoke(struct engine *e, struct op *o)
 	_cleanup_free_ struct intentlog_target *targets = NULL;
 	struct revoke_request req;
 	size_t n_owned = 0, n_busy = 0, k = 0;
-	bool resumed = o->applied_bytes > 0;
+	bool resumed = applied_bytes_of(e, o) > 0;
 	uint64_t budget_ms, want;
 	double deadline;
 	int r;
@@ -127,11 +127,13 @@ int exec_run_revoke(struct engine *e, struct op *o)
 
 	fill_revoke_request(o->msg, &req);
 	if (req.by == REVOKE_BY_SIZE) {
-		if (o->applied_bytes >= req.size) {
+		uint64_t applied = applied_bytes_of(e, o);
+
+		if (applied >= req.size) {
 			finish_op(e, o, o->blocks_done, o->blocks_done);
 			return 0;
 		}
-		req.size -= o->applied_bytes;
+		req.size -= applied;
 	} else if (req.by == REVOKE_BY_BLOCKS) {
 		ids = calloc(o->msg->n_blocks + 1, sizeof(*ids));
 		if (!ids)
@@ -182,7 +184,7 @@ int exec_run_revoke(struct engine *e, struct op *o)
 	/* First pass in the planner's order; blocks that are busy are retried
 	 * while the budget lasts, with pauses growing from 250 ms to 1 s, since
 	 * pages in use may move away (W6). */
-	for (unsigned pass = 0; o->applied_bytes < want; pass++) {
+	for (unsigned pass = 0; applied_bytes_of(e, o) < want; pass++) {
 		const uint64_t *cand = pass == 0 ? p->blocks : busy;
 		size_t n = pass == 0 ? p->n : n_busy, next_busy = 0;
 
@@ -196,7 +198,7 @@ int exec_run_revoke(struct engine *e, struct op *o)
 				break;
 			nanosleep(&pause, NULL);
 		}
-		for (size_t i = 0; i < n && o->applied_bytes < want; i++) {
+		for (size_t i = 0; i < n && applied_bytes_of(e, o) < want; i++) {
 			struct revoke_step rs = { .o = o, .block = cand[i], .t = t, .busy = busy, .n_busy = &next_busy };
 			struct exec_step step = { .kind = ILOG_DOWN, .block = cand[i], .deadline = deadline,
 						  .owner = o->msg->id, .record_locked = record_revoke_step, .ctx = &rs };

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The forwarding backend (contract in privsep.h).
+ * The forwarding backend (contract in client.h).
  */
 #include "hotplug/privsep/client.h"
 #include "hotplug/privsep/serve.h"

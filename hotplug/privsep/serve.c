@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The privileged helper's request loop (contract in privhelper.h).
+ * The privileged helper's request loop (contract in serve.h).
  *
  * Every request is checked completely before anything is written; a check
  * that fails ends the loop, because only a broken or subverted peer sends

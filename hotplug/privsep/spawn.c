@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The privileged helper process (contract in helper.h).
+ * The privileged helper process (contract in spawn.h).
  */
 #include "hotplug/privsep/spawn.h"
 #include "hotplug/privsep/sandbox.h"
@@ -170,9 +170,17 @@ int helper_start(const struct helper_spec *spec, const struct mg_log *log, const
 	while (n < 0 && errno == EINTR);
 	if (n != (ssize_t)sizeof(hello) || hello.magic != PH_MAGIC || hello.err != 0) {
 		int r = n == (ssize_t)sizeof(hello) && hello.err > 0 ? -hello.err : -EPIPE;
+		int status = 0;
 		close(out->fd);
 		out->fd = -1;
-		helper_reap(out, log);
+		/* a helper that exits logged why itself (main.c, exec_helper()): one
+		 * line per failure; only a death by a signal is ours to tell */
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		out->pid = 0;
+		if (WIFSIGNALED(status))
+			log_err(log, "privileged helper: killed by %s before it was ready%s", strsignal(WTERMSIG(status)),
+				WTERMSIG(status) == SIGSYS ? " (a system call outside its seccomp filter)" : "");
 		return r;
 	}
 	return 0;

@@ -23,6 +23,10 @@
  * In the parent, helper_start() returns once the helper said hello, i.e.
  * its backend is open; the socket then goes to hp_privsep_open().
  * Must be called while the process has a single thread.
+ *
+ * Failures are logged once, with their context, where they happen: here
+ * (the lock, the fork), or by the helper itself on the shared stderr (the
+ * backend it cannot open, the sandbox); the caller only stops.
  */
 #pragma once
 

@@ -109,7 +109,7 @@ static bool block_eq(const struct sim_block *a, const struct sim_block *b)
 }
 
 /* The first block from FROM towards TO (exclusive, either direction) online in Z. */
-static int find_online(struct txn *t, enum zone z, uint64_t from, uint64_t to, uint64_t *out)
+static int find_online(struct txn *t, enum mem_zone z, uint64_t from, uint64_t to, uint64_t *out)
 {
 	int err = 0;
 
@@ -142,7 +142,7 @@ static int txn_set(struct txn *t, uint64_t id, const struct sim_block *nw)
 	*b = *nw;
 	sim_summary_count(&t->sum, nw, 1);
 	if (old.state != MEM_STATE_OFFLINE && (nw->state == MEM_STATE_OFFLINE || nw->zone != old.zone)) {
-		enum zone z = old.zone;
+		enum mem_zone z = old.zone;
 
 		if (id == sp->lo[z]) {
 			r = find_online(t, z, id + 1, sp->hi[z], &j);
@@ -188,7 +188,7 @@ static int txn_commit(struct txn *t, uint64_t id, const struct sim_block *old,
 {
 	struct sim_marker m = { .dirty = true, .has_id = true, .id = id, .sp = old_sum->sp };
 	struct sim_block *nw;
-	uint64_t ranges[2 * ZONE_COUNT][2];
+	uint64_t ranges[2 * SIM_NZONES][2];
 	size_t nr;
 	int r = 0;
 
@@ -288,7 +288,7 @@ static int txn_repair(struct txn *t, const struct sim_marker *m)
 {
 	_cleanup_free_ struct sim_block *all = NULL;
 	struct sim_settings *s = t->s;
-	uint64_t ranges[2 * ZONE_COUNT][2];
+	uint64_t ranges[2 * SIM_NZONES][2];
 	size_t nr;
 	int r;
 
@@ -398,7 +398,7 @@ static int do_offline(struct txn *t, uint64_t id, const struct sim_block *old)
 	nw = *old;
 	if (err == 0) {
 		nw.state = MEM_STATE_OFFLINE;
-		nw.zone = ZONE_NONE;
+		nw.zone = MEM_ZONE_NONE;
 	}
 	old_sum = t->sum;
 	r = txn_set(t, id, &nw);

@@ -39,14 +39,16 @@
 #define SIM_FORMAT 2
 #define SIM_CHUNK 256 /* blocks per records file */
 
-enum zone { ZONE_NONE, ZONE_DMA, ZONE_NORMAL, ZONE_MOVABLE, ZONE_COUNT };
-extern const char *const sim_zone_names[ZONE_COUNT];
+/* The sim's zones (enum mem_zone, hotplug/block.h), in the summary file's
+ * order; an offline block is in MEM_ZONE_NONE. */
+#define SIM_NZONES 3
+extern const enum mem_zone sim_zones[SIM_NZONES];
 
 struct sim_block {
 	bool configured;
 	bool memmap;
 	enum mem_state state; /* OFFLINE, ONLINE or GOING_OFFLINE */
-	enum zone zone;       /* when not offline */
+	enum mem_zone zone;   /* when not offline; MEM_ZONE_NONE when offline */
 };
 
 struct id_list {
@@ -109,7 +111,7 @@ struct sim_settings {
 
 /* [lo, hi) in block ids of the blocks not offline, per zone (A9, W5). */
 struct sim_spans {
-	uint64_t lo[ZONE_COUNT], hi[ZONE_COUNT];
+	uint64_t lo[MEM_ZONE_COUNT], hi[MEM_ZONE_COUNT];
 };
 
 struct sim_summary {
@@ -175,8 +177,8 @@ void sim_spans_empty(struct sim_spans *sp);
  * returns how many (at most 2 per zone). */
 size_t sim_spans_diff(const struct sim_spans *a, const struct sim_spans *b, uint64_t r[][2]);
 
-enum zone sim_kernel_zone(const struct sim_settings *s, uint64_t id);
-enum zone sim_zone_for(const struct sim_settings *s, const struct sim_spans *sp, uint64_t id,
+enum mem_zone sim_kernel_zone(const struct sim_settings *s, uint64_t id);
+enum mem_zone sim_zone_for(const struct sim_settings *s, const struct sim_spans *sp, uint64_t id,
 		       enum online_type t);
 /* valid_zones of a configured block (A9). */
 void sim_valid_zones(const struct sim_settings *s, const struct sim_spans *sp, uint64_t id,

@@ -10,6 +10,7 @@
 #include "lib/json.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
+#include "hotplug/words.h"
 
 #include <ctype.h>
 #include <fcntl.h>
@@ -24,15 +25,13 @@
 
 /* jansson.h provides json_decrefp(). */
 
-const char *const sim_zone_names[ZONE_COUNT] = {
-	[ZONE_NONE] = "none", [ZONE_DMA] = "DMA", [ZONE_NORMAL] = "Normal", [ZONE_MOVABLE] = "Movable",
-};
+const enum mem_zone sim_zones[SIM_NZONES] = { MEM_ZONE_DMA, MEM_ZONE_NORMAL, MEM_ZONE_MOVABLE };
 
 /* One character each in a records line: config memmap state zone. */
 static const char state_chars[] = { [MEM_STATE_OFFLINE] = '-', [MEM_STATE_ONLINE] = 'o',
 				     [MEM_STATE_GOING_OFFLINE] = 'g' };
-static const char zone_chars[] = { [ZONE_NONE] = '-', [ZONE_DMA] = 'D', [ZONE_NORMAL] = 'N',
-				   [ZONE_MOVABLE] = 'M' };
+static const char zone_chars[] = { [MEM_ZONE_NONE] = '-', [MEM_ZONE_DMA] = 'D', [MEM_ZONE_NORMAL] = 'N',
+				   [MEM_ZONE_MOVABLE] = 'M' };
 
 void sim_settings_free(struct sim_settings *s)
 {
@@ -156,11 +155,12 @@ static int get_ids(json_t *o, const char *key, struct id_list *l)
 	return 0;
 }
 
-static int zone_parse(const char *s, enum zone *z)
+/* Exactly as the kernel spells them, and only the sim's zones. */
+static int zone_parse(const char *s, enum mem_zone *z)
 {
-	for (size_t i = ZONE_DMA; i < ZONE_COUNT; i++)
-		if (streq(s, sim_zone_names[i])) {
-			*z = (enum zone)i;
+	for (size_t i = 0; i < SIM_NZONES; i++)
+		if (streq(s, words_zone_kernel_name(sim_zones[i]))) {
+			*z = sim_zones[i];
 			return 0;
 		}
 	return -EINVAL;
@@ -207,7 +207,7 @@ static int load_v1_blocks(json_t *blocks, struct sim_settings *s, const char *pa
 		if (b->state == MEM_STATE_OFFLINE) {
 			if (zn[0])
 				return fail(err, errlen, -EINVAL, path, "block %zu: offline block with zone \"%s\"", i, zn);
-			b->zone = ZONE_NONE;
+			b->zone = MEM_ZONE_NONE;
 		} else if (b->configured && zone_parse(zn, &b->zone) < 0) {
 			return fail(err, errlen, -EINVAL, path, "block %zu: unknown zone \"%s\"", i, zn);
 		}
@@ -478,8 +478,8 @@ int sim_chunk_parse(const struct sim_settings *s, uint64_t k, const char *buf, s
 		b->configured = p[0] == '1';
 		b->memmap = p[1] == '1';
 		b->state = (enum mem_state)st;
-		b->zone = (enum zone)zn;
-		if ((b->state == MEM_STATE_OFFLINE) != (b->zone == ZONE_NONE))
+		b->zone = (enum mem_zone)zn;
+		if ((b->state == MEM_STATE_OFFLINE) != (b->zone == MEM_ZONE_NONE))
 			return fail(err, errlen, -EINVAL, path, "block %" PRIu64 ": %s block with zone '%c'", id,
 				    mem_state_name(b->state), p[3]);
 		if (check_block(s, b, path, id, err, errlen) < 0)
@@ -560,7 +560,7 @@ int sim_records_load(const struct sim_settings *s, struct sim_block **out, char 
 
 void sim_spans_empty(struct sim_spans *sp)
 {
-	for (int z = 0; z < ZONE_COUNT; z++) {
+	for (int z = 0; z < MEM_ZONE_COUNT; z++) {
 		sp->lo[z] = UINT64_MAX;
 		sp->hi[z] = 0;
 	}
@@ -588,7 +588,7 @@ void sim_summary_compute(const struct sim_block *all, uint64_t n, struct sim_sum
 		const struct sim_block *b = &all[i];
 
 		sim_summary_count(out, b, 1);
-		if (b->state == MEM_STATE_OFFLINE || b->zone == ZONE_NONE)
+		if (b->state == MEM_STATE_OFFLINE || b->zone == MEM_ZONE_NONE)
 			continue;
 		if (i < out->sp.lo[b->zone])
 			out->sp.lo[b->zone] = i;
@@ -614,12 +614,11 @@ int sim_summary_parse(const struct sim_settings *s, const char *text, size_t len
 			return -EINVAL;
 		p = end;
 	}
-	for (int z = ZONE_DMA; z < ZONE_COUNT; z++) {
-		out->sp.lo[z] = v[(z - 1) * 2];
-		out->sp.hi[z] = v[(z - 1) * 2 + 1];
+	sim_spans_empty(&out->sp);
+	for (size_t i = 0; i < SIM_NZONES; i++) {
+		out->sp.lo[sim_zones[i]] = v[i * 2];
+		out->sp.hi[sim_zones[i]] = v[i * 2 + 1];
 	}
-	out->sp.lo[ZONE_NONE] = UINT64_MAX;
-	out->sp.hi[ZONE_NONE] = 0;
 	out->online_mm = v[6];
 	out->online_nomm = v[7];
 	out->conf_nomm = v[8];
@@ -649,8 +648,8 @@ size_t sim_summary_format(const struct sim_settings *s, const struct sim_summary
 		       " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " 0\n"
 		       "# spans DMA Normal Movable [lo hi), online memmap-in, online memmap-out, "
 		       "configured memmap-out, blocks, 0\n",
-		       sum->sp.lo[ZONE_DMA], sum->sp.hi[ZONE_DMA], sum->sp.lo[ZONE_NORMAL], sum->sp.hi[ZONE_NORMAL],
-		       sum->sp.lo[ZONE_MOVABLE], sum->sp.hi[ZONE_MOVABLE], sum->online_mm, sum->online_nomm,
+		       sum->sp.lo[MEM_ZONE_DMA], sum->sp.hi[MEM_ZONE_DMA], sum->sp.lo[MEM_ZONE_NORMAL], sum->sp.hi[MEM_ZONE_NORMAL],
+		       sum->sp.lo[MEM_ZONE_MOVABLE], sum->sp.hi[MEM_ZONE_MOVABLE], sum->online_mm, sum->online_nomm,
 		       sum->conf_nomm, s->n_blocks);
 }
 
@@ -673,7 +672,8 @@ size_t sim_spans_diff(const struct sim_spans *a, const struct sim_spans *b, uint
 {
 	size_t n = 0, m = 0;
 
-	for (int z = ZONE_DMA; z < ZONE_COUNT; z++) {
+	for (size_t i = 0; i < SIM_NZONES; i++) {
+		enum mem_zone z = sim_zones[i];
 		bool ea = a->lo[z] >= a->hi[z], eb = b->lo[z] >= b->hi[z];
 
 		if (ea && eb)
@@ -713,41 +713,42 @@ size_t sim_spans_diff(const struct sim_spans *a, const struct sim_spans *b, uint
 
 /* ---- zones (A9, W5, D3) ----------------------------------------------------------- */
 
-enum zone sim_kernel_zone(const struct sim_settings *s, uint64_t id)
+enum mem_zone sim_kernel_zone(const struct sim_settings *s, uint64_t id)
 {
-	return id * s->block_size < DMA_LIMIT ? ZONE_DMA : ZONE_NORMAL;
+	return id * s->block_size < DMA_LIMIT ? MEM_ZONE_DMA : MEM_ZONE_NORMAL;
 }
 
-enum zone sim_zone_for(const struct sim_settings *s, const struct sim_spans *sp, uint64_t id,
+enum mem_zone sim_zone_for(const struct sim_settings *s, const struct sim_spans *sp, uint64_t id,
 		       enum online_type t)
 {
-	enum zone kz = sim_kernel_zone(s, id);
+	enum mem_zone kz = sim_kernel_zone(s, id);
 	bool in_kernel, in_movable;
 
 	if (t == ONLINE_KERNEL)
 		return kz;
 	if (t == ONLINE_MOVABLE)
-		return ZONE_MOVABLE;
+		return MEM_ZONE_MOVABLE;
 	/* contig-zones: inherit the zone whose span the block is in, when only one is. */
 	in_kernel = id >= sp->lo[kz] && id < sp->hi[kz];
-	in_movable = id >= sp->lo[ZONE_MOVABLE] && id < sp->hi[ZONE_MOVABLE];
+	in_movable = id >= sp->lo[MEM_ZONE_MOVABLE] && id < sp->hi[MEM_ZONE_MOVABLE];
 	if (in_kernel != in_movable)
-		return in_kernel ? kz : ZONE_MOVABLE;
+		return in_kernel ? kz : MEM_ZONE_MOVABLE;
 	return kz;
 }
 
 void sim_valid_zones(const struct sim_settings *s, const struct sim_spans *sp, uint64_t id,
 		     const struct sim_block *b, char *buf, size_t len)
 {
-	enum zone def, kz;
+	enum mem_zone def, kz;
 
 	if (b->state != MEM_STATE_OFFLINE) {
-		snprintf(buf, len, "%s", sim_zone_names[b->zone]);
+		snprintf(buf, len, "%s", words_zone_kernel_name(b->zone));
 		return;
 	}
 	def = sim_zone_for(s, sp, id, ONLINE_DEFAULT);
 	kz = sim_kernel_zone(s, id);
-	snprintf(buf, len, "%s %s", sim_zone_names[def], sim_zone_names[def == ZONE_MOVABLE ? kz : ZONE_MOVABLE]);
+	snprintf(buf, len, "%s %s", words_zone_kernel_name(def),
+		 words_zone_kernel_name(def == MEM_ZONE_MOVABLE ? kz : MEM_ZONE_MOVABLE));
 }
 
 uint64_t sim_mem_total(const struct sim_settings *s, const struct sim_summary *sum)
@@ -812,9 +813,9 @@ void sim_marker_parse(const char *text, size_t len, struct sim_marker *m)
 		m->has_id = true;
 	}
 	sim_spans_empty(&m->sp);
-	for (int z = ZONE_DMA; z < ZONE_COUNT; z++) {
-		m->sp.lo[z] = v[(z - 1) * 2];
-		m->sp.hi[z] = v[(z - 1) * 2 + 1];
+	for (size_t i = 0; i < SIM_NZONES; i++) {
+		m->sp.lo[sim_zones[i]] = v[i * 2];
+		m->sp.hi[sim_zones[i]] = v[i * 2 + 1];
 	}
 }
 
@@ -847,8 +848,8 @@ void sim_marker_format(const struct sim_marker *m, char buf[static SIM_MARKER_LE
 		else
 			snprintf(id, sizeof(id), "-");
 		len = snprintf(buf, SIM_MARKER_LEN, "dirty %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-			       " %" PRIu64, id, m->sp.lo[ZONE_DMA], m->sp.hi[ZONE_DMA], m->sp.lo[ZONE_NORMAL],
-			       m->sp.hi[ZONE_NORMAL], m->sp.lo[ZONE_MOVABLE], m->sp.hi[ZONE_MOVABLE]);
+			       " %" PRIu64, id, m->sp.lo[MEM_ZONE_DMA], m->sp.hi[MEM_ZONE_DMA], m->sp.lo[MEM_ZONE_NORMAL],
+			       m->sp.hi[MEM_ZONE_NORMAL], m->sp.lo[MEM_ZONE_MOVABLE], m->sp.hi[MEM_ZONE_MOVABLE]);
 	}
 	buf[len] = ' ';
 	buf[SIM_MARKER_LEN - 1] = '\n';

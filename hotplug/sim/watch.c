@@ -172,7 +172,7 @@ static int diff_chunk(struct sim_watch *w, uint64_t k, struct idset *v)
 /* Offline blocks whose default zone moved with the spans. */
 static int diff_spans(struct sim_watch *w, const struct sim_spans *old, struct idset *v)
 {
-	uint64_t ranges[2 * ZONE_COUNT][2];
+	uint64_t ranges[2 * SIM_NZONES][2];
 	size_t nr = sim_spans_diff(old, &w->sp, ranges);
 
 	for (size_t i = 0; i < nr; i++)

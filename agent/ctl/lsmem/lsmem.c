@@ -10,26 +10,10 @@
 
 #include "lib/size.h"
 #include "lib/util.h"
+#include "hotplug/words.h"
 
-/* Zone names as lsmem spells them; valid_zones words map onto these. */
-enum zone_id {
-	ZONE_DMA,
-	ZONE_DMA32,
-	ZONE_NORMAL,
-	ZONE_HIGHMEM,
-	ZONE_MOVABLE,
-	ZONE_DEVICE,
-	ZONE_NONE,
-	ZONE_UNKNOWN,
-	MAX_NR_ZONES,
-};
-
-static const char *const zone_names[] = {
-	[ZONE_DMA] = "DMA",         [ZONE_DMA32] = "DMA32",
-	[ZONE_NORMAL] = "Normal",   [ZONE_HIGHMEM] = "Highmem",
-	[ZONE_MOVABLE] = "Movable", [ZONE_DEVICE] = "Device",
-	[ZONE_NONE] = "None",       [ZONE_UNKNOWN] = "Unknown",
-};
+/* A row holds at most this many zones (valid_zones words, enum mem_zone). */
+#define MAX_NR_ZONES MEM_ZONE_COUNT
 
 struct coldesc {
 	const char *name;
@@ -284,12 +268,10 @@ struct view {
 	uint64_t mem_online, mem_offline;
 };
 
-static int zone_id(const char *name, size_t n)
+/* lsmem capitalises the kernel's "none" (util-linux zone_names[]). */
+static const char *zone_shown(int z)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(zone_names); i++)
-		if (strlen(zone_names[i]) == n && strncasecmp(name, zone_names[i], n) == 0)
-			return (int)i;
-	return ZONE_UNKNOWN;
+	return z == MEM_ZONE_NONE ? "None" : words_zone_kernel_name((enum mem_zone)z);
 }
 
 static bool block_listed(const struct view *v, const struct mem_block *b)
@@ -328,7 +310,7 @@ static void block_to_row(const struct view *v, const struct mem_block *b, struct
 			n = strcspn(p, " \n");
 			if (!n)
 				break;
-			r->zones[r->nr_zones++] = zone_id(p, n);
+			r->zones[r->nr_zones++] = (int)words_zone_kernel_parse(p, n);
 			p += n;
 		}
 	}
@@ -350,7 +332,7 @@ static bool mergeable(const struct view *v, const struct row *cur, const struct 
 		if (cur->nr_zones != r->nr_zones)
 			return false;
 		for (int i = 0; i < cur->nr_zones; i++)
-			if (cur->zones[i] == ZONE_UNKNOWN || cur->zones[i] != r->zones[i])
+			if (cur->zones[i] == MEM_ZONE_UNKNOWN || cur->zones[i] != r->zones[i])
 				return false;
 	}
 	if (v->split[LSMEM_COL_CONFIGURED] && cur->config != r->config)
@@ -484,7 +466,7 @@ static int cell_text(const struct view *v, int id, const struct row *r, char **o
 		for (int j = 0; j < r->nr_zones; j++) {
 			if (j)
 				strcat(buf, "/");
-			strcat(buf, zone_names[r->zones[j]]); /* at most 8 x 8 bytes */
+			strcat(buf, zone_shown(r->zones[j])); /* at most 9 x 8 bytes */
 		}
 		s = strdup(buf);
 		break;

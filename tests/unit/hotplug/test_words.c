@@ -46,6 +46,28 @@ static void test_zones_any_case(void **state)
 	assert_string_equal(words_zone_name(MEM_ZONE_NORMAL), "normal");
 }
 
+/* The kernel's zone words (valid_zones) round-trip through the one zone enum;
+ * an unknown word is MEM_ZONE_UNKNOWN, never a zone one could ask for. */
+static void test_kernel_zone_words(void **state)
+{
+	static const char *const words[] = { "DMA", "DMA32", "Normal", "Highmem", "Movable", "Device", "none" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		enum mem_zone z = words_zone_kernel_parse(words[i], strlen(words[i]));
+
+		assert_int_not_equal(z, MEM_ZONE_UNKNOWN);
+		assert_string_equal(words_zone_kernel_name(z), words[i]);
+	}
+	assert_int_equal(words_zone_kernel_parse("movable", 7), MEM_ZONE_MOVABLE);
+	assert_int_equal(words_zone_kernel_parse("Normal Movable", 6), MEM_ZONE_NORMAL);
+	assert_int_equal(words_zone_kernel_parse("auto", 4), MEM_ZONE_UNKNOWN);
+	assert_int_equal(words_zone_kernel_parse("Foo", 3), MEM_ZONE_UNKNOWN);
+	assert_int_equal(words_zone_kernel_parse("DM", 2), MEM_ZONE_UNKNOWN);
+	assert_string_equal(words_zone_kernel_name(MEM_ZONE_UNKNOWN), "Unknown");
+	assert_string_equal(words_zone_kernel_name((enum mem_zone)99), "Unknown");
+}
+
 static void test_memmap_spellings(void **state)
 {
 	static const char *const on[] = { "on", "ON", "1", "true", "True", "always" };
@@ -220,7 +242,8 @@ static void test_size_in_blocks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_zones_any_case),      cmocka_unit_test(test_memmap_spellings),
+		cmocka_unit_test(test_zones_any_case),      cmocka_unit_test(test_kernel_zone_words),
+		cmocka_unit_test(test_memmap_spellings),
 		cmocka_unit_test(test_block_lists),         cmocka_unit_test(test_addr_ranges),
 		cmocka_unit_test(test_sizes_as_lsmem_prints), cmocka_unit_test(test_size_in_blocks),
 		cmocka_unit_test(test_sizes_as_chmem_takes_them),

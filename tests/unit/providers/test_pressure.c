@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -31,6 +32,8 @@ struct fixture {
 	uint64_t last_bytes;
 	char last_reason[256];
 	uint64_t revocable;
+	uint64_t now_ms;      /* the test's clock */
+	pthread_cond_t cond;  /* signalled at every emit */
 };
 
 static int setup(void **state)
@@ -47,6 +50,7 @@ static int setup(void **state)
 	snprintf(f->meminfo, sizeof(f->meminfo), "%s/proc/meminfo", f->tmp);
 	log_init(&f->log, "test_pressure", LOG_DEBUG);
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
 	*state = f;
 	return 0;
 }
@@ -59,13 +63,6 @@ static int teardown(void **state)
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 	return 0;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
 }
 
 static void put(const char *path, const char *text)
@@ -92,6 +89,7 @@ static void emit(void *ud, const char *event, json_t *msg, json_t *detail)
 	assert_non_null(json_string_value(json_object_get(msg, "id")));
 	assert_string_equal(json_string_value(json_object_get(msg, "agent")), "guest-7");
 	assert_non_null(detail);
+	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -165,77 +163,118 @@ static void test_trigger_line(void **state)
 	assert_string_equal(line, "full 1 10000000");
 }
 
+/* The test's clock (pressure_params.clock_ms): time moves only when a test
+ * says so, so the cool-down and the idle periods are exact, not windows. */
+static uint64_t clock_of(void *ud)
+{
+	struct fixture *f = ud;
+	uint64_t v;
+
+	pthread_mutex_lock(&f->lock);
+	v = f->now_ms;
+	pthread_mutex_unlock(&f->lock);
+	return v;
+}
+
+/* One reading at NOW (the test's clock). */
+static void read_at(struct fixture *f, struct pressure *p, uint64_t now)
+{
+	int last_err = 0;
+
+	pthread_mutex_lock(&f->lock);
+	f->now_ms = now;
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(pressure_read_once(p, &last_err), 0);
+}
+
 /* A stand-in file is no procfs: the monitor reads it at the interval.  A
- * spike that lasts many readings is one request; idle afterwards is one
- * offer; a new spike after the cool-down is a new request. */
+ * spike that lasts many readings is one request; idle within the cool-down
+ * is no offer, idle past it one offer of at most a step; a new spike after
+ * the cool-down is a new request.  Readings at the test's clock, 40 ms
+ * apart, cool-down 1000 ms: the offer comes at exactly the first reading
+ * 1000 ms after the request. */
 static void test_spike_is_one_request(void **state)
 {
 	struct fixture *f = *state;
 	struct mg_pressure_config cfg = config(1000);
 	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 40,
-				      .emit = emit, .revocable = revocable, .userdata = f };
+				      .emit = emit, .revocable = revocable, .clock_ms = clock_of, .userdata = f };
 	struct pressure *p = NULL;
 	unsigned req, off;
+	uint64_t t = 10000, asked;
 
 	f->revocable = 3ull << 30;
 	put(f->psi, PSI_MID);
-	assert_int_equal(pressure_start(&pp, &f->log, &p), 0);
+	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
 	assert_int_equal(pressure_source(p), PRESSURE_PSI);
-	sleep_ms(200);
+	for (int i = 0; i < 5; i++, t += 40)
+		read_at(f, p, t);
 	counts(f, &req, &off);
 	assert_int_equal(req, 0);
 	assert_int_equal(off, 0);
 
-	put(f->psi, PSI_HIGH); /* about 15 readings above the threshold */
-	sleep_ms(600);
+	put(f->psi, PSI_HIGH); /* 15 readings above the threshold: one spike */
+	asked = t;
+	for (int i = 0; i < 15; i++, t += 40)
+		read_at(f, p, t);
 	counts(f, &req, &off);
 	assert_int_equal(req, 1);
 	assert_int_equal(f->last_bytes, 1ull << 30);
 	assert_non_null(strstr(f->last_reason, "some avg10 45.50% is above 20.00%"));
 
 	put(f->psi, PSI_IDLE); /* idle, but within the cool-down: no offer yet */
-	sleep_ms(200);
+	for (; t < asked + 1000; t += 40)
+		read_at(f, p, t);
+	read_at(f, p, asked + 999);
 	counts(f, &req, &off);
 	assert_int_equal(off, 0);
-	sleep_ms(600); /* past the cool-down: one offer of at most a step */
+	read_at(f, p, asked + 1000); /* the cool-down is over: one offer of at most a step */
 	counts(f, &req, &off);
 	assert_int_equal(req, 1);
 	assert_int_equal(off, 1);
 	assert_int_equal(f->last_bytes, 1ull << 30);
+	t = asked + 1000;
+	for (int i = 0; i < 10; i++) /* still idle, within the offer's cool-down: no second offer */
+		read_at(f, p, t += 40);
+	counts(f, &req, &off);
+	assert_int_equal(off, 1);
 
 	put(f->psi, PSI_HIGH);
-	sleep_ms(300);
+	read_at(f, p, t += 40);
 	counts(f, &req, &off);
 	assert_int_equal(req, 2);
 	assert_int_equal(off, 1);
 	pressure_stop(p);
 }
 
-/* Nothing granted: idle memory is nobody's to offer. */
+/* Nothing granted: idle memory is nobody's to offer.  Once something is
+ * revocable, the next reading offers it (at most a step). */
 static void test_no_offer_without_grants(void **state)
 {
 	struct fixture *f = *state;
 	struct mg_pressure_config cfg = config(0);
 	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 30,
-				      .emit = emit, .revocable = revocable, .userdata = f };
+				      .emit = emit, .revocable = revocable, .clock_ms = clock_of, .userdata = f };
 	struct pressure *p = NULL;
 	unsigned req, off;
+	uint64_t t = 10000;
 
 	f->revocable = 0;
 	put(f->psi, PSI_IDLE);
-	assert_int_equal(pressure_start(&pp, &f->log, &p), 0);
-	sleep_ms(300);
+	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
+	for (int i = 0; i < 10; i++, t += 30)
+		read_at(f, p, t);
 	counts(f, &req, &off);
 	assert_int_equal(off, 0);
 	pthread_mutex_lock(&f->lock);
 	f->revocable = 128ull << 20; /* read at the monitor's next reading */
 	pthread_mutex_unlock(&f->lock);
-	sleep_ms(300);
-	pressure_stop(p);
+	read_at(f, p, t);
 	counts(f, &req, &off);
-	assert_true(off >= 1);
+	assert_int_equal(off, 1);
 	assert_int_equal(f->last_bytes, 128ull << 20);
 	assert_int_equal(req, 0);
+	pressure_stop(p);
 }
 
 /* No PSI file: MemAvailable below the reserve is pressure. */
@@ -245,22 +284,49 @@ static void test_meminfo_fallback(void **state)
 	struct mg_pressure_config cfg = config(60000);
 	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 30,
 				      .reserve = 256ull << 20, .emit = emit, .revocable = revocable,
-				      .userdata = f };
+				      .clock_ms = clock_of, .userdata = f };
 	struct pressure *p = NULL;
 	unsigned req, off;
 
 	put(f->meminfo, "MemTotal:        4194304 kB\nMemFree:          1000000 kB\nMemAvailable:    1048576 kB\n");
-	assert_int_equal(pressure_start(&pp, &f->log, &p), 0);
+	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
 	assert_int_equal(pressure_source(p), PRESSURE_MEMINFO);
-	sleep_ms(200);
+	read_at(f, p, 10000);
 	counts(f, &req, &off);
 	assert_int_equal(req, 0);
 	put(f->meminfo, "MemTotal:        4194304 kB\nMemFree:            10000 kB\nMemAvailable:     131072 kB\n");
-	sleep_ms(300);
+	read_at(f, p, 10030);
 	counts(f, &req, &off);
 	assert_int_equal(req, 1);
 	assert_non_null(strstr(f->last_reason, "MemAvailable 128M is below the reserve 256M"));
 	pressure_stop(p);
+}
+
+/* The thread: it reads at once when it starts (no interval first), so a
+ * spike present at start is one request; waited for as an event. */
+static void test_thread_reads_at_start(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(60000);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 3600000,
+				      .emit = emit, .revocable = revocable, .userdata = f };
+	struct pressure *p = NULL;
+	unsigned req, off;
+	struct timespec guard;
+
+	put(f->psi, PSI_HIGH);
+	assert_int_equal(pressure_start(&pp, &f->log, &p), 0);
+	clock_gettime(CLOCK_REALTIME, &guard);
+	guard.tv_sec += 60; /* a hang guard, not a speed target */
+	pthread_mutex_lock(&f->lock);
+	while (f->requests == 0)
+		if (pthread_cond_timedwait(&f->cond, &f->lock, &guard) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&f->lock);
+	pressure_stop(p);
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	assert_int_equal(off, 0);
 }
 
 static void test_bad_params(void **state)
@@ -284,6 +350,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_spike_is_one_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_offer_without_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_meminfo_fallback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thread_reads_at_start, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_params, setup, teardown),
 	};
 

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -42,6 +43,25 @@ static int teardown(void **state)
 
 	rm_rf(f->tmp);
 	free(f);
+	return 0;
+}
+
+/* The "timed out" lines the hooks logged (a sink; the hooks copy the log,
+ * so the count lives here, not in the fixture). */
+static pthread_mutex_t timeouts_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned timeouts_logged;
+static char timeout_line[256];
+
+static int count_timeouts(const struct mg_log *l, int prio, const char *msg, const struct log_field *fl, size_t n)
+{
+	(void)l, (void)prio, (void)fl, (void)n;
+	fprintf(stderr, "test_hooks: %s\n", msg);
+	if (strstr(msg, "timed out after")) {
+		pthread_mutex_lock(&timeouts_lock);
+		timeouts_logged++;
+		snprintf(timeout_line, sizeof(timeout_line), "%s", msg);
+		pthread_mutex_unlock(&timeouts_lock);
+	}
 	return 0;
 }
 
@@ -267,21 +287,25 @@ static bool pid_gone(pid_t pid)
 }
 
 /* A hook that never ends is killed (with what it started) at its timeout;
- * meanwhile other hooks run and hooks_fire() returns at once. */
+ * meanwhile other hooks run and hooks_fire() returns at once: a third hook
+ * blocks until the test releases it, after hooks_fire() returned (were
+ * hooks_fire() to wait for it, it would be killed at its timeout instead
+ * and never write "ended"). */
 static void test_timeout_kills_group(void **state)
 {
 	struct fixture *f = *state;
-	char slow[128], fast[128], pids[128], fast_out[128], script[512];
-	char *ev_slow[] = { "grant.accepted" }, *ev_fast[] = { "grant.applied" };
-	struct mg_hook cfg[2] = {
+	char slow[128], fast[128], block[128], pids[128], fast_out[128], release[128], ended[128], script[512];
+	char *ev_slow[] = { "grant.accepted" }, *ev_fast[] = { "grant.applied" }, *ev_block[] = { "grant.failed" };
+	struct mg_hook cfg[3] = {
 		{ .events = ev_slow, .n_events = 1, .exec = slow, .timeout_ms = 400 },
 		{ .events = ev_fast, .n_events = 1, .exec = fast, .timeout_ms = 5000 },
+		{ .events = ev_block, .n_events = 1, .exec = block, .timeout_ms = 30000 },
 	};
-	struct hooks_params hp = { .hooks = cfg, .n_hooks = 2, .agent_id = "a", .max_running = 2 };
+	struct hooks_params hp = { .hooks = cfg, .n_hooks = 3, .agent_id = "a", .max_running = 3 };
 	struct hooks *h = NULL;
 	_cleanup_free_ char *text = NULL;
-	uint64_t t0;
 	int shpid = 0, sleeppid = 0;
+	struct mg_log log = f->log;
 
 	snprintf(slow, sizeof(slow), "%s/slow", f->tmp);
 	snprintf(fast, sizeof(fast), "%s/fast", f->tmp);
@@ -291,13 +315,25 @@ static void test_timeout_kills_group(void **state)
 	write_file(slow, script, 0755);
 	snprintf(script, sizeof(script), "#!/bin/sh\necho fast >> %s\n", fast_out);
 	write_file(fast, script, 0755);
+	snprintf(block, sizeof(block), "%s/block", f->tmp);
+	snprintf(release, sizeof(release), "%s/release", f->tmp);
+	snprintf(ended, sizeof(ended), "%s/ended", f->tmp);
+	snprintf(script, sizeof(script), "#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.05; done\necho ended > %s\n", release,
+		 ended);
+	write_file(block, script, 0755);
 
-	assert_int_equal(hooks_new(&hp, &f->log, &h), 0);
+	log.send = count_timeouts;
+	pthread_mutex_lock(&timeouts_lock);
+	timeouts_logged = 0;
+	pthread_mutex_unlock(&timeouts_lock);
+	assert_int_equal(hooks_new(&hp, &log, &h), 0);
 	assert_int_equal(hooks_start(h), 0);
-	t0 = now_ms();
+	assert_int_equal(hooks_fire(h, "grant.failed", NULL), 0);
+	write_file(release, "", 0644); /* only now: hooks_fire() did not wait for the program */
+	free(wait_lines(ended, 1, 10000));
+	assert_int_equal(count_lines(ended), 1);
 	assert_int_equal(hooks_fire(h, "grant.accepted", NULL), 0);
 	assert_int_equal(hooks_fire(h, "grant.applied", NULL), 0);
-	assert_true(now_ms() - t0 < 200);
 	text = wait_lines(pids, 1, 3000);
 	assert_non_null(text);
 	assert_int_equal(sscanf(text, "%d %d", &shpid, &sleeppid), 2);
@@ -305,20 +341,23 @@ static void test_timeout_kills_group(void **state)
 	free(wait_lines(fast_out, 1, 3000));
 	assert_int_equal(count_lines(fast_out), 1);
 	assert_false(pid_gone(sleeppid));
-	/* killed at 400 ms, the background sleep with it */
-	for (int i = 0; i < 100 && !(pid_gone(shpid) && pid_gone(sleeppid)); i++)
+	/* killed at its timeout (the log says which), the background sleep with it */
+	for (int i = 0; i < 500 && !(pid_gone(shpid) && pid_gone(sleeppid)); i++)
 		sleep_ms(20);
 	assert_true(pid_gone(shpid));
 	assert_true(pid_gone(sleeppid));
-	assert_true(now_ms() - t0 >= 400);
 	hooks_free(h);
+	pthread_mutex_lock(&timeouts_lock);
+	assert_int_equal(timeouts_logged, 1);
+	assert_non_null(strstr(timeout_line, "timed out after 0.4s: killed"));
+	pthread_mutex_unlock(&timeouts_lock);
 }
 
 /* One runs, two wait, the rest are dropped. */
 static void test_queue_bound(void **state)
 {
 	struct fixture *f = *state;
-	char hook[128], out[128], script[256];
+	char hook[128], out[128], started[128], release[128], script[512];
 	char *ev[] = { "*" };
 	struct mg_hook cfg[1] = { { .events = ev, .n_events = 1, .exec = hook, .timeout_ms = 5000 } };
 	struct hooks_params hp = {
@@ -328,18 +367,25 @@ static void test_queue_bound(void **state)
 
 	snprintf(hook, sizeof(hook), "%s/hook", f->tmp);
 	snprintf(out, sizeof(out), "%s/out", f->tmp);
-	snprintf(script, sizeof(script), "#!/bin/sh\nsleep 0.3\necho \"$1\" >> %s\n", out);
+	/* each run says it started, then waits for the test to release it */
+	snprintf(started, sizeof(started), "%s/started", f->tmp);
+	snprintf(release, sizeof(release), "%s/release", f->tmp);
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\necho x >> %s\nwhile [ ! -e %s ]; do sleep 0.05; done\necho \"$1\" >> %s\n", started,
+		 release, out);
 	write_file(hook, script, 0755);
 	assert_int_equal(hooks_new(&hp, &f->log, &h), 0);
 	assert_int_equal(hooks_start(h), 0);
 	assert_int_equal(hooks_fire(h, "agent.started", NULL), 0);
-	sleep_ms(100); /* the first one is running now */
+	free(wait_lines(started, 1, 10000)); /* the first one is running now */
+	assert_int_equal(count_lines(started), 1);
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(hooks_fire(h, "pressure.high", NULL), 0);
-	free(wait_lines(out, 3, 5000));
-	sleep_ms(500);
-	assert_int_equal(count_lines(out), 3);
+	write_file(release, "", 0644);
+	/* hooks_free() lets what is queued and running finish: the count is final */
 	hooks_free(h);
+	assert_int_equal(count_lines(out), 3);
+	assert_int_equal(count_lines(started), 3);
 }
 
 /* Programs in the hooks directory run for every event, in name order. */
@@ -367,8 +413,7 @@ static void test_hooks_dir(void **state)
 	assert_int_equal(hooks_fire(h, "revoke.applied", NULL), 0);
 	text = wait_lines(out, 2, 5000);
 	assert_non_null(text);
-	sleep_ms(200);
-	hooks_free(h);
+	hooks_free(h); /* lets what runs finish: the count is final */
 	assert_int_equal(count_lines(out), 2);
 	assert_string_equal(text, "a revoke.applied\nb revoke.applied\n");
 }
