@@ -16,6 +16,7 @@
  */
 #include "providers/api_int.h"
 #include "providers/api_parse.h"
+#include "providers/wire/views_json.h"
 #include "lib/timeutil.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
@@ -416,7 +417,7 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 	if (streq(url, "/v1/status")) {
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		return api_send_json(c, 200, engine_status_json(a->e));
+		return api_send_json(c, 200, views_engine_status(a->e));
 	}
 	if (streq(url, "/v1/blocks")) {
 		json_t *j = NULL;
@@ -429,7 +430,7 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 		if (rf < 0)
 			return api_send_error(c, 400, "EINVAL", "query \"runs\": \"%s\" is not one of 1, 0, true, false",
 					      runs);
-		r = engine_blocks_json(a->e, rf == 1, &j);
+		r = views_engine_blocks(a->e, rf == 1, &j);
 		if (r < 0)
 			return api_send_error(c, 500, errno_name(r), "cannot read the memory blocks: %s", strerror(-r));
 		return api_send_json(c, 200, j);

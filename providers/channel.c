@@ -34,6 +34,7 @@
 #include "agent/engine/engine.h"
 #include "lib/log.h"
 #include "providers/wire/message.h"
+#include "providers/wire/views_json.h"
 #include "config/config.h"
 #include "hotplug/policy.h"
 #include "lib/util.h"
@@ -172,7 +173,7 @@ static void pump_outbox(struct channel_provider *p)
 
 	if (p->fd < 0 || p->hup || p->inflight)
 		return;
-	r = engine_outbox_peek(p->d, DEST, &seq, &report);
+	r = views_outbox_peek(p->d, DEST, &seq, &report);
 	if (r == -ENOENT) {
 		watcher_arm(p);
 		return;
@@ -203,7 +204,7 @@ static void handle_ack(struct channel_provider *p, uint64_t seq)
 
 static void handle_query(struct channel_provider *p)
 {
-	json_t *j = engine_status_json(p->d);
+	json_t *j = views_engine_status(p->d);
 
 	if (!j) {
 		send_error(p, "ENOMEM", "out of memory", NULL);

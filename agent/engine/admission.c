@@ -9,6 +9,7 @@
 
 #include "hotplug/policy.h"
 #include "lib/json.h"
+#include "providers/wire/report_json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
@@ -372,13 +373,14 @@ static int check_generation_locked(struct engine *e, const struct engine_source 
 static void record_rejection_locked(struct engine *e, struct op *o, const struct mem_table *t,
 				    const struct msg_error *err, struct engine_verdict *v)
 {
+	_cleanup_report_ struct report rt = { 0 };
 	json_t *report;
 	int r;
 
 	o->state = MSG_STATE_REJECTED;
 	snprintf(o->err_code, sizeof(o->err_code), "%s", err->code);
 	snprintf(o->err_msg, sizeof(o->err_msg), "%s", err->message);
-	report = op_report(e, o, t);
+	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
 	r = intentlog_accept(e->journal, o->src->name, o->msg, MSG_STATE_REJECTED, report, op_report_dest(o));
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal the rejection: %s", o->msg->id, strerror(-r));
@@ -387,7 +389,7 @@ static void record_rejection_locked(struct engine *e, struct op *o, const struct
 		   err->message);
 	metrics_count_request(e->metrics, msg_type_name(o->msg->type), OUT_REJECTED);
 	if (report)
-		op_announce_locked(e, o, report);
+		op_announce_locked(e, o, &rt);
 	v->recorded = true;
 	v->report = report;
 }
@@ -395,6 +397,7 @@ static void record_rejection_locked(struct engine *e, struct op *o, const struct
 int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_report_ struct report rt = { 0 };
 	struct op *o = NULL;
 	json_t *report;
 	char sz[16];
@@ -460,7 +463,7 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	}
 
 	o->state = MSG_STATE_ACCEPTED;
-	report = op_report(e, o, t);
+	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
 	/* durable before acknowledged */
 	r = report ? intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_ACCEPTED, report,
 					  op_report_dest(o))
@@ -471,7 +474,7 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 		log_err(&e->log, "%s", v->error.message);
 		goto refused;
 	}
-	op_announce_locked(e, o, report);
+	op_announce_locked(e, o, &rt);
 	v->kind = ENGINE_ACCEPTED;
 	v->report = report;
 	size_format(o->requested_bytes, sz, sizeof(sz));

@@ -48,7 +48,7 @@ int engine_cancel(struct engine *e, const char *id, const char *who, struct engi
 			op_publish_locked(e, o, t);
 		}
 		v->kind = ENGINE_ACCEPTED;
-		v->report = op_report(e, o, t);
+		v->report = op_report_json(e, o, t);
 		pthread_mutex_unlock(&e->lock);
 		return 0;
 	}
@@ -84,7 +84,7 @@ int engine_cancel(struct engine *e, const char *id, const char *who, struct engi
 		metrics_count_request(e->metrics, msg_type_name(o->msg->type), OUT_CANCELLED);
 		log_notice(&e->log, "%s %s cancelled by %s before it started", msg_type_name(o->msg->type), id, who);
 		v->kind = ENGINE_ANSWERED;
-		v->report = op_report(e, o, t);
+		v->report = op_report_json(e, o, t);
 		pthread_mutex_unlock(&e->lock);
 		op_free(o);
 		return 0;

@@ -33,8 +33,10 @@
 #include <stdint.h>
 
 #include "agent/engine/events.h"
+#include "hotplug/block.h"
 #include "lib/log.h"
 #include "providers/wire/message.h"
+#include "providers/wire/report.h"
 
 struct engine;
 struct engine_source;
@@ -157,8 +159,8 @@ struct engine_transition {
 	const char *source;
 	uint64_t requested_bytes, applied_bytes;
 	uint64_t block;              /* BLOCK_FAILED, BLOCK_CHANGED */
-	const json_t *block_report;  /* BLOCK_FAILED: the block's entry of REPORT */
-	const json_t *report;        /* the request's status report, borrowed */
+	const struct report_block *block_report; /* BLOCK_FAILED: the block's entry of REPORT */
+	const struct report *report; /* the request's status report, borrowed */
 };
 
 typedef void engine_transition_fn(void *ctx, const struct engine_transition *t);
@@ -181,12 +183,66 @@ int engine_memory(struct engine *e, struct engine_memory *out);
 /* Where the backend reads sys/ and proc/ ("/" on a guest, the sim's tree). */
 const char *engine_backend_root(struct engine *e);
 
-json_t *engine_status_json(struct engine *e);
-/* The live block table as GET /v1/blocks (providers/wire/blockjson.h) with each
- * online block's "owner" (a grant's id, "foreign", or null).  RUNS: blocks
- * that follow each other with the same values are one entry with a
- * "count" (a machine of 65,536 blocks is a handful of runs). */
-int engine_blocks_json(struct engine *e, bool runs, json_t **out);
+/* A revocation's block that is busy and retried while its budget lasts. */
+struct engine_busy_block {
+	uint64_t block;
+	unsigned attempts;          /* failed attempts so far */
+	char error[16];             /* the last failure's errno name */
+};
+
+/* The operation the executor runs now. */
+struct engine_running {
+	char id[MSG_ID_MAX + 1];
+	enum msg_type kind;
+	enum msg_state state;
+	size_t blocks_done, blocks_total;
+	struct engine_busy_block *busy; /* own: engine_status_done() */
+	size_t n_busy;
+	uint64_t budget_ms, budget_left_ms; /* with N_BUSY: the revocation's budget */
+	char cancel_requested_by[64];   /* "" when nobody asked */
+};
+
+/* GET /v1/status as a struct (providers/wire/views_json.h writes it). */
+struct engine_status {
+	const char *agent, *version, *backend, *root; /* the engine's: valid while it lives */
+	bool stopping;
+	bool have_memory;           /* the kernel could be read; figures zero when not */
+	struct engine_memory memory;
+	uint64_t foreign_blocks;    /* online standby-capable blocks no grant owns */
+	uint64_t in_flight_bytes;   /* configured, not online: online + standby + in flight = total */
+	uint64_t total_bytes;
+	char auto_online_blocks[32]; /* "" unknown */
+	bool has_running;
+	struct engine_running running;
+	size_t queued;
+	const char *policy_memmap, *policy_zone; /* static names */
+	uint64_t policy_reserve;
+	unsigned policy_movable_ratio;
+};
+int engine_status(struct engine *e, struct engine_status *out);
+void engine_status_done(struct engine_status *s);
+
+/* Who holds an online block, for the block table. */
+enum engine_owner {
+	ENGINE_OWNER_NONE = -1,     /* boot memory, or not online */
+	ENGINE_OWNER_FOREIGN = -2,  /* brought up outside memgrant */
+};
+
+/* The live block table with each block's owner: OWNER[i] (one per block
+ * of TABLE) is an enum engine_owner or an index into GRANTS. */
+struct engine_blocks {
+	struct mem_table *table;
+	int32_t *owner;
+	char (*grants)[MSG_ID_MAX + 1];
+	size_t n_grants;
+};
+int engine_blocks(struct engine *e, struct engine_blocks *out);
+void engine_blocks_done(struct engine_blocks *b);
+/* The id of the grant that owns block I of B, NULL when none. */
+static inline const char *engine_blocks_grant(const struct engine_blocks *b, size_t i)
+{
+	return b->owner[i] >= 0 ? b->grants[b->owner[i]] : NULL;
+}
 json_t *engine_grants_json(struct engine *e);
 json_t *engine_grant_json(struct engine *e, const char *id); /* NULL: no such request */
 int engine_metrics_text(struct engine *e, char **out);
@@ -206,9 +262,10 @@ void engine_notify_drain(struct engine *e);
 /* Registers destination DEST (counted in metrics from now on; pushing
  * registers it too). */
 int engine_outbox_register(struct engine *e, const char *dest);
-/* Oldest undelivered report for DEST: 0 with *REPORT (new reference) and *SEQ,
- * -ENOENT none. */
-int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, json_t **report);
+/* Oldest undelivered document for DEST (a status report, or what an adapter
+ * queued): 0 with *DOC (JSON text, malloc'd: the journal's encoding) and
+ * *SEQ, -ENOENT none.  providers/wire/views_json.h reads it as JSON. */
+int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, char **doc);
 /* DEST acknowledged SEQ: removed durably. */
 int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq);
 /* How many reports for DEST wait in its outbox (an adapter's back-pressure). */
@@ -216,7 +273,8 @@ size_t engine_outbox_count(struct engine *e, const char *dest);
 /* Sleeps until a report for DEST waits (1), TIMEOUT_MS passed (-1: no limit),
  * engine_outbox_wake() was called or the engine stops (0). */
 int engine_outbox_wait(struct engine *e, const char *dest, int timeout_ms);
-/* Queues a copy of REPORT for DEST durably; -ENOBUFS when its outbox is full. */
-int engine_outbox_push(struct engine *e, const char *dest, json_t *report);
+/* Queues DOC (a JSON object as text) for DEST durably; -EINVAL not an
+ * object, -ENOBUFS when its outbox is full. */
+int engine_outbox_push(struct engine *e, const char *dest, const char *doc);
 /* Wakes every engine_outbox_wait() (an adapter that stops). */
 void engine_outbox_wake(struct engine *e);

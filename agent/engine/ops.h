@@ -19,6 +19,7 @@
 #include "hotplug/block.h"
 #include "agent/journal/intentlog.h"
 #include "providers/wire/message.h"
+#include "providers/wire/report.h"
 
 struct engine;
 struct engine_source;
@@ -93,12 +94,14 @@ void op_busy_drop(struct op *o, uint64_t block);
 
 /* Online and standby bytes of T (NULL: zero). */
 void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *standby);
-/* The status report of O (wire v1 plus progress fields); NULL on ENOMEM. */
-json_t *op_report(struct engine *e, const struct op *o, const struct mem_table *t);
+/* The status report of O (wire v1 plus progress fields): 0 or -ENOMEM. */
+int op_report(struct engine *e, const struct op *o, const struct mem_table *t, struct report *out);
+/* The same as the journal stores it (providers/wire/report_json.h); NULL on ENOMEM. */
+json_t *op_report_json(struct engine *e, const struct op *o, const struct mem_table *t);
 /* The outbox O's reports go to, NULL for none. */
 const char *op_report_dest(const struct op *o);
 /* Sends the transitions REPORT shows for O to the subscribers. */
-void op_tell_locked(struct engine *e, struct op *o, const json_t *report);
+void op_tell_locked(struct engine *e, struct op *o, const struct report *report);
 /* Writes O's intent to bring up (DIR ILOG_UP) or take down the N TARGETS,
  * in that order, durable, with O in_progress and its report queued; then
  * tells everybody.  O's progress stays in memory until its result. */
@@ -126,4 +129,4 @@ bool op_done_remove(struct op *o, uint64_t block);
 /* Puts REPORT on the event bus and tells the subscribers (no journal write).
  * While O is in progress the event carries what changed since the previous
  * one ("changed_blocks" instead of "blocks"); other states the whole report. */
-void op_announce_locked(struct engine *e, struct op *o, json_t *report);
+void op_announce_locked(struct engine *e, struct op *o, const struct report *report);

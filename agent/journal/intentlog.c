@@ -799,6 +799,27 @@ int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq,
 	return 0;
 }
 
+int intentlog_outbox_peek_text(struct intentlog *il, const char *dest, uint64_t *seq, char **doc)
+{
+	json_t *report = NULL;
+	int r = intentlog_outbox_peek(il, dest, seq, doc ? &report : NULL);
+
+	if (r < 0 || !doc)
+		return r;
+	*doc = json_dumps(report, JSON_COMPACT);
+	json_decref(report);
+	return *doc ? 0 : -ENOMEM;
+}
+
+int intentlog_outbox_push_text(struct intentlog *il, const char *dest, const char *doc, uint64_t *seq)
+{
+	json_t *report = doc ? json_loads(doc, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	int r = report ? intentlog_outbox_push(il, dest, report, seq) : -EINVAL;
+
+	json_decref(report);
+	return r;
+}
+
 size_t intentlog_outbox_count(struct intentlog *il, const char *dest)
 {
 	return json_array_size(json_object_get(json_object_get(json_object_get(il->root, "outbox"), dest), "items"));

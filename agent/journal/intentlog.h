@@ -177,6 +177,8 @@ int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64
 			      bool memmap, uint64_t *seq);
 int intentlog_remove_owned_block(struct intentlog *il, uint64_t block);
 int intentlog_outbox_push(struct intentlog *il, const char *dest, json_t *report, uint64_t *seq);
+/* DOC: a JSON object as text; -EINVAL when it is not one. */
+int intentlog_outbox_push_text(struct intentlog *il, const char *dest, const char *doc, uint64_t *seq);
 int intentlog_outbox_ack(struct intentlog *il, const char *dest, uint64_t seq);
 
 /* Calls until intentlog_batch_end() change memory only; batch_end writes them
@@ -208,6 +210,8 @@ int intentlog_owned_blocks(struct intentlog *il, struct intentlog_block **out, s
 int intentlog_open_intents(struct intentlog *il, struct intentlog_intent **out, size_t *n);
 void intentlog_intents_free(struct intentlog_intent *v, size_t n);
 int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq, json_t **report);
+/* The same with the report as JSON text (malloc'd), as the engine's port carries it. */
+int intentlog_outbox_peek_text(struct intentlog *il, const char *dest, uint64_t *seq, char **doc);
 size_t intentlog_outbox_count(struct intentlog *il, const char *dest);
 /* The whole live state as JSON (the snapshot's payload), for tests and tools. */
 json_t *intentlog_state_json(struct intentlog *il);

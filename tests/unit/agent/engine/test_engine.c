@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
+#include "providers/wire/views_json.h"
 
 #define MIB (1024ull * 1024)
 
@@ -208,7 +209,7 @@ static bool outbox_has(struct engine *e, const char *dest, const char *id, const
 	uint64_t seq;
 	json_t *r;
 
-	while (engine_outbox_peek(e, dest, &seq, &r) == 0) {
+	while (views_outbox_peek(e, dest, &seq, &r) == 0) {
 		bool hit = streq(json_string_value(json_object_get(r, "id")), id) &&
 			   streq(json_string_value(json_object_get(r, "state")), state);
 		json_decref(r);

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's views as JSON.  See views_json.h.
+ */
+#include "providers/wire/views_json.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "lib/json.h"
+#include "lib/util.h"
+#include "providers/wire/blockjson.h"
+
+static json_t *running_json(const struct engine_running *r)
+{
+	json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", r->id, "kind", msg_type_name(r->kind), "state",
+			      msg_state_name(r->state), "blocks_done", (json_int_t)r->blocks_done, "blocks_total",
+			      (json_int_t)r->blocks_total);
+
+	if (j && r->n_busy) {
+		json_t *arr = json_array();
+		for (size_t i = 0; arr && i < r->n_busy; i++)
+			json_array_append_new(arr, json_pack("{s:I,s:I,s:s}", "block", (json_int_t)r->busy[i].block,
+							     "attempts", (json_int_t)r->busy[i].attempts, "error",
+							     r->busy[i].error));
+		json_object_set_new(j, "busy_blocks", arr);
+		json_object_set_new(j, "budget_ms", json_integer((json_int_t)r->budget_ms));
+		json_object_set_new(j, "budget_left_ms", json_integer((json_int_t)r->budget_left_ms));
+	}
+	if (j && r->cancel_requested_by[0])
+		json_object_set_new(j, "cancel_requested_by", json_string(r->cancel_requested_by));
+	return j;
+}
+
+json_t *views_status_json(const struct engine_status *s)
+{
+	const struct engine_memory *m = &s->memory;
+	json_t *running = s->has_running ? running_json(&s->running) : json_null();
+	json_t *j;
+
+	if (!running)
+		return NULL;
+	j = json_pack("{s:s,s:s,s:s,s:s,s:b,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s?,s:o,s:I,s:{s:s,s:s,s:I,s:I}}",
+		      "agent", s->agent, "version", s->version, "backend", s->backend, "root", s->root, "stopping",
+		      s->stopping, "memory", "block_size", (json_int_t)m->block_size, "online_bytes",
+		      (json_int_t)m->online_bytes, "standby_bytes", (json_int_t)m->standby_bytes, "granted_bytes",
+		      (json_int_t)m->granted_bytes, "foreign_blocks", (json_int_t)s->foreign_blocks, "foreign_bytes",
+		      (json_int_t)(s->foreign_blocks * m->block_size), "auto_online_blocks",
+		      s->auto_online_blocks[0] ? s->auto_online_blocks : NULL, "running", running, "queued",
+		      (json_int_t)s->queued, "policy", "memmap_on_memory", s->policy_memmap, "zone", s->policy_zone,
+		      "reserve", (json_int_t)s->policy_reserve, "movable_ratio", (json_int_t)s->policy_movable_ratio);
+	/* mid-operation a block is neither online nor standby: online +
+	 * standby + in_flight = total */
+	if (j && s->have_memory) {
+		json_t *mem = json_object_get(j, "memory");
+		json_object_set_new(mem, "in_flight_bytes", json_integer((json_int_t)s->in_flight_bytes));
+		json_object_set_new(mem, "total_bytes", json_integer((json_int_t)s->total_bytes));
+	}
+	return j;
+}
+
+static bool same_values(const struct mem_block *a, const struct mem_block *b)
+{
+	return a->in_firmware == b->in_firmware && a->configured == b->configured &&
+	       a->memmap_on_memory == b->memmap_on_memory && a->state == b->state && a->removable == b->removable &&
+	       a->node == b->node && streq(a->zones, b->zones);
+}
+
+static json_t *owner_json(const struct engine_blocks *b, size_t i)
+{
+	if (b->owner[i] == ENGINE_OWNER_FOREIGN)
+		return json_string("foreign");
+	return b->owner[i] >= 0 ? json_string(engine_blocks_grant(b, i)) : json_null();
+}
+
+int views_blocks_json(const struct engine_blocks *b, bool runs, json_t **out)
+{
+	const struct mem_table *t = b->table;
+	_cleanup_json_ json_t *j = NULL;
+	json_t *arr, *run = NULL;
+	size_t count = 0;
+	int r;
+
+	if (!runs) {
+		r = blockjson_from_table(t, &j);
+	} else {
+		/* the table's fields without its blocks, then the runs */
+		struct mem_table head = *t;
+
+		head.n = 0;
+		r = blockjson_from_table(&head, &j);
+	}
+	if (r < 0)
+		return r;
+	arr = json_object_get(j, "blocks");
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mem_block *mb = &t->blocks[i];
+		json_t *e;
+
+		if (runs && run && mb->id == t->blocks[i - 1].id + 1 && same_values(mb, &t->blocks[i - 1]) &&
+		    b->owner[i] == b->owner[i - 1]) {
+			json_object_set_new(run, "count", json_integer((json_int_t)++count));
+			continue;
+		}
+		if (!runs) {
+			e = json_array_get(arr, i);
+		} else {
+			r = blockjson_from_block(t, mb, &e);
+			if (r < 0)
+				return r;
+			if (json_array_append_new(arr, e) < 0)
+				return -ENOMEM;
+			run = e;
+			count = 1;
+			json_object_set_new(run, "count", json_integer(1));
+		}
+		json_object_set_new(e, "owner", owner_json(b, i));
+	}
+	*out = TAKE_PTR(j);
+	return 0;
+}
+
+json_t *views_engine_status(struct engine *e)
+{
+	struct engine_status s;
+	json_t *j;
+
+	if (engine_status(e, &s) < 0)
+		return NULL;
+	j = views_status_json(&s);
+	engine_status_done(&s);
+	return j;
+}
+
+int views_engine_blocks(struct engine *e, bool runs, json_t **out)
+{
+	struct engine_blocks b;
+	int r = engine_blocks(e, &b);
+
+	if (r < 0)
+		return r;
+	r = views_blocks_json(&b, runs, out);
+	engine_blocks_done(&b);
+	return r;
+}
+
+int views_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, json_t **doc)
+{
+	_cleanup_free_ char *text = NULL;
+	int r = engine_outbox_peek(e, dest, seq, &text);
+
+	if (r < 0)
+		return r;
+	*doc = json_loads(text, 0, NULL);
+	return *doc ? 0 : -EBADMSG;
+}
+
+int views_outbox_push(struct engine *e, const char *dest, const json_t *doc)
+{
+	_cleanup_free_ char *text = json_dumps(doc, JSON_COMPACT);
+
+	return text ? engine_outbox_push(e, dest, text) : -ENOMEM;
+}
