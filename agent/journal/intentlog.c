@@ -5,6 +5,7 @@
  * appended), batches, compaction, and the readers of the live state.
  */
 #include "agent/journal/intentlog_impl.h"
+#include "providers/wire/report_json.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 
@@ -797,6 +798,19 @@ int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq,
 	if (seq)
 		*seq = ilog_u64_of(first, "seq");
 	return 0;
+}
+
+int intentlog_grant_report(const struct intentlog_grant *g, struct report *out)
+{
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (!g->status)
+		return -ENOENT;
+	r = report_from_json(g->status, out);
+	if (r == 0 && !out->id[0])
+		snprintf(out->id, sizeof(out->id), "%s", g->id);
+	return r;
 }
 
 int intentlog_outbox_peek_text(struct intentlog *il, const char *dest, uint64_t *seq, char **doc)

@@ -36,6 +36,7 @@
 #pragma once
 
 #include "providers/wire/message.h"
+#include "providers/wire/report.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -200,6 +201,9 @@ int intentlog_lookup_generation(struct intentlog *il, const char *source, uint64
 				struct intentlog_grant *recorded);
 int intentlog_get_grant(struct intentlog *il, const char *id, struct intentlog_grant *out);
 void intentlog_grant_done(struct intentlog_grant *g);
+/* G's last status report, decoded from the journal's record into OUT
+ * (report_clear() it): 0, -ENOENT none recorded, -EINVAL, -ENOMEM. */
+int intentlog_grant_report(const struct intentlog_grant *g, struct report *out);
 int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, size_t *n);
 void intentlog_grants_free(struct intentlog_grant *g, size_t n);
 json_t *intentlog_grant_json(struct intentlog *il, const char *id);
