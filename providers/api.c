@@ -437,7 +437,7 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 	}
 	if (streq(url, "/v1/grants")) {
 		if (get)
-			return api_send_json(c, 200, engine_grants_json(a->e));
+			return api_send_json(c, 200, views_engine_grants(a->e));
 		if (!streq(method, "POST"))
 			return method_not_allowed(c, "GET, POST", url, method);
 		if (!rq->may_write)
@@ -473,7 +473,7 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 		json_t *j;
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		j = engine_grant_json(a->e, url + strlen("/v1/grants/"));
+		j = views_engine_grant(a->e, url + strlen("/v1/grants/"));
 		if (!j)
 			return api_send_error(c, 404, "ENOENT", "no grant or revocation with id \"%s\"",
 					  url + strlen("/v1/grants/"));

@@ -31,6 +31,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "agent/engine/events.h"
 #include "hotplug/block.h"
@@ -243,8 +244,21 @@ static inline const char *engine_blocks_grant(const struct engine_blocks *b, siz
 {
 	return b->owner[i] >= 0 ? b->grants[b->owner[i]] : NULL;
 }
-json_t *engine_grants_json(struct engine *e);
-json_t *engine_grant_json(struct engine *e, const char *id); /* NULL: no such request */
+/* A grant or revocation as GET /v1/grants lists it: its last status report
+ * (the running operation's progress from memory, others from the journal),
+ * when it was recorded and last changed, the blocks it owns now. */
+struct engine_grant_row {
+	bool has_report;            /* false: recorded without a report */
+	struct report report;
+	time_t created, updated;
+	size_t owned_blocks;
+};
+/* ID's row: 0, -ENOENT no such request, -ENOMEM. */
+int engine_grant(struct engine *e, const char *id, struct engine_grant_row *out);
+/* Every row the journal keeps, oldest first: 0 or -errno (*OUT freed with
+ * engine_grant_rows_free()). */
+int engine_grants(struct engine *e, struct engine_grant_row **out, size_t *n);
+void engine_grant_rows_free(struct engine_grant_row *rows, size_t n);
 int engine_metrics_text(struct engine *e, char **out);
 /* Counts N messages of SRC's control plane skipped without a status report
  * (memgrant_messages_skipped_total): REASON "generation" or "malformed". */

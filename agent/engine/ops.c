@@ -41,7 +41,7 @@ void op_free(struct op *o)
 		free(o->decisions[i]);
 	free(o->decisions);
 	free(o->done);
-	json_decref(o->live);
+	report_clear(&o->live);
 	free(o);
 }
 
@@ -321,10 +321,15 @@ bool op_done_remove(struct op *o, uint64_t block)
 	return false;
 }
 
-static void keep_live(struct op *o, json_t *report)
+static void keep_live(struct op *o, const struct report *report)
 {
-	json_decref(o->live);
-	o->live = json_incref(report);
+	struct report copy;
+
+	if (report_copy(&copy, report) < 0)
+		return; /* the views show the previous one */
+	report_clear(&o->live);
+	o->live = copy;
+	o->has_live = true;
 	o->live_at = mono_s();
 }
 
@@ -333,7 +338,7 @@ static bool progress_due(const struct op *o)
 {
 	const struct outcome *last = o->n_outcomes ? &o->outcomes[o->n_outcomes - 1] : NULL;
 
-	return !o->live || (last && last->err_code[0] && !last->failure_told) || o->blocks_done >= o->blocks_total ||
+	return !o->has_live || (last && last->err_code[0] && !last->failure_told) || o->blocks_done >= o->blocks_total ||
 	       mono_s() - o->live_at >= OP_LIVE_INTERVAL;
 }
 
@@ -355,7 +360,7 @@ int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, con
 	o->intent_open = true;
 	o->intent_dir = dir;
 	o->n_done = 0;
-	keep_live(o, report);
+	keep_live(o, &rt);
 	op_announce_locked(e, o, &rt);
 	return 0;
 }
@@ -376,17 +381,18 @@ static int write_result_locked(struct engine *e, struct op *o, json_t *report)
 int op_close_intent_locked(struct engine *e, struct op *o, const struct mem_table *t)
 {
 	_cleanup_json_ json_t *report = NULL;
+	_cleanup_report_ struct report rt = { 0 };
 	int r;
 
 	if (!o->intent_open)
 		return 0;
-	report = op_report_json(e, o, t);
+	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
 	if (!report)
 		return -ENOMEM;
 	r = write_result_locked(e, o, report);
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal its result: %s", o->msg->id, strerror(-r));
-	keep_live(o, report);
+	keep_live(o, &rt);
 	return r;
 }
 
@@ -405,7 +411,7 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 		return -ENOMEM;
 	if (o->intent_open && !msg_state_is_final(o->state)) {
 		/* progress under an open intent: the kernel records it */
-		keep_live(o, report);
+		keep_live(o, &rt);
 		op_announce_locked(e, o, &rt);
 		return 0;
 	}
@@ -418,7 +424,7 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal state %s: %s", o->msg->id, msg_state_name(o->state),
 			strerror(-r));
-	keep_live(o, report);
+	keep_live(o, &rt);
 	op_announce_locked(e, o, &rt);
 	return r;
 }

@@ -70,7 +70,8 @@ struct op {
 	enum intentlog_dir intent_dir;
 	struct intentlog_done *done;
 	size_t n_done, cap_done;
-	json_t *live;                 /* the last report published, for the views */
+	struct report live;           /* the last report published, for the views */
+	bool has_live;
 	double live_at;               /* when (CLOCK_MONOTONIC seconds) */
 	bool cancel_requested;        /* engine_cancel(): stop after the block in flight */
 	char cancel_by[64];           /* who asked, for the report */

@@ -104,57 +104,77 @@ int engine_blocks(struct engine *e, struct engine_blocks *out)
 	return 0;
 }
 
-/* "created_at"/"updated_at" (RFC 3339 UTC) of a journal record. */
-static void set_times(json_t *j, const struct intentlog_grant *g)
+/* The report of journal record G, or of O when it is G's running operation
+ * and has published one; e->lock held. */
+static int row_report_locked(const struct op *o, const struct intentlog_grant *g, struct engine_grant_row *row)
 {
-	char when[32];
+	int r;
 
-	msg_time_format(g->created, when);
-	json_object_set_new(j, "created_at", json_string(when));
-	msg_time_format(g->updated, when);
-	json_object_set_new(j, "updated_at", json_string(when));
+	if (o && o->has_live && streq(o->msg->id, g->id))
+		r = report_copy(&row->report, &o->live);
+	else if (g->status)
+		r = intentlog_grant_report(g, &row->report);
+	else
+		return 0;
+	if (r == -EINVAL)
+		return 0; /* not a status report: listed without one */
+	if (r < 0)
+		return r;
+	row->has_report = true;
+	return 0;
 }
 
-json_t *engine_grant_json(struct engine *e, const char *id)
+int engine_grant(struct engine *e, const char *id, struct engine_grant_row *out)
 {
 	struct intentlog_grant g = { 0 };
-	json_t *j = NULL;
+	int r;
 
+	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&e->lock);
-	if (e->running && e->running->live && streq(e->running->msg->id, id)) {
-		/* running: its progress is in memory (the kernel records it);
-		 * when it was recorded and last changed, from the journal, as
-		 * the list says them */
-		j = json_deep_copy(e->running->live);
-		if (j && intentlog_get_grant(e->journal, id, &g) == 0) {
-			set_times(j, &g);
-			intentlog_grant_done(&g);
-		}
-	} else if (intentlog_get_grant(e->journal, id, &g) == 0) {
-		j = g.status ? json_deep_copy(g.status) : NULL;
-		if (j)
-			set_times(j, &g);
+	r = intentlog_get_grant(e->journal, id, &g);
+	if (r == 0) {
+		out->created = g.created;
+		out->updated = g.updated;
+		out->owned_blocks = g.n_blocks;
+		r = row_report_locked(e->running, &g, out);
+		if (r == 0 && !out->has_report)
+			r = -ENOENT; /* nothing to show */
 		intentlog_grant_done(&g);
 	}
 	pthread_mutex_unlock(&e->lock);
-	return j;
+	if (out->report.agent == NULL)
+		out->report.agent = e->agent_id;
+	if (r < 0)
+		report_clear(&out->report);
+	return r;
 }
 
-json_t *engine_grants_json(struct engine *e)
+void engine_grant_rows_free(struct engine_grant_row *rows, size_t n)
+{
+	for (size_t i = 0; rows && i < n; i++)
+		report_clear(&rows[i].report);
+	free(rows);
+}
+
+int engine_grants(struct engine *e, struct engine_grant_row **out, size_t *n_out)
 {
 	struct intentlog_grant *gs = NULL;
+	struct engine_grant_row *rows = NULL;
 	size_t n = 0;
-	json_t *arr = json_array();
+	int r;
 
+	*out = NULL;
+	*n_out = 0;
 	pthread_mutex_lock(&e->lock);
-	if (intentlog_list_grants(e->journal, &gs, &n) == 0) {
+	r = intentlog_list_grants(e->journal, &gs, &n);
+	if (r == 0) {
 		struct op *o = e->running && e->running->intent_open ? e->running : NULL;
 
-		for (size_t i = 0; i < n; i++) {
-			bool live = o && o->live && streq(o->msg->id, gs[i].id);
+		rows = calloc(n + 1, sizeof(*rows));
+		if (!rows)
+			r = -ENOMEM;
+		for (size_t i = 0; rows && i < n && r == 0; i++) {
 			size_t owned = gs[i].n_blocks;
-			json_t *s = live ? json_deep_copy(o->live)
-				    : gs[i].status ? json_deep_copy(gs[i].status) : json_object();
 			/* the running operation's open intent changes ownership in memory */
 			if (o && o->intent_dir == ILOG_UP && streq(o->msg->id, gs[i].id))
 				owned += o->n_done;
@@ -164,15 +184,22 @@ json_t *engine_grants_json(struct engine *e)
 				    streq(jb.grant_id, gs[i].id))
 					owned--;
 			}
-			json_object_set_new(s, "created", json_integer((json_int_t)gs[i].created));
-			set_times(s, &gs[i]);
-			json_object_set_new(s, "owned_blocks", json_integer((json_int_t)owned));
-			json_array_append_new(arr, s);
+			rows[i].created = gs[i].created;
+			rows[i].updated = gs[i].updated;
+			rows[i].owned_blocks = owned;
+			r = row_report_locked(o, &gs[i], &rows[i]);
+			rows[i].report.agent = e->agent_id;
 		}
 		intentlog_grants_free(gs, n);
 	}
 	pthread_mutex_unlock(&e->lock);
-	return json_pack("{s:o}", "grants", arr);
+	if (r < 0) {
+		engine_grant_rows_free(rows, n);
+		return r;
+	}
+	*out = rows;
+	*n_out = n;
+	return 0;
 }
 
 void engine_status_done(struct engine_status *s)

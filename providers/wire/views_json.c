@@ -10,6 +10,8 @@
 #include "lib/json.h"
 #include "lib/util.h"
 #include "providers/wire/blockjson.h"
+#include "providers/wire/message.h"
+#include "providers/wire/report_json.h"
 
 static json_t *running_json(const struct engine_running *r)
 {
@@ -118,6 +120,78 @@ int views_blocks_json(const struct engine_blocks *b, bool runs, json_t **out)
 	}
 	*out = TAKE_PTR(j);
 	return 0;
+}
+
+/* "created_at"/"updated_at" (RFC 3339 UTC) of a row. */
+static void set_times(json_t *j, const struct engine_grant_row *row)
+{
+	char when[32];
+
+	msg_time_format(row->created, when);
+	json_object_set_new(j, "created_at", json_string(when));
+	msg_time_format(row->updated, when);
+	json_object_set_new(j, "updated_at", json_string(when));
+}
+
+json_t *views_grant_json(const struct engine_grant_row *row)
+{
+	json_t *j = row->has_report ? report_to_json(&row->report) : json_object();
+
+	if (j)
+		set_times(j, row);
+	return j;
+}
+
+/* A row as the list shows it. */
+static json_t *row_json_list(const struct engine_grant_row *row)
+{
+	json_t *j = row->has_report ? report_to_json(&row->report) : json_object();
+
+	if (!j)
+		return NULL;
+	json_object_set_new(j, "created", json_integer((json_int_t)row->created));
+	set_times(j, row);
+	json_object_set_new(j, "owned_blocks", json_integer((json_int_t)row->owned_blocks));
+	return j;
+}
+
+json_t *views_grants_json(const struct engine_grant_row *rows, size_t n)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < n; i++) {
+		json_t *s = row_json_list(&rows[i]);
+		if (!s || json_array_append_new(arr, s) < 0) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr ? json_pack("{s:o}", "grants", arr) : NULL;
+}
+
+json_t *views_engine_grant(struct engine *e, const char *id)
+{
+	struct engine_grant_row row;
+	json_t *j;
+
+	if (engine_grant(e, id, &row) < 0)
+		return NULL;
+	j = views_grant_json(&row);
+	report_clear(&row.report);
+	return j;
+}
+
+json_t *views_engine_grants(struct engine *e)
+{
+	struct engine_grant_row *rows = NULL;
+	size_t n = 0;
+	json_t *j;
+
+	if (engine_grants(e, &rows, &n) < 0)
+		n = 0;
+	j = views_grants_json(rows, n);
+	engine_grant_rows_free(rows, n);
+	return j;
 }
 
 json_t *views_engine_status(struct engine *e)

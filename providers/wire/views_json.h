@@ -24,8 +24,18 @@ json_t *views_status_json(const struct engine_status *s);
  * "count" (a machine of 65,536 blocks is a handful of runs). */
 int views_blocks_json(const struct engine_blocks *b, bool runs, json_t **out);
 
+/* GET /v1/grants/ID: the row's report with "created_at" and "updated_at". */
+json_t *views_grant_json(const struct engine_grant_row *row);
+/* GET /v1/grants: {"grants": [...]}, each also with "created" (seconds)
+ * and "owned_blocks". */
+json_t *views_grants_json(const struct engine_grant_row *rows, size_t n);
+
 /* engine_status() encoded; NULL when it fails. */
 json_t *views_engine_status(struct engine *e);
+/* engine_grant() encoded; NULL when there is no such request (or ENOMEM). */
+json_t *views_engine_grant(struct engine *e, const char *id);
+/* engine_grants() encoded ({"grants": []} when the journal cannot be read). */
+json_t *views_engine_grants(struct engine *e);
 /* engine_blocks() encoded: 0 or -errno. */
 int views_engine_blocks(struct engine *e, bool runs, json_t **out);
 

@@ -108,7 +108,7 @@ static struct msg *parse(const char *text, unsigned flags)
 static enum msg_state wait_final(struct engine *e, const char *id)
 {
 	for (int i = 0; i < 500; i++) {
-		json_t *j = engine_grant_json(e, id);
+		json_t *j = views_engine_grant(e, id);
 		enum msg_state s = MSG_STATE_ACCEPTED;
 		if (j && msg_state_parse(json_string_value(json_object_get(j, "state")), &s) == 0 &&
 		    msg_state_is_final(s)) {
@@ -241,7 +241,7 @@ static void test_cancel(void **state)
 	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "cancelled");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(v.report, "error"), "code")), "ECANCELED");
 	engine_verdict_done(&v);
-	j = engine_grant_json(f->e, "queued");
+	j = views_engine_grant(f->e, "queued");
 	assert_non_null(j);
 	assert_string_equal(json_string_value(json_object_get(j, "state")), "cancelled");
 	json_decref(j);
@@ -249,7 +249,7 @@ static void test_cancel(void **state)
 
 	/* running: stops after the block in flight; partial with the blocks done */
 	for (int i = 0; i < 300; i++) {
-		j = engine_grant_json(f->e, "run");
+		j = views_engine_grant(f->e, "run");
 		bool started = j && json_integer_value(json_object_get(j, "blocks_done")) >= 1;
 		json_decref(j);
 		if (started)
@@ -261,7 +261,7 @@ static void test_cancel(void **state)
 	assert_string_equal(json_string_value(json_object_get(v.report, "cancel_requested_by")), "unit");
 	engine_verdict_done(&v);
 	assert_int_equal(wait_final(f->e, "run"), MSG_STATE_PARTIAL);
-	j = engine_grant_json(f->e, "run");
+	j = views_engine_grant(f->e, "run");
 	assert_in_range(json_integer_value(json_object_get(j, "blocks_done")), 1, 3);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")), "ECANCELED");
 	json_decref(j);
@@ -308,7 +308,7 @@ static void test_plan(void **state)
 	engine_verdict_done(&v);
 	/* nothing numbered, nothing recorded */
 	assert_int_equal(engine_last_generation(f->e, op), 0);
-	g = engine_grants_json(f->e);
+	g = views_engine_grants(f->e);
 	assert_int_equal(json_array_size(json_object_get(g, "grants")), 0);
 	json_decref(g);
 }
