@@ -314,7 +314,7 @@ static MHD_Result_t submit(struct api *a, struct MHD_Connection *c, struct reque
 	if (r < 0)
 		return api_send_error(c, 500, errno_name(r), "cannot submit: %s", strerror(-r));
 	status = http_status_of(&v);
-	reply = v.report ? json_incref(v.report) : NULL;
+	reply = views_verdict_json(&v);
 	engine_verdict_done(&v);
 	if (reply)
 		return api_send_json(c, status, reply);
@@ -365,7 +365,7 @@ static MHD_Result_t adopt(struct api *a, struct MHD_Connection *c, struct reques
 		return api_send_error(c, 500, errno_name(r), "cannot adopt: %s", strerror(-r));
 	status = v.kind == ENGINE_ANSWERED ? 200 : -v.err == ENOENT ? 404 : -v.err == EPERM ? 403
 		 : -v.err == EEXIST || -v.err == EBUSY ? 409 : http_status_of(&v);
-	reply = v.report ? json_incref(v.report) : NULL;
+	reply = views_verdict_json(&v);
 	engine_verdict_done(&v);
 	if (reply)
 		return api_send_json(c, status, reply);
@@ -398,11 +398,11 @@ static MHD_Result_t cancel(struct api *a, struct MHD_Connection *c, struct reque
 	if (v.kind == ENGINE_REJECTED) {
 		reply = json_pack("{s:{s:s,s:s}}", "error", "code", v.error.code, "message", v.error.message);
 		if (reply && v.report)
-			json_object_set(reply, "status", v.report);
+			json_object_set_new(reply, "status", views_verdict_json(&v));
 		engine_verdict_done(&v);
 		return api_send_json(c, status, reply);
 	}
-	reply = v.report ? json_incref(v.report) : NULL;
+	reply = views_verdict_json(&v);
 	engine_verdict_done(&v);
 	if (!reply)
 		return api_send_error(c, 500, "ENOMEM", "out of memory");

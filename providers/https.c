@@ -28,6 +28,7 @@
 #include "config/config.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
+#include "providers/wire/message.h"
 #include "providers/wire/views_json.h"
 
 /* --- inventory ----------------------------------------------------------------- */

@@ -326,8 +326,10 @@ void engine_verdict_done(struct engine_verdict *v)
 {
 	if (!v)
 		return;
-	json_decref(v->report);
+	report_free(v->report);
 	v->report = NULL;
+	plan_answer_free(v->plan);
+	v->plan = NULL;
 }
 
 int refuse(struct engine_verdict *v, int r)
@@ -335,6 +337,27 @@ int refuse(struct engine_verdict *v, int r)
 	v->kind = ENGINE_REJECTED;
 	v->err = r < 0 ? r : -r;
 	return 0;
+}
+
+/* The recorded status of REC, answered to a replay: its report, or (none
+ * recorded) what the record itself says.  NULL on ENOMEM. */
+static struct report *replay_report(struct engine *e, const struct intentlog_grant *rec)
+{
+	struct report *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	if (intentlog_grant_report(rec, r) < 0) {
+		report_clear(r);
+		snprintf(r->id, sizeof(r->id), "%s", rec->id);
+		snprintf(r->source, sizeof(r->source), "%s", rec->source);
+		r->generation = rec->generation;
+		r->state = rec->state;
+		r->kind = rec->type;
+		r->applied_bytes = rec->applied_bytes;
+	}
+	r->agent = e->agent_id;
+	return r;
 }
 
 /* The generation and the id of M against the journal: 0 new, 1 a replay
@@ -348,7 +371,7 @@ static int check_generation_locked(struct engine *e, const struct engine_source 
 	if (r == ILOG_GEN_REPLAY) {
 		/* a replay: the recorded answer, nothing applied */
 		v->kind = ENGINE_REPLAY;
-		v->report = rec.status ? json_incref(rec.status) : intentlog_grant_json(e->journal, rec.id);
+		v->report = replay_report(e, &rec);
 		intentlog_grant_done(&rec);
 		log_info(&e->log, "%s from %s: generation %llu already seen, answering with the recorded status", m->id,
 			 src->name, (unsigned long long)m->generation);
@@ -390,8 +413,9 @@ static void record_rejection_locked(struct engine *e, struct op *o, const struct
 	metrics_count_request(e->metrics, msg_type_name(o->msg->type), OUT_REJECTED);
 	if (report)
 		op_announce_locked(e, o, &rt);
+	json_decref(report);
 	v->recorded = true;
-	v->report = report;
+	v->report = report ? report_dup(&rt) : NULL;
 }
 
 int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v)
@@ -411,7 +435,8 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	machine_sync(e); /* the table as of now: before e->lock, which its callback takes */
 	if (m->type == MSG_SYNC) {
 		v->kind = ENGINE_ANSWERED;
-		v->report = msg_sync_reply_json(m->nonce);
+		v->sync = true;
+		v->nonce = m->nonce;
 		msg_free(m);
 		return 0;
 	}
@@ -475,8 +500,9 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 		goto refused;
 	}
 	op_announce_locked(e, o, &rt);
+	json_decref(report);
 	v->kind = ENGINE_ACCEPTED;
-	v->report = report;
+	v->report = report_dup(&rt);
 	size_format(o->requested_bytes, sz, sizeof(sz));
 	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s from %s accepted (generation %llu, %s)",
 		   msg_type_name(o->msg->type), o->msg->id,

@@ -161,8 +161,7 @@ int engine_adopt(struct engine *e, const struct engine_source *src, const uint64
 	log_notice(&e->log, "grant %s: %zu block%s adopted by an operator (first %llu)", o->msg->id, n,
 		   n == 1 ? "" : "s", (unsigned long long)blocks[0]);
 	v->kind = ENGINE_ANSWERED;
-	v->report = report;
-	report = NULL;
+	v->report = report_dup(&rt);
 	r = 0;
 	goto out;
 refused:

@@ -28,19 +28,18 @@
  */
 #pragma once
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
-#include "agent/engine/events.h"
 #include "hotplug/block.h"
 #include "lib/log.h"
-#include "providers/wire/message.h"
+#include "providers/wire/msg_types.h"
 #include "providers/wire/report.h"
 
 struct engine;
 struct engine_source;
+struct event_bus; /* agent/engine/events.h */
 struct mg_config;
 
 /* ---- life cycle ----------------------------------------------------------- */
@@ -85,8 +84,34 @@ uint64_t engine_last_generation(struct engine *e, const struct engine_source *s)
 enum engine_verdict_kind {
 	ENGINE_ACCEPTED, /* recorded and queued; REPORT is its first status */
 	ENGINE_REPLAY,   /* generation already recorded; REPORT is the recorded status */
-	ENGINE_ANSWERED, /* a sync: nothing to apply; REPORT is the answer */
+	ENGINE_ANSWERED, /* nothing to apply: SYNC (its NONCE), PLAN, or REPORT */
 	ENGINE_REJECTED, /* ERR and ERROR say why; REPORT when RECORDED */
+};
+
+/* One block of a dry run's plan, in the order it would be taken. */
+struct engine_plan_block {
+	uint64_t block;
+	bool decided;               /* a grant's: MEMMAP and ZONE say how it would come up */
+	int memmap;                 /* 0/1, -1 the kernel's choice */
+	const char *zone;           /* "Movable" or "Normal" (static) */
+};
+
+/* What engine_plan() answers: the plan of a grant or revocation. */
+struct engine_plan {
+	enum msg_type kind;
+	uint64_t requested_bytes, block_size;
+	char reason[256];           /* the planner's line */
+	struct engine_plan_block *blocks; /* own */
+	size_t n_blocks;
+	char **decisions;           /* own */
+	size_t n_decisions;
+	/* a grant's policy and cost in online memory (a memmap is block_size / 64) */
+	bool grant;
+	int memmap;                 /* 0/1, -1 mixed or the kernel's choice */
+	const char *zone;           /* "Movable", "Normal" or "split" (static) */
+	uint64_t memmap_bytes, memmap_in_granted_bytes, online_cost_bytes, usable_bytes;
+	bool memmap_kernel_chose;   /* no firmware interface: the cost assumes online memory */
+	uint64_t online_bytes_before, online_bytes_after;
 };
 
 struct engine_verdict {
@@ -94,19 +119,23 @@ struct engine_verdict {
 	int err;                /* REJECTED: negative errno */
 	struct msg_error error; /* REJECTED: code and reason */
 	bool recorded;          /* REJECTED: journaled as a rejected request */
-	json_t *report;         /* own reference or NULL: release with engine_verdict_done() */
+	struct report *report;  /* own or NULL: the request's status report */
+	bool sync;              /* ANSWERED to a sync: NONCE is its nonce */
+	uint64_t nonce;
+	struct engine_plan *plan; /* own or NULL: ANSWERED to engine_plan() */
 };
 
 /*
  * Submits M (taken: freed by the engine in every case) from SRC.  A message
  * of an operator's source may come without id and generation
- * (msg_from_json_opts() with MSG_PARSE_UNNUMBERED).  Errors of the request
+ * (parsed with MSG_PARSE_UNNUMBERED).  Errors of the request
  * are verdicts, not return values: -errno only when V is NULL or SRC unknown.
  * Rejections not recorded: -ESHUTDOWN stopping, -ESTALE stale generation,
  * -EEXIST id in use, -ERANGE generation too far ahead, -ENOBUFS outbox full,
  * other errno the engine's own failure (journal, kernel read, memory).
  */
 int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v);
+/* Releases V's REPORT and PLAN. */
 void engine_verdict_done(struct engine_verdict *v);
 
 /*
@@ -125,8 +154,8 @@ int engine_adopt(struct engine *e, const struct engine_source *src, const uint64
 /*
  * The plan of grant or revocation M (taken) as if SRC had sent it, changing
  * nothing: no number, no journal record, no kernel write.  ANSWERED with
- * REPORT {"type":"plan", "blocks": [...], "decisions": [...], the memmap and
- * zone, what it costs in online memory}, or REJECTED as engine_submit()
+ * PLAN (the blocks, the decisions, the memmap and zone, what it costs in
+ * online memory), or REJECTED as engine_submit()
  * would reject it (-EAGAIN: a revocation of a grant that has not run yet).
  */
 int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v);

@@ -189,6 +189,17 @@ nomem:
 	return -ENOMEM;
 }
 
+struct report *op_report_new(struct engine *e, const struct op *o, const struct mem_table *t)
+{
+	struct report *r = malloc(sizeof(*r));
+
+	if (r && op_report(e, o, t, r) < 0) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
 json_t *op_report_json(struct engine *e, const struct op *o, const struct mem_table *t)
 {
 	struct report r;

@@ -97,6 +97,8 @@ void op_busy_drop(struct op *o, uint64_t block);
 void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *standby);
 /* The status report of O (wire v1 plus progress fields): 0 or -ENOMEM. */
 int op_report(struct engine *e, const struct op *o, const struct mem_table *t, struct report *out);
+/* The same on the heap (a verdict's), NULL on ENOMEM. */
+struct report *op_report_new(struct engine *e, const struct op *o, const struct mem_table *t);
 /* The same as the journal stores it (providers/wire/report_json.h); NULL on ENOMEM. */
 json_t *op_report_json(struct engine *e, const struct op *o, const struct mem_table *t);
 /* The outbox O's reports go to, NULL for none. */

@@ -70,3 +70,22 @@ int report_add_decision(struct report *r, const char *text)
 	r->decisions[r->n_decisions++] = s;
 	return 0;
 }
+
+struct report *report_dup(const struct report *src)
+{
+	struct report *r = malloc(sizeof(*r));
+
+	if (r && report_copy(r, src) < 0) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void report_free(struct report *r)
+{
+	if (!r)
+		return;
+	report_clear(r);
+	free(r);
+}

@@ -62,6 +62,9 @@ struct report {
 void report_clear(struct report *r);
 static inline void report_clearp(struct report *r) { report_clear(r); }
 #define _cleanup_report_ __attribute__((cleanup(report_clearp)))
+/* A new deep copy of SRC, NULL on ENOMEM; report_free() releases it. */
+struct report *report_dup(const struct report *src);
+void report_free(struct report *r);
 /* A deep copy of SRC into DST: 0 or -ENOMEM (DST cleared). */
 int report_copy(struct report *dst, const struct report *src);
 /* The entry of BLOCK, NULL when the report has none. */

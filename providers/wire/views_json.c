@@ -194,6 +194,70 @@ json_t *views_engine_grants(struct engine *e)
 	return j;
 }
 
+static json_t *plan_block_json(const struct engine_plan_block *b, uint64_t block_size)
+{
+	char range[MSG_RANGE_MAX + 1];
+	uint64_t first = b->block * block_size;
+	json_t *j;
+
+	snprintf(range, sizeof(range), "0x%016llx-0x%016llx", (unsigned long long)first,
+		 (unsigned long long)(first + block_size - 1));
+	j = json_pack("{s:I,s:s}", "block", (json_int_t)b->block, "range", range);
+	if (j && b->decided) {
+		json_object_set_new(j, "memmap_on_memory", b->memmap < 0 ? json_null() : json_boolean(b->memmap == 1));
+		json_object_set_new(j, "zone", json_string(b->zone));
+	}
+	return j;
+}
+
+json_t *views_plan_json(const struct engine_plan *p)
+{
+	_cleanup_json_ json_t *j = json_pack("{s:s,s:b,s:s,s:I,s:I,s:s}", "type", "plan", "dry_run", 1, "kind",
+					     msg_type_name(p->kind), "requested_bytes", (json_int_t)p->requested_bytes,
+					     "block_size", (json_int_t)p->block_size, "reason", p->reason);
+	json_t *blocks = json_array(), *decisions = json_array();
+
+	if (!j || !blocks || !decisions) {
+		json_decref(blocks);
+		json_decref(decisions);
+		return NULL;
+	}
+	for (size_t i = 0; i < p->n_blocks; i++)
+		json_array_append_new(blocks, plan_block_json(&p->blocks[i], p->block_size));
+	for (size_t i = 0; i < p->n_decisions; i++)
+		json_array_append_new(decisions, json_string(p->decisions[i]));
+	if (p->grant) {
+		json_object_set_new(j, "memmap_on_memory", p->memmap < 0 ? json_null() : json_boolean(p->memmap == 1));
+		json_object_set_new(j, "zone", json_string(p->zone));
+		json_object_set_new(j, "decisions", decisions);
+		json_object_set_new(j, "memmap_bytes", json_integer((json_int_t)p->memmap_bytes));
+		json_object_set_new(j, "memmap_in_granted_bytes", json_integer((json_int_t)p->memmap_in_granted_bytes));
+		json_object_set_new(j, "online_cost_bytes", json_integer((json_int_t)p->online_cost_bytes));
+		json_object_set_new(j, "usable_bytes", json_integer((json_int_t)p->usable_bytes));
+		json_object_set_new(j, "online_bytes_before", json_integer((json_int_t)p->online_bytes_before));
+		json_object_set_new(j, "online_bytes_after", json_integer((json_int_t)p->online_bytes_after));
+		if (p->memmap_kernel_chose)
+			json_object_set_new(j, "memmap_note",
+					    json_string("no firmware interface: the kernel chose memmap_on_memory when it "
+							"added the blocks; the cost assumes the memmap is online memory"));
+	} else {
+		json_object_set_new(j, "decisions", decisions);
+		json_object_set_new(j, "online_bytes_before", json_integer((json_int_t)p->online_bytes_before));
+		json_object_set_new(j, "online_bytes_after", json_integer((json_int_t)p->online_bytes_after));
+	}
+	json_object_set_new(j, "blocks", blocks);
+	return TAKE_PTR(j);
+}
+
+json_t *views_verdict_json(const struct engine_verdict *v)
+{
+	if (v->plan)
+		return views_plan_json(v->plan);
+	if (v->sync)
+		return msg_sync_reply_json(v->nonce);
+	return v->report ? report_to_json(v->report) : NULL;
+}
+
 json_t *views_engine_status(struct engine *e)
 {
 	struct engine_status s;

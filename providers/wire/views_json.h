@@ -30,6 +30,13 @@ json_t *views_grant_json(const struct engine_grant_row *row);
  * and "owned_blocks". */
 json_t *views_grants_json(const struct engine_grant_row *rows, size_t n);
 
+/* engine_plan()'s answer: {"type":"plan", "dry_run":true, ...}. */
+json_t *views_plan_json(const struct engine_plan *p);
+/* What a verdict answers, as the adapters send it: the plan, the sync's
+ * reply ({"type":"sync","nonce":N}) or the status report; NULL when the
+ * verdict carries none (or ENOMEM). */
+json_t *views_verdict_json(const struct engine_verdict *v);
+
 /* engine_status() encoded; NULL when it fails. */
 json_t *views_engine_status(struct engine *e);
 /* engine_grant() encoded; NULL when there is no such request (or ENOMEM). */

@@ -138,7 +138,7 @@ static void test_verdicts(void **state)
 	/* accepted: its first report, durable, in the source's outbox */
 	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"grant\",\"id\":\"g1\",\"generation\":5,\"size\":\"256M\"}", 0), &v), 0);
 	assert_int_equal(v.kind, ENGINE_ACCEPTED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "accepted");
+	assert_int_equal(v.report->state, MSG_STATE_ACCEPTED);
 	engine_verdict_done(&v);
 	assert_int_equal(wait_final(f->e, "g1"), MSG_STATE_APPLIED);
 	assert_int_equal(engine_last_generation(f->e, cp), 5);
@@ -147,7 +147,7 @@ static void test_verdicts(void **state)
 	/* the same generation again: a replay with the recorded report */
 	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"grant\",\"id\":\"g1\",\"generation\":5,\"size\":\"256M\"}", 0), &v), 0);
 	assert_int_equal(v.kind, ENGINE_REPLAY);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "applied");
+	assert_int_equal(v.report->state, MSG_STATE_APPLIED);
 	engine_verdict_done(&v);
 
 	/* stale: below the last generation, no record kept for it */
@@ -163,19 +163,20 @@ static void test_verdicts(void **state)
 	assert_int_equal(v.kind, ENGINE_REJECTED);
 	assert_int_equal(v.err, -ENOSPC);
 	assert_true(v.recorded);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "rejected");
+	assert_int_equal(v.report->state, MSG_STATE_REJECTED);
 	engine_verdict_done(&v);
 
 	/* a sync is answered, nothing recorded */
 	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"sync\",\"nonce\":42}", 0), &v), 0);
 	assert_int_equal(v.kind, ENGINE_ANSWERED);
-	assert_int_equal(json_integer_value(json_object_get(v.report, "nonce")), 42);
+	assert_true(v.sync);
+	assert_int_equal(v.nonce, 42);
 	engine_verdict_done(&v);
 
 	/* an operator's request is numbered by the engine; no outbox for it */
 	assert_int_equal(engine_submit(f->e, op, parse("{\"type\":\"revoke\",\"grant\":\"g1\"}", MSG_PARSE_UNNUMBERED), &v), 0);
 	assert_int_equal(v.kind, ENGINE_ACCEPTED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "id")), "op-1");
+	assert_string_equal(v.report->id, "op-1");
 	engine_verdict_done(&v);
 	assert_int_equal(wait_final(f->e, "op-1"), MSG_STATE_APPLIED);
 	assert_int_equal(engine_outbox_wait(f->e, "op", 0), 0);
@@ -238,8 +239,8 @@ static void test_cancel(void **state)
 	/* queued: cancelled at once, durable and in the sender's outbox before the verdict */
 	assert_int_equal(engine_cancel(f->e, "queued", "unit", &v), 0);
 	assert_int_equal(v.kind, ENGINE_ANSWERED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "cancelled");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(v.report, "error"), "code")), "ECANCELED");
+	assert_int_equal(v.report->state, MSG_STATE_CANCELLED);
+	assert_string_equal(v.report->error_code, "ECANCELED");
 	engine_verdict_done(&v);
 	j = views_engine_grant(f->e, "queued");
 	assert_non_null(j);
@@ -258,7 +259,7 @@ static void test_cancel(void **state)
 	}
 	assert_int_equal(engine_cancel(f->e, "run", "unit", &v), 0);
 	assert_int_equal(v.kind, ENGINE_ACCEPTED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "cancel_requested_by")), "unit");
+	assert_string_equal(v.report->cancel_requested_by, "unit");
 	engine_verdict_done(&v);
 	assert_int_equal(wait_final(f->e, "run"), MSG_STATE_PARTIAL);
 	j = views_engine_grant(f->e, "run");
@@ -271,7 +272,7 @@ static void test_cancel(void **state)
 	assert_int_equal(engine_cancel(f->e, "run", "unit", &v), 0);
 	assert_int_equal(v.kind, ENGINE_REJECTED);
 	assert_int_equal(v.err, -EALREADY);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "partial");
+	assert_int_equal(v.report->state, MSG_STATE_PARTIAL);
 	engine_verdict_done(&v);
 	assert_int_equal(engine_cancel(f->e, "nope", "unit", &v), 0);
 	assert_int_equal(v.err, -ENOENT);
@@ -288,17 +289,17 @@ static void test_plan(void **state)
 	assert_int_equal(engine_source_add(f->e, "op", ENGINE_SOURCE_OPERATOR, &op), 0);
 	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"256M\",\"memmap_on_memory\":true}", MSG_PARSE_UNNUMBERED), &v), 0);
 	assert_int_equal(v.kind, ENGINE_ANSWERED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "type")), "plan");
-	assert_int_equal(json_array_size(json_object_get(v.report, "blocks")), 2);
-	assert_true(json_is_true(json_object_get(v.report, "memmap_on_memory")));
+	assert_non_null(v.plan);
+	assert_int_equal(v.plan->n_blocks, 2);
+	assert_int_equal(v.plan->memmap, 1);
 	/* memmap in the blocks: 2 x 128M / 64, none taken from online memory */
-	assert_int_equal(json_integer_value(json_object_get(v.report, "memmap_bytes")), 4 * MIB);
-	assert_int_equal(json_integer_value(json_object_get(v.report, "online_cost_bytes")), 0);
-	assert_int_equal(json_integer_value(json_object_get(v.report, "usable_bytes")), 256 * MIB - 4 * MIB);
+	assert_int_equal(v.plan->memmap_bytes, 4 * MIB);
+	assert_int_equal(v.plan->online_cost_bytes, 0);
+	assert_int_equal(v.plan->usable_bytes, 256 * MIB - 4 * MIB);
 	engine_verdict_done(&v);
 	/* off: the memmap comes out of the memory online now */
 	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"256M\",\"memmap_on_memory\":false}", MSG_PARSE_UNNUMBERED), &v), 0);
-	assert_int_equal(json_integer_value(json_object_get(v.report, "online_cost_bytes")), 4 * MIB);
+	assert_int_equal(v.plan->online_cost_bytes, 4 * MIB);
 	engine_verdict_done(&v);
 	/* too big: rejected as a submit would be, and not recorded */
 	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"4G\"}", MSG_PARSE_UNNUMBERED), &v), 0);
