@@ -397,25 +397,25 @@ static void record_rejection_locked(struct engine *e, struct op *o, const struct
 				    const struct msg_error *err, struct engine_verdict *v)
 {
 	_cleanup_report_ struct report rt = { 0 };
-	json_t *report;
+	bool have;
 	int r;
 
 	o->state = MSG_STATE_REJECTED;
 	snprintf(o->err_code, sizeof(o->err_code), "%s", err->code);
 	snprintf(o->err_msg, sizeof(o->err_msg), "%s", err->message);
-	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
-	r = intentlog_accept(e->journal, o->src->name, o->msg, MSG_STATE_REJECTED, report, op_report_dest(o));
+	have = op_report(e, o, t, &rt) == 0;
+	r = intentlog_accept(e->journal, o->src->name, o->msg, MSG_STATE_REJECTED, have ? &rt : NULL,
+			     op_report_dest(o));
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal the rejection: %s", o->msg->id, strerror(-r));
 	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s from %s rejected: %s",
 		   msg_type_name(o->msg->type), o->msg->id, o->src->name,
 		   err->message);
 	metrics_count_request(e->metrics, msg_type_name(o->msg->type), OUT_REJECTED);
-	if (report)
+	if (have)
 		op_announce_locked(e, o, &rt);
-	json_decref(report);
 	v->recorded = true;
-	v->report = report ? report_dup(&rt) : NULL;
+	v->report = have ? report_dup(&rt) : NULL;
 }
 
 int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v)
@@ -423,7 +423,6 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	_cleanup_mem_table_ struct mem_table *t = NULL;
 	_cleanup_report_ struct report rt = { 0 };
 	struct op *o = NULL;
-	json_t *report;
 	char sz[16];
 	int r;
 
@@ -488,19 +487,16 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	}
 
 	o->state = MSG_STATE_ACCEPTED;
-	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
 	/* durable before acknowledged */
-	r = report ? intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_ACCEPTED, report,
-					  op_report_dest(o))
-		   : -ENOMEM;
+	r = op_report(e, o, t, &rt);
+	if (r == 0)
+		r = intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_ACCEPTED, &rt, op_report_dest(o));
 	if (r < 0) {
-		json_decref(report);
 		msg_error_set(&v->error, r, "cannot record %s in the journal: %s", o->msg->id, strerror(-r));
 		log_err(&e->log, "%s", v->error.message);
 		goto refused;
 	}
 	op_announce_locked(e, o, &rt);
-	json_decref(report);
 	v->kind = ENGINE_ACCEPTED;
 	v->report = report_dup(&rt);
 	size_format(o->requested_bytes, sz, sizeof(sz));

@@ -84,7 +84,6 @@ int engine_adopt(struct engine *e, const struct engine_source *src, const uint64
 	struct msg_error merr;
 	struct msg *m = NULL;
 	struct op *o = NULL;
-	json_t *report = NULL;
 	int r;
 
 	if (!v || !src || !blocks || n == 0)
@@ -140,11 +139,12 @@ int engine_adopt(struct engine *e, const struct engine_source *src, const uint64
 			outcome_from_block(oc, &kb[i]);
 	}
 	op_add_decision(o, "adopted by an operator: %zu block%s found online outside memgrant", n, n == 1 ? "" : "s");
-	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
 	/* the record and the ownership in one write, durable before the answer */
-	r = report ? intentlog_batch_begin(e->journal) : -ENOMEM;
+	r = op_report(e, o, t, &rt);
+	if (r == 0)
+		r = intentlog_batch_begin(e->journal);
 	if (r == 0) {
-		r = intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_APPLIED, report, op_report_dest(o));
+		r = intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_APPLIED, &rt, op_report_dest(o));
 		if (r == 0)
 			r = intentlog_adopt(e->journal, o->msg->id, done, n, NULL);
 		if (r == 0)
@@ -169,7 +169,6 @@ refused:
 	r = 0;
 out:
 	pthread_mutex_unlock(&e->lock);
-	json_decref(report);
 	op_free(o);
 	msg_free(m);
 	return r;

@@ -183,7 +183,7 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 	if (intentlog_get_grant(e->journal, grant_id, &g) < 0)
 		return;
 	snprintf(why, sizeof(why), "block %llu was taken down outside memgrant (%s)", (unsigned long long)block, state);
-	if (g.status && !(e->running && streq(e->running->msg->id, grant_id)) && report_from_json(g.status, &rep) == 0) {
+	if (!(e->running && streq(e->running->msg->id, grant_id)) && intentlog_grant_report(&g, &rep) == 0) {
 		rep.agent = e->agent_id;
 		applied = rep.applied_bytes >= bs ? rep.applied_bytes - bs : 0;
 		rep.applied_bytes = applied;
@@ -196,7 +196,7 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 		report_add_decision(&rep, why);
 		status = report_to_json(&rep);
 		src = engine_source_intern_locked(e, g.source);
-		r = status ? intentlog_set_state(e->journal, grant_id, g.state, status,
+		r = status ? intentlog_set_state(e->journal, grant_id, g.state, &rep,
 				      src && (src->flags & ENGINE_SOURCE_REPORTS) ? src->name : NULL) : -ENOMEM;
 		if (r < 0)
 			log_err(&e->log, "%s: cannot journal that block %llu left it: %s", grant_id,

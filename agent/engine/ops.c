@@ -356,14 +356,14 @@ static bool progress_due(const struct op *o)
 int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, const struct intentlog_target *targets,
 		     size_t n, const struct mem_table *t)
 {
-	_cleanup_json_ json_t *report = NULL;
 	_cleanup_report_ struct report rt = { 0 };
 	enum msg_state was = o->state;
 	int r;
 
 	o->state = MSG_STATE_IN_PROGRESS;
-	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
-	r = report ? intentlog_intent(e->journal, o->msg->id, dir, targets, n, report, op_report_dest(o)) : -ENOMEM;
+	r = op_report(e, o, t, &rt);
+	if (r == 0)
+		r = intentlog_intent(e->journal, o->msg->id, dir, targets, n, &rt, op_report_dest(o));
 	if (r < 0) {
 		o->state = was; /* nothing was written: the caller ends it as it was */
 		return r;
@@ -377,7 +377,7 @@ int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, con
 }
 
 /* One durable result closing O's intent with REPORT. */
-static int write_result_locked(struct engine *e, struct op *o, json_t *report)
+static int write_result_locked(struct engine *e, struct op *o, const struct report *report)
 {
 	int r = intentlog_result(e->journal, o->msg->id, o->state, o->applied_bytes, o->done, o->n_done, report,
 				 op_report_dest(o));
@@ -391,16 +391,14 @@ static int write_result_locked(struct engine *e, struct op *o, json_t *report)
 
 int op_close_intent_locked(struct engine *e, struct op *o, const struct mem_table *t)
 {
-	_cleanup_json_ json_t *report = NULL;
 	_cleanup_report_ struct report rt = { 0 };
 	int r;
 
 	if (!o->intent_open)
 		return 0;
-	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
-	if (!report)
+	if (op_report(e, o, t, &rt) < 0)
 		return -ENOMEM;
-	r = write_result_locked(e, o, report);
+	r = write_result_locked(e, o, &rt);
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal its result: %s", o->msg->id, strerror(-r));
 	keep_live(o, &rt);
@@ -409,7 +407,6 @@ int op_close_intent_locked(struct engine *e, struct op *o, const struct mem_tabl
 
 int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 {
-	_cleanup_json_ json_t *report = NULL;
 	_cleanup_report_ struct report rt = { 0 };
 	int r;
 
@@ -417,8 +414,7 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 		engine_notify(e); /* status reads the counters from O itself */
 		return 0;
 	}
-	report = op_report(e, o, t, &rt) == 0 ? report_to_json(&rt) : NULL;
-	if (!report)
+	if (op_report(e, o, t, &rt) < 0)
 		return -ENOMEM;
 	if (o->intent_open && !msg_state_is_final(o->state)) {
 		/* progress under an open intent: the kernel records it */
@@ -427,9 +423,9 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 		return 0;
 	}
 	if (o->intent_open)
-		r = write_result_locked(e, o, report);
+		r = write_result_locked(e, o, &rt);
 	else
-		r = intentlog_set_state(e->journal, o->msg->id, o->state, report,
+		r = intentlog_set_state(e->journal, o->msg->id, o->state, &rt,
 					msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
 													   : NULL);
 	if (r < 0)

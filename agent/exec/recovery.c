@@ -5,7 +5,6 @@
 #include "agent/exec/recovery.h"
 
 #include "hotplug/planner.h"
-#include "providers/wire/report_json.h"
 #include "lib/util.h"
 #include "agent/engine/backend_setup.h"
 #include "agent/engine/engine_impl.h"
@@ -73,7 +72,6 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 	_cleanup_free_ struct intentlog_done *done = calloc(it->n_blocks + 1, sizeof(*done));
 	struct intentlog_grant g = { 0 };
 	_cleanup_report_ struct report rep = { 0 };
-	json_t *status = NULL;
 	size_t n_done = 0, n_half = 0, n_refused = 0, mine = 0;
 	uint64_t applied;
 	bool up = it->dir == ILOG_UP;
@@ -156,22 +154,17 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 		for (size_t i = 0; i < n_done; i++)
 			credit_status(&rep, done[i].block, block_size);
 		applied = rep.applied_bytes;
-		status = report_to_json(&rep);
-		if (!status) {
-			r = -ENOMEM;
-			goto out;
-		}
+
 	}
 	/* not final: the operation is queued again and finishes from here */
 	r = intentlog_result(e->journal, it->op, msg_state_is_final(g.state) ? MSG_STATE_IN_PROGRESS : g.state, applied,
-			     done, n_done, status, NULL);
+			     done, n_done, up ? NULL : &rep, NULL);
 out:
 	pthread_mutex_unlock(&e->lock);
 	log_notice(&e->log, "%s: its %s of %zu block%s was interrupted: %zu found done%s, %zu half done, %zu refused%s%s",
 		   it->op, up ? "bring-up" : "take-down", it->n_blocks, it->n_blocks == 1 ? "" : "s", n_done,
 		   up ? " (adopted)" : " (given back)", n_half, n_refused, r < 0 ? "; cannot journal the result: " : "",
 		   r < 0 ? strerror(-r) : "");
-	json_decref(status);
 	intentlog_grant_done(&g);
 	return r;
 }

@@ -367,8 +367,12 @@ static int add_report(json_t *rec, json_t *status, const char *outbox_dest)
 }
 
 int intentlog_accept(struct intentlog *il, const char *source, const struct msg *m, enum msg_state state,
-		     json_t *status, const char *outbox_dest)
+		     const struct report *report, const char *outbox_dest)
 {
+	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
+
+	if (report && !status)
+		return -ENOMEM;
 	json_t *rec, *req;
 	int r;
 
@@ -392,9 +396,13 @@ int intentlog_accept(struct intentlog *il, const char *source, const struct msg 
 	return commit(il, ILOG_REC_ACCEPT, rec);
 }
 
-int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, json_t *status,
+int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, const struct report *report,
 			const char *outbox_dest)
 {
+	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
+
+	if (report && !status)
+		return -ENOMEM;
 	json_t *g = ilog_find_grant(il->root, id, NULL), *rec;
 	int r;
 
@@ -414,8 +422,13 @@ int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state sta
 }
 
 int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir dir,
-		     const struct intentlog_target *blocks, size_t n, json_t *status, const char *outbox_dest)
+		     const struct intentlog_target *blocks, size_t n, const struct report *report,
+		     const char *outbox_dest)
 {
+	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
+
+	if (report && !status)
+		return -ENOMEM;
 	json_t *rec, *list;
 	int r;
 
@@ -469,8 +482,13 @@ static json_t *done_list(const struct intentlog_done *done, size_t n, bool zoned
 }
 
 int intentlog_result(struct intentlog *il, const char *op, enum msg_state state, uint64_t applied_bytes,
-		     const struct intentlog_done *done, size_t n, json_t *status, const char *outbox_dest)
+		     const struct intentlog_done *done, size_t n, const struct report *report,
+		     const char *outbox_dest)
 {
+	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
+
+	if (report && !status)
+		return -ENOMEM;
 	json_t *it = ilog_find_intent(il->root, op, NULL), *rec, *list;
 	bool up = it && streq(ilog_str_of(it, "dir"), "up");
 	int r;

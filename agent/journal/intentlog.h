@@ -6,7 +6,9 @@
  * take down), what came of it (results), the outbox of status reports per
  * destination, and the blocks an operator adopted or released.  The kernel
  * records per-block progress; after a crash, recovery compares an open
- * intent with the kernel.
+ * intent with the kernel.  Status reports come in typed (struct report)
+ * and are stored in the journal's own JSON (providers/wire/report_json.h);
+ * intentlog_grant_report() decodes them.
  *
  * STATE_DIR/journal.log is an append-only recordlog (agent/journal/recordlog.h) of
  * JSON payloads; replaying it at open rebuilds the live state: grants with
@@ -146,16 +148,17 @@ static inline void intentlog_closep(struct intentlog **il) { intentlog_close(*il
 /* Records a request from SOURCE and raises its generation; STATUS (may be
  * NULL) stored and, with OUTBOX_DEST, queued.  -ESTALE, -EEXIST, -EINVAL, -ENOBUFS. */
 int intentlog_accept(struct intentlog *il, const char *source, const struct msg *m, enum msg_state state,
-		     json_t *status, const char *outbox_dest);
+		     const struct report *status, const char *outbox_dest);
 /* State (and report, may be NULL: keep), optionally queued. -ENOENT, -EINVAL, -ENOBUFS. */
-int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, json_t *status,
+int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, const struct report *status,
 			const char *outbox_dest);
 /* Before the first kernel write of OP: the N blocks it will bring up or take
  * down, in that order; OP becomes in_progress with STATUS (may be NULL),
  * optionally queued.  -EBUSY OP has an open intent (close it with a result
  * first), -ENOENT unknown OP, -EINVAL bad blocks (none, repeated, bad zone). */
 int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir dir,
-		     const struct intentlog_target *blocks, size_t n, json_t *status, const char *outbox_dest);
+		     const struct intentlog_target *blocks, size_t n, const struct report *status,
+		     const char *outbox_dest);
 /* After the last kernel write of OP's open intent: the blocks it really did
  * (each must be named by the intent: brought up ones become OP's, taken down
  * ones nobody's), the new state (final, or not when recovery resumes it),
@@ -163,7 +166,8 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
  * intent.  Without an open intent N must be 0.  -ENOENT, -EINVAL, -EEXIST
  * (a block brought up is owned by another grant), -ENOBUFS. */
 int intentlog_result(struct intentlog *il, const char *op, enum msg_state state, uint64_t applied_bytes,
-		     const struct intentlog_done *done, size_t n, json_t *status, const char *outbox_dest);
+		     const struct intentlog_done *done, size_t n, const struct report *status,
+		     const char *outbox_dest);
 /* GRANT_ID (a grant, not a revocation) now owns the N blocks (an operator's
  * adoption); each gets the next seq (SEQ, may be NULL, gets the first).
  * -ENOENT, -EEXIST owned already, -EINVAL. */
