@@ -8,8 +8,6 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
-#include "lib/json.h"
-#include "providers/wire/report_json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"

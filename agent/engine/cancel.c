@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
-#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"

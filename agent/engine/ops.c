@@ -200,18 +200,6 @@ struct report *op_report_new(struct engine *e, const struct op *o, const struct 
 	return r;
 }
 
-json_t *op_report_json(struct engine *e, const struct op *o, const struct mem_table *t)
-{
-	struct report r;
-	json_t *j;
-
-	if (op_report(e, o, t, &r) < 0)
-		return NULL;
-	j = report_to_json(&r);
-	report_clear(&r);
-	return j;
-}
-
 const char *op_report_dest(const struct op *o)
 {
 	return o->src->flags & ENGINE_SOURCE_REPORTS ? o->src->name : NULL;

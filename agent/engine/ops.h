@@ -11,7 +11,6 @@
  */
 #pragma once
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -99,8 +98,6 @@ void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *stand
 int op_report(struct engine *e, const struct op *o, const struct mem_table *t, struct report *out);
 /* The same on the heap (a verdict's), NULL on ENOMEM. */
 struct report *op_report_new(struct engine *e, const struct op *o, const struct mem_table *t);
-/* The same as the journal stores it (providers/wire/report_json.h); NULL on ENOMEM. */
-json_t *op_report_json(struct engine *e, const struct op *o, const struct mem_table *t);
 /* The outbox O's reports go to, NULL for none. */
 const char *op_report_dest(const struct op *o);
 /* Sends the transitions REPORT shows for O to the subscribers. */
@@ -129,7 +126,8 @@ int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap);
 const struct intentlog_done *op_done_find(const struct op *o, uint64_t block);
 /* BLOCK is no longer among O's done blocks (it left outside memgrant); true when it was. */
 bool op_done_remove(struct op *o, uint64_t block);
-/* Puts REPORT on the event bus and tells the subscribers (no journal write).
+/* Puts REPORT on the event bus (as JSON: providers/wire/report_json.h) and
+ * tells the subscribers (no journal write).
  * While O is in progress the event carries what changed since the previous
  * one ("changed_blocks" instead of "blocks"); other states the whole report. */
 void op_announce_locked(struct engine *e, struct op *o, const struct report *report);

@@ -5,7 +5,6 @@
 #include "agent/engine/views.h"
 
 #include "hotplug/policy.h"
-#include "lib/json.h"
 #include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
