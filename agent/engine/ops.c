@@ -320,14 +320,12 @@ bool op_done_remove(struct op *o, uint64_t block)
 	return false;
 }
 
-static void keep_live(struct op *o, const struct report *report)
+/* REPORT (moved: cleared here) becomes what the views show of O. */
+static void keep_live(struct op *o, struct report *report)
 {
-	struct report copy;
-
-	if (report_copy(&copy, report) < 0)
-		return; /* the views show the previous one */
 	report_clear(&o->live);
-	o->live = copy;
+	o->live = *report;
+	memset(report, 0, sizeof(*report));
 	o->has_live = true;
 	o->live_at = mono_s();
 }
@@ -359,8 +357,8 @@ int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, con
 	o->intent_open = true;
 	o->intent_dir = dir;
 	o->n_done = 0;
-	keep_live(o, &rt);
 	op_announce_locked(e, o, &rt);
+	keep_live(o, &rt);
 	return 0;
 }
 
@@ -406,8 +404,8 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 		return -ENOMEM;
 	if (o->intent_open && !msg_state_is_final(o->state)) {
 		/* progress under an open intent: the kernel records it */
-		keep_live(o, &rt);
 		op_announce_locked(e, o, &rt);
+		keep_live(o, &rt);
 		return 0;
 	}
 	if (o->intent_open)
@@ -419,7 +417,7 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal state %s: %s", o->msg->id, msg_state_name(o->state),
 			strerror(-r));
-	keep_live(o, &rt);
 	op_announce_locked(e, o, &rt);
+	keep_live(o, &rt);
 	return r;
 }
