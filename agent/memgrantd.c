@@ -30,6 +30,7 @@
 #include "hotplug/privsep/sandbox.h"
 #include "providers/pressure.h"
 #include "agent/engine/engine.h"
+#include "agent/engine/events.h"
 #include "lib/log.h"
 #include "agent/reload.h"
 #include "agent/log_journald.h"

@@ -13,6 +13,7 @@
  */
 #include "providers/api_int.h"
 #include "providers/api_parse.h"
+#include "providers/wire/views_json.h"
 #include "lib/timeutil.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
@@ -165,7 +166,7 @@ static MHD_Result_t submit(struct api *a, struct MHD_Connection *c, struct reque
 	if (r < 0)
 		return api_send_error(c, 500, errno_name(r), "cannot submit: %s", strerror(-r));
 	status = http_status_of(&v);
-	reply = v.report ? json_incref(v.report) : NULL;
+	reply = views_verdict_json(&v);
 	engine_verdict_done(&v);
 	if (reply)
 		return api_send_json(c, status, reply);
@@ -216,7 +217,7 @@ static MHD_Result_t adopt(struct api *a, struct MHD_Connection *c, struct reques
 		return api_send_error(c, 500, errno_name(r), "cannot adopt: %s", strerror(-r));
 	status = v.kind == ENGINE_ANSWERED ? 200 : -v.err == ENOENT ? 404 : -v.err == EPERM ? 403
 		 : -v.err == EEXIST || -v.err == EBUSY ? 409 : http_status_of(&v);
-	reply = v.report ? json_incref(v.report) : NULL;
+	reply = views_verdict_json(&v);
 	engine_verdict_done(&v);
 	if (reply)
 		return api_send_json(c, status, reply);
@@ -249,11 +250,11 @@ static MHD_Result_t cancel(struct api *a, struct MHD_Connection *c, struct reque
 	if (v.kind == ENGINE_REJECTED) {
 		reply = json_pack("{s:{s:s,s:s}}", "error", "code", v.error.code, "message", v.error.message);
 		if (reply && v.report)
-			json_object_set(reply, "status", v.report);
+			json_object_set_new(reply, "status", views_verdict_json(&v));
 		engine_verdict_done(&v);
 		return api_send_json(c, status, reply);
 	}
-	reply = v.report ? json_incref(v.report) : NULL;
+	reply = views_verdict_json(&v);
 	engine_verdict_done(&v);
 	if (!reply)
 		return api_send_error(c, 500, "ENOMEM", "out of memory");
@@ -268,7 +269,7 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 	if (streq(url, "/v1/status")) {
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		return api_send_json(c, 200, engine_status_json(a->e));
+		return api_send_json(c, 200, views_engine_status(a->e));
 	}
 	if (streq(url, "/v1/blocks")) {
 		json_t *j = NULL;
@@ -281,14 +282,14 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 		if (rf < 0)
 			return api_send_error(c, 400, "EINVAL", "query \"runs\": \"%s\" is not one of 1, 0, true, false",
 					      runs);
-		r = engine_blocks_json(a->e, rf == 1, &j);
+		r = views_engine_blocks(a->e, rf == 1, &j);
 		if (r < 0)
 			return api_send_error(c, 500, errno_name(r), "cannot read the memory blocks: %s", strerror(-r));
 		return api_send_json(c, 200, j);
 	}
 	if (streq(url, "/v1/grants")) {
 		if (get)
-			return api_send_json(c, 200, engine_grants_json(a->e));
+			return api_send_json(c, 200, views_engine_grants(a->e));
 		if (!streq(method, "POST"))
 			return method_not_allowed(c, "GET, POST", url, method);
 		if (!rq->may_write)
@@ -324,7 +325,7 @@ static MHD_Result_t route(struct api *a, struct MHD_Connection *c, struct reques
 		json_t *j;
 		if (!get)
 			return method_not_allowed(c, "GET", url, method);
-		j = engine_grant_json(a->e, url + strlen("/v1/grants/"));
+		j = views_engine_grant(a->e, url + strlen("/v1/grants/"));
 		if (!j)
 			return api_send_error(c, 404, "ENOENT", "no grant or revocation with id \"%s\"",
 					  url + strlen("/v1/grants/"));

@@ -14,6 +14,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/engine/events.h"
+#include "lib/json.h"
+#include "providers/wire/message.h"
+
 #if MHD_VERSION < 0x00097002
 typedef int MHD_Result_t;
 #else

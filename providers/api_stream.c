@@ -14,6 +14,7 @@
 #include "providers/api_int.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
+#include "providers/wire/views_json.h"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -216,7 +217,7 @@ MHD_Result_t api_serve_events(struct api *a, struct MHD_Connection *c)
 		return api_send_error(c, 400, "EINVAL", "header Last-Event-ID: \"%s\" is not a sequence number", last_id);
 	}
 	if (grant) {
-		json_t *cur = engine_grant_json(a->e, grant);
+		json_t *cur = views_engine_grant(a->e, grant);
 		if (!cur) {
 			free(s);
 			return api_send_error(c, 404, "ENOENT", "no grant or revocation with id \"%s\"", grant);

@@ -32,8 +32,10 @@
 #include <termios.h>
 
 #include "agent/engine/engine.h"
+#include "lib/json.h"
 #include "lib/log.h"
 #include "providers/wire/message.h"
+#include "providers/wire/views_json.h"
 #include "config/config.h"
 #include "hotplug/policy.h"
 #include "lib/util.h"
@@ -172,7 +174,7 @@ static void pump_outbox(struct channel_provider *p)
 
 	if (p->fd < 0 || p->hup || p->inflight)
 		return;
-	r = engine_outbox_peek(p->d, DEST, &seq, &report);
+	r = views_outbox_peek(p->d, DEST, &seq, &report);
 	if (r == -ENOENT) {
 		watcher_arm(p);
 		return;
@@ -203,7 +205,7 @@ static void handle_ack(struct channel_provider *p, uint64_t seq)
 
 static void handle_query(struct channel_provider *p)
 {
-	json_t *j = engine_status_json(p->d);
+	json_t *j = views_engine_status(p->d);
 
 	if (!j) {
 		send_error(p, "ENOMEM", "out of memory", NULL);
@@ -253,6 +255,7 @@ static int on_line(void *ctx, const char *line, size_t len)
 	{
 		struct engine_verdict v = { 0 };
 		struct msg_error err = { 0 };
+		_cleanup_json_ json_t *answer = NULL;
 
 		if (!cl.msg) {
 			snprintf(err.code, sizeof(err.code), "%s", cl.code);
@@ -264,18 +267,18 @@ static int on_line(void *ctx, const char *line, size_t len)
 			log_info(p->log, "channel: %s %s refused: %s", type ? type : "message", id ? id : "",
 				 e->message);
 			send_error(p, e->code[0] ? e->code : "EINVAL", e->message[0] ? e->message : "refused", id);
-		} else if (!v.report) {
+		} else if (!(answer = views_verdict_json(&v))) {
 			send_error(p, "ENOMEM", "out of memory", id);
 		} else if (v.kind == ENGINE_ANSWERED) {
 			/* the answer goes before anything else; then the unacknowledged report again */
-			json_object_set_new(v.report, "generation",
+			json_object_set_new(answer, "generation",
 					    json_integer((json_int_t)engine_last_generation(p->d, p->source)));
-			send_json(p, v.report);
+			send_json(p, answer);
 			log_debug(p->log, "channel: sync answered");
 			p->inflight = 0;
 			pump_outbox(p);
 		} else {
-			send_json(p, v.report);
+			send_json(p, answer);
 		}
 		engine_verdict_done(&v);
 	}

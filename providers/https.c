@@ -28,6 +28,8 @@
 #include "config/config.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
+#include "providers/wire/message.h"
+#include "providers/wire/views_json.h"
 
 /* --- inventory ----------------------------------------------------------------- */
 
@@ -51,14 +53,14 @@ static int inventory_build(struct https_provider *p, char **body, uint64_t *fp)
 	json_t *st;
 	int r;
 
-	r = engine_blocks_json(p->d, false, &blocks);
+	r = views_engine_blocks(p->d, false, &blocks);
 	if (r < 0)
 		return r;
 	layout = json_dumps(blocks, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!layout)
 		return -ENOMEM;
 	*fp = fnv1a(layout);
-	st = engine_status_json(p->d);
+	st = views_engine_status(p->d);
 	inv = json_pack("{s:s,s:s,s:s,s:i,s:O,s:O,s:O}", "type", "inventory", "agent", p->agent_id, "version",
 			MEMGRANT_VERSION, "protocol", 1, "block_size",
 			json_object_get(blocks, "block_size") ? json_object_get(blocks, "block_size")
@@ -80,7 +82,7 @@ static uint64_t layout_fp(struct https_provider *p)
 	_cleanup_json_ json_t *blocks = NULL;
 	_cleanup_free_ char *layout = NULL;
 
-	if (engine_blocks_json(p->d, false, &blocks) < 0)
+	if (views_engine_blocks(p->d, false, &blocks) < 0)
 		return 0;
 	layout = json_dumps(blocks, JSON_COMPACT | JSON_SORT_KEYS);
 	return layout ? fnv1a(layout) : 0;
@@ -196,7 +198,7 @@ static void *sender_main(void *arg)
 				continue; /* backed off already */
 			inventory_refused = o == OUT_REFUSED;
 		}
-		r = engine_outbox_peek(p->d, SOURCE, &seq, &report);
+		r = views_outbox_peek(p->d, SOURCE, &seq, &report);
 		if (r == -ENOENT && inventory_refused) {
 			inventory_refused = false; /* nothing else to send: back to the inventory */
 			continue;
@@ -235,7 +237,7 @@ static void *sender_main(void *arg)
 
 static size_t queued_grants(struct https_provider *p)
 {
-	_cleanup_json_ json_t *st = engine_status_json(p->d);
+	_cleanup_json_ json_t *st = views_engine_status(p->d);
 
 	return (size_t)json_integer_value(json_object_get(st, "queued"));
 }

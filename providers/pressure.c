@@ -20,6 +20,7 @@
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
+#include "providers/wire/views_json.h"
 
 #define PSI_FILE_MAX 4096
 
@@ -431,13 +432,13 @@ static void glue_emit(void *ud, const char *event, json_t *msg, json_t *detail)
 
 	/* the providers deliver outbox entries of any type */
 	if (g->https) {
-		int r = engine_outbox_push(g->d, "https", msg);
+		int r = views_outbox_push(g->d, "https", msg);
 		if (r < 0)
 			log_err(&g->log, "pressure: cannot queue the %s for https: %s",
 				json_string_value(json_object_get(msg, "type")), strerror(-r));
 	}
 	if (g->channel) {
-		int r = engine_outbox_push(g->d, "channel", msg);
+		int r = views_outbox_push(g->d, "channel", msg);
 		if (r < 0)
 			log_err(&g->log, "pressure: cannot queue the %s for the channel: %s",
 				json_string_value(json_object_get(msg, "type")), strerror(-r));

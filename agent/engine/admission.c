@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
-#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
@@ -221,8 +220,10 @@ void engine_verdict_done(struct engine_verdict *v)
 {
 	if (!v)
 		return;
-	json_decref(v->report);
+	report_free(v->report);
 	v->report = NULL;
+	plan_answer_free(v->plan);
+	v->plan = NULL;
 }
 
 int refuse(struct engine_verdict *v, int r)
@@ -230,6 +231,27 @@ int refuse(struct engine_verdict *v, int r)
 	v->kind = ENGINE_REJECTED;
 	v->err = r < 0 ? r : -r;
 	return 0;
+}
+
+/* The recorded status of REC, answered to a replay: its report, or (none
+ * recorded) what the record itself says.  NULL on ENOMEM. */
+static struct report *replay_report(struct engine *e, const struct intentlog_grant *rec)
+{
+	struct report *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	if (intentlog_grant_report(rec, r) < 0) {
+		report_clear(r);
+		snprintf(r->id, sizeof(r->id), "%s", rec->id);
+		snprintf(r->source, sizeof(r->source), "%s", rec->source);
+		r->generation = rec->generation;
+		r->state = rec->state;
+		r->kind = rec->type;
+		r->applied_bytes = rec->applied_bytes;
+	}
+	r->agent = e->agent_id;
+	return r;
 }
 
 /* The generation and the id of M against the journal: 0 new, 1 a replay
@@ -243,7 +265,7 @@ static int check_generation_locked(struct engine *e, const struct engine_source 
 	if (r == ILOG_GEN_REPLAY) {
 		/* a replay: the recorded answer, nothing applied */
 		v->kind = ENGINE_REPLAY;
-		v->report = rec.status ? json_incref(rec.status) : intentlog_grant_json(e->journal, rec.id);
+		v->report = replay_report(e, &rec);
 		intentlog_grant_done(&rec);
 		log_info(&e->log, "%s from %s: generation %llu already seen, answering with the recorded status", m->id,
 			 src->name, (unsigned long long)m->generation);
@@ -268,31 +290,33 @@ static int check_generation_locked(struct engine *e, const struct engine_source 
 static void record_rejection_locked(struct engine *e, struct op *o, const struct mem_table *t,
 				    const struct msg_error *err, struct engine_verdict *v)
 {
-	json_t *report;
+	_cleanup_report_ struct report rt = { 0 };
+	bool have;
 	int r;
 
 	o->state = MSG_STATE_REJECTED;
 	snprintf(o->err_code, sizeof(o->err_code), "%s", err->code);
 	snprintf(o->err_msg, sizeof(o->err_msg), "%s", err->message);
-	report = op_report(e, o, t);
-	r = intentlog_accept(e->journal, o->src->name, o->msg, MSG_STATE_REJECTED, report, op_report_dest(o));
+	have = op_report(e, o, t, &rt) == 0;
+	r = intentlog_accept(e->journal, o->src->name, o->msg, MSG_STATE_REJECTED, have ? &rt : NULL,
+			     op_report_dest(o));
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal the rejection: %s", o->msg->id, strerror(-r));
 	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s from %s rejected: %s",
 		   msg_type_name(o->msg->type), o->msg->id, o->src->name,
 		   err->message);
 	metrics_count_request(e->metrics, msg_type_name(o->msg->type), OUT_REJECTED);
-	if (report)
-		op_announce_locked(e, o, report);
+	if (have)
+		op_announce_locked(e, o, &rt);
 	v->recorded = true;
-	v->report = report;
+	v->report = have ? report_dup(&rt) : NULL;
 }
 
 int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_report_ struct report rt = { 0 };
 	struct op *o = NULL;
-	json_t *report;
 	char sz[16];
 	int r;
 
@@ -304,7 +328,8 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	machine_sync(e); /* the table as of now: before e->lock, which its callback takes */
 	if (m->type == MSG_SYNC) {
 		v->kind = ENGINE_ANSWERED;
-		v->report = msg_sync_reply_json(m->nonce);
+		v->sync = true;
+		v->nonce = m->nonce;
 		msg_free(m);
 		return 0;
 	}
@@ -356,20 +381,18 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	}
 
 	o->state = MSG_STATE_ACCEPTED;
-	report = op_report(e, o, t);
 	/* durable before acknowledged */
-	r = report ? intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_ACCEPTED, report,
-					  op_report_dest(o))
-		   : -ENOMEM;
+	r = op_report(e, o, t, &rt);
+	if (r == 0)
+		r = intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_ACCEPTED, &rt, op_report_dest(o));
 	if (r < 0) {
-		json_decref(report);
 		msg_error_set(&v->error, r, "cannot record %s in the journal: %s", o->msg->id, strerror(-r));
 		log_err(&e->log, "%s", v->error.message);
 		goto refused;
 	}
-	op_announce_locked(e, o, report);
+	op_announce_locked(e, o, &rt);
 	v->kind = ENGINE_ACCEPTED;
-	v->report = report;
+	v->report = report_dup(&rt);
 	size_format(o->requested_bytes, sz, sizeof(sz));
 	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s from %s accepted (generation %llu, %s)",
 		   msg_type_name(o->msg->type), o->msg->id,

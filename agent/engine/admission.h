@@ -26,11 +26,14 @@ struct engine;
 
 struct engine_source;
 struct engine_verdict;
+struct engine_plan;
 struct mem_table;
 struct plan;
 
 /* V becomes a rejection with errno R (either sign); returns 0. */
 int refuse(struct engine_verdict *v, int r);
+/* Releases a dry run's answer (agent/engine/dryrun.c). */
+void plan_answer_free(struct engine_plan *p);
 /* Gives M its id and generation when its source numbers for it (operator
  * sources); -errno with ERR filled when that cannot be done. */
 int number_locked(struct engine *e, const struct engine_source *src, struct msg *m, struct msg_error *err);

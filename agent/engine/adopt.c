@@ -4,10 +4,10 @@
  * local grant record, checked block by block against the kernel and durable
  * in one journal batch before the answer.  Nothing is written to the kernel.
  */
+#include <inttypes.h>
 #include <time.h>
 
 #include "hotplug/policy.h"
-#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
@@ -39,36 +39,59 @@ static int adoptable_locked(struct engine *e, uint64_t id, int rb, const struct 
 	return 0;
 }
 
+/* The grant by blocks an operator would have sent for the N BLOCKS (the
+ * checks of a parsed "blocks" list: at most MSG_LIST_MAX, no repeats). */
+static int adopt_msg(const uint64_t *blocks, size_t n, struct msg **out, struct msg_error *err)
+{
+	_cleanup_msg_ struct msg *m = NULL;
+
+	if (n > MSG_LIST_MAX)
+		return msg_error_set(err, E2BIG, "field \"blocks\": %zu entries, at most %d allowed", n, MSG_LIST_MAX);
+	for (size_t i = 0; i < n; i++) {
+		if (blocks[i] > INT64_MAX)
+			return msg_error_set(err, EINVAL, "field \"blocks[%zu]\": %" PRIu64 " is out of range", i,
+					     blocks[i]);
+		for (size_t k = 0; k < i; k++)
+			if (blocks[i] == blocks[k])
+				return msg_error_set(err, EINVAL, "field \"blocks\": block %" PRIu64 " is listed twice",
+						     blocks[i]);
+	}
+	m = calloc(1, sizeof(*m));
+	if (m)
+		m->blocks = calloc(n, sizeof(*m->blocks));
+	if (!m || !m->blocks)
+		return msg_error_set(err, ENOMEM, "out of memory");
+	m->type = MSG_GRANT;
+	m->target = MSG_BY_BLOCKS;
+	m->memmap = MSG_MEMMAP_AUTO;
+	m->zone = MEM_ZONE_AUTO;
+	memcpy(m->blocks, blocks, n * sizeof(*blocks));
+	m->n_blocks = n;
+	*out = TAKE_PTR(m);
+	return 0;
+}
+
 int engine_adopt(struct engine *e, const struct engine_source *src, const uint64_t *blocks, size_t n,
 		 struct engine_verdict *v)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_report_ struct report rt = { 0 };
 	_cleanup_free_ struct intentlog_done *done = NULL;
 	_cleanup_free_ struct mem_block *kb = NULL;
 	_cleanup_free_ int *rb = NULL;
 	struct msg_error merr;
 	struct msg *m = NULL;
 	struct op *o = NULL;
-	json_t *report = NULL, *req, *arr;
 	int r;
 
 	if (!v || !src || !blocks || n == 0)
 		return -EINVAL;
 	memset(v, 0, sizeof(*v));
 	machine_sync(e);
-	/* a grant by blocks, as an operator would have asked for them: the parser
-	 * checks the list (no repeats) */
-	arr = json_array();
-	for (size_t i = 0; arr && i < n; i++)
-		json_array_append_new(arr, json_integer((json_int_t)blocks[i]));
-	req = arr ? json_pack("{s:s,s:o}", "type", "grant", "blocks", arr) : NULL;
-	r = req ? msg_from_json_opts(req, MSG_PARSE_UNNUMBERED, &m, &merr) : -ENOMEM;
-	json_decref(req);
+	/* a grant by blocks, as an operator would have asked for them */
+	r = adopt_msg(blocks, n, &m, &merr);
 	if (r < 0) {
-		if (r == -ENOMEM)
-			msg_error_set(&v->error, ENOMEM, "out of memory");
-		else
-			v->error = merr;
+		v->error = merr;
 		return refuse(v, r);
 	}
 	done = calloc(n, sizeof(*done));
@@ -114,11 +137,12 @@ int engine_adopt(struct engine *e, const struct engine_source *src, const uint64
 			outcome_from_block(oc, &kb[i]);
 	}
 	op_add_decision(o, "adopted by an operator: %zu block%s found online outside memgrant", n, n == 1 ? "" : "s");
-	report = op_report(e, o, t);
 	/* the record and the ownership in one write, durable before the answer */
-	r = report ? intentlog_batch_begin(e->journal) : -ENOMEM;
+	r = op_report(e, o, t, &rt);
+	if (r == 0)
+		r = intentlog_batch_begin(e->journal);
 	if (r == 0) {
-		r = intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_APPLIED, report, op_report_dest(o));
+		r = intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_APPLIED, &rt, op_report_dest(o));
 		if (r == 0)
 			r = intentlog_adopt(e->journal, o->msg->id, done, n, NULL);
 		if (r == 0)
@@ -131,12 +155,11 @@ int engine_adopt(struct engine *e, const struct engine_source *src, const uint64
 		log_err(&e->log, "%s", v->error.message);
 		goto refused;
 	}
-	op_announce_locked(e, o, report);
+	op_announce_locked(e, o, &rt);
 	log_notice(&e->log, "grant %s: %zu block%s adopted by an operator (first %llu)", o->msg->id, n,
 		   n == 1 ? "" : "s", (unsigned long long)blocks[0]);
 	v->kind = ENGINE_ANSWERED;
-	v->report = report;
-	report = NULL;
+	v->report = report_dup(&rt);
 	r = 0;
 	goto out;
 refused:
@@ -144,7 +167,6 @@ refused:
 	r = 0;
 out:
 	pthread_mutex_unlock(&e->lock);
-	json_decref(report);
 	op_free(o);
 	msg_free(m);
 	return r;

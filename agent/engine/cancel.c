@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
-#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
@@ -48,7 +47,7 @@ int engine_cancel(struct engine *e, const char *id, const char *who, struct engi
 			op_publish_locked(e, o, t);
 		}
 		v->kind = ENGINE_ACCEPTED;
-		v->report = op_report(e, o, t);
+		v->report = op_report_new(e, o, t);
 		pthread_mutex_unlock(&e->lock);
 		return 0;
 	}
@@ -84,7 +83,7 @@ int engine_cancel(struct engine *e, const char *id, const char *who, struct engi
 		metrics_count_request(e->metrics, msg_type_name(o->msg->type), OUT_CANCELLED);
 		log_notice(&e->log, "%s %s cancelled by %s before it started", msg_type_name(o->msg->type), id, who);
 		v->kind = ENGINE_ANSWERED;
-		v->report = op_report(e, o, t);
+		v->report = op_report_new(e, o, t);
 		pthread_mutex_unlock(&e->lock);
 		op_free(o);
 		return 0;
@@ -97,7 +96,13 @@ int engine_cancel(struct engine *e, const char *id, const char *who, struct engi
 		r = msg_error_set(&v->error, EALREADY, "%s %s is %s already: nothing to cancel%s", msg_type_name(g.type),
 				  id, msg_state_name(g.state),
 				  g.type == MSG_GRANT && g.n_blocks ? " (revoke it to give its memory back)" : "");
-		v->report = g.status ? json_incref(g.status) : NULL;
+		v->report = calloc(1, sizeof(*v->report));
+		if (v->report && intentlog_grant_report(&g, v->report) < 0) {
+			report_free(v->report);
+			v->report = NULL;
+		}
+		if (v->report)
+			v->report->agent = e->agent_id;
 	} else {
 		r = msg_error_set(&v->error, EAGAIN, "%s %s is %s but not queued yet; try again", msg_type_name(g.type),
 				  id, msg_state_name(g.state));

@@ -2,7 +2,8 @@
 /*
  * engine_plan() (agent/engine/engine.h): a dry run.  The request is checked and
  * planned exactly as engine_submit() would (same precheck, same planner
- * call, same policy), and the plan is answered as a report: the blocks in
+ * call, same policy), and the plan is answered as a struct engine_plan
+ * (providers/wire/views_json.c writes it): the blocks in
  * the order they would be taken, the zone and memmap decisions with their
  * reasons, the cost in online memory.  Nothing is numbered, journaled,
  * queued or written.
@@ -10,33 +11,45 @@
 #include <time.h>
 
 #include "hotplug/policy.h"
-#include "lib/json.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
 
 
-static json_t *plan_block_json(const struct mem_table *t, uint64_t id, const struct policy_block *pb)
-{
-	char range[MSG_RANGE_MAX + 1];
-	uint64_t first = id * t->block_size;
-	json_t *b;
+static void plan_answer_freep(struct engine_plan **p);
 
-	snprintf(range, sizeof(range), "0x%016llx-0x%016llx", (unsigned long long)first,
-		 (unsigned long long)(first + t->block_size - 1));
-	b = json_pack("{s:I,s:s}", "block", (json_int_t)id, "range", range);
-	if (b && pb) {
-		json_object_set_new(b, "memmap_on_memory", pb->memmap < 0 ? json_null() : json_boolean(pb->memmap == 1));
-		json_object_set_new(b, "zone", json_string(pb->online == ONLINE_MOVABLE ? "Movable" : "Normal"));
-	}
-	return b;
+void plan_answer_free(struct engine_plan *p)
+{
+	if (!p)
+		return;
+	free(p->blocks);
+	for (size_t i = 0; i < p->n_decisions; i++)
+		free(p->decisions[i]);
+	free(p->decisions);
+	free(p);
 }
 
-/* What a grant by P would cost: its memmap (64 bytes of struct page per
+static void plan_answer_freep(struct engine_plan **p)
+{
+	plan_answer_free(*p);
+}
+
+static int add_decision(struct engine_plan *pl, const char *text)
+{
+	char **nd = reallocarray(pl->decisions, pl->n_decisions + 1, sizeof(*nd));
+
+	if (!nd)
+		return -ENOMEM;
+	pl->decisions = nd;
+	nd[pl->n_decisions] = strdup(text);
+	return nd[pl->n_decisions++] ? 0 : -ENOMEM;
+}
+
+/* What a grant by PD would cost: its memmap (64 bytes of struct page per
  * 4 KiB page, block_size / 64) comes out of the granted blocks when
  * memmap_on_memory is on, out of the memory already online when it is off. */
-static void plan_cost_json(json_t *j, const struct policy_decision *pd, const struct mem_table *t)
+static void plan_cost(struct engine_plan *pl, const struct policy_decision *pd, const struct mem_table *t)
 {
 	uint64_t online, standby, memmap = (uint64_t)pd->n * (t->block_size / 64), added = pd->n * t->block_size;
 	size_t on = 0, keep = 0;
@@ -46,20 +59,13 @@ static void plan_cost_json(json_t *j, const struct policy_decision *pd, const st
 		on += pd->blocks[i].memmap == 1;
 		keep += pd->blocks[i].memmap < 0;
 	}
-	{
-		uint64_t in_blocks = (uint64_t)on * (t->block_size / 64);
-		uint64_t from_online = memmap - in_blocks;
-		json_object_set_new(j, "memmap_bytes", json_integer((json_int_t)memmap));
-		json_object_set_new(j, "memmap_in_granted_bytes", json_integer((json_int_t)in_blocks));
-		json_object_set_new(j, "online_cost_bytes", json_integer((json_int_t)from_online));
-		json_object_set_new(j, "usable_bytes", json_integer((json_int_t)(added - in_blocks)));
-		json_object_set_new(j, "online_bytes_before", json_integer((json_int_t)online));
-		json_object_set_new(j, "online_bytes_after", json_integer((json_int_t)(online + added)));
-		if (keep)
-			json_object_set_new(j, "memmap_note",
-					    json_string("no firmware interface: the kernel chose memmap_on_memory when it "
-							"added the blocks; the cost assumes the memmap is online memory"));
-	}
+	pl->memmap_bytes = memmap;
+	pl->memmap_in_granted_bytes = (uint64_t)on * (t->block_size / 64);
+	pl->online_cost_bytes = memmap - pl->memmap_in_granted_bytes;
+	pl->usable_bytes = added - pl->memmap_in_granted_bytes;
+	pl->online_bytes_before = online;
+	pl->online_bytes_after = online + added;
+	pl->memmap_kernel_chose = keep > 0;
 }
 
 int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v)
@@ -69,7 +75,7 @@ int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m
 	_cleanup_policy_decision_ struct policy_decision *pd = NULL;
 	_cleanup_msg_ struct msg *own = m;
 	uint64_t requested = 0, mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
-	json_t *j = NULL, *blocks;
+	_cleanup_(plan_answer_freep) struct engine_plan *pl = NULL;
 	struct policy_settings ps;
 	int r;
 
@@ -98,16 +104,17 @@ int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m
 	ps = e->set.policy;
 	pthread_mutex_unlock(&e->lock);
 
-	j = json_pack("{s:s,s:b,s:s,s:I,s:I,s:s}", "type", "plan", "dry_run", 1, "kind", msg_type_name(m->type),
-		      "requested_bytes", (json_int_t)requested, "block_size", (json_int_t)t->block_size, "reason",
-		      p->reason);
-	blocks = json_array();
-	if (!j || !blocks) {
-		json_decref(j);
-		json_decref(blocks);
+	pl = calloc(1, sizeof(*pl));
+	if (pl)
+		pl->blocks = calloc(p->n + 1, sizeof(*pl->blocks));
+	if (!pl || !pl->blocks) {
 		msg_error_set(&v->error, ENOMEM, "out of memory");
 		return refuse(v, -ENOMEM);
 	}
+	pl->kind = m->type;
+	pl->requested_bytes = requested;
+	pl->block_size = t->block_size;
+	snprintf(pl->reason, sizeof(pl->reason), "%s", p->reason);
 	if (m->type == MSG_GRANT) {
 		struct policy_request preq = {
 			.memmap = m->memmap == MSG_MEMMAP_AUTO ? -1 : m->memmap == MSG_MEMMAP_ON,
@@ -116,18 +123,32 @@ int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m
 		};
 		r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
 		if (r < 0) {
-			json_decref(j);
-			json_decref(blocks);
 			msg_error_set(&v->error, r, "the policy cannot decide: %s", strerror(-r));
 			return refuse(v, r);
 		}
+		if (pd->n > p->n) {
+			struct engine_plan_block *nb = reallocarray(pl->blocks, pd->n, sizeof(*nb));
+			if (!nb) {
+				msg_error_set(&v->error, ENOMEM, "out of memory");
+				return refuse(v, -ENOMEM);
+			}
+			pl->blocks = nb;
+		}
 		for (size_t i = 0; i < pd->n; i++)
-			json_array_append_new(blocks, plan_block_json(t, pd->blocks[i].id, &pd->blocks[i]));
-		json_object_set_new(j, "memmap_on_memory", pd->memmap < 0 ? json_null() : json_boolean(pd->memmap == 1));
-		json_object_set_new(j, "zone", json_string(pd->online == ONLINE_MOVABLE ? "Movable"
-							   : pd->online == ONLINE_KERNEL ? "Normal" : "split"));
-		json_object_set_new(j, "decisions", json_pack("[s,s]", pd->memmap_reason, pd->zone_reason));
-		plan_cost_json(j, pd, t);
+			pl->blocks[pl->n_blocks++] = (struct engine_plan_block){
+				.block = pd->blocks[i].id,
+				.decided = true,
+				.memmap = pd->blocks[i].memmap,
+				.zone = pd->blocks[i].online == ONLINE_MOVABLE ? "Movable" : "Normal",
+			};
+		pl->grant = true;
+		pl->memmap = pd->memmap;
+		pl->zone = pd->online == ONLINE_MOVABLE ? "Movable" : pd->online == ONLINE_KERNEL ? "Normal" : "split";
+		if (add_decision(pl, pd->memmap_reason) < 0 || add_decision(pl, pd->zone_reason) < 0) {
+			msg_error_set(&v->error, ENOMEM, "out of memory");
+			return refuse(v, -ENOMEM);
+		}
+		plan_cost(pl, pd, t);
 	} else {
 		uint64_t online, standby;
 		/* by size the planner lists every candidate in order and the
@@ -135,28 +156,29 @@ int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m
 		 * size / block size of them (the rest are tried only in place of
 		 * a block that stays busy); by grant or blocks every one goes */
 		size_t take = p->n;
-		json_t *decisions = json_pack("[s]", p->reason);
 
 		if (m->target == MSG_BY_SIZE && p->want_bytes / t->block_size < take)
 			take = (size_t)(p->want_bytes / t->block_size);
 		for (size_t i = 0; i < take; i++)
-			json_array_append_new(blocks, plan_block_json(t, p->blocks[i], NULL));
-		if (decisions && take < p->n) {
+			pl->blocks[pl->n_blocks++] = (struct engine_plan_block){ .block = p->blocks[i], .memmap = -1 };
+		r = add_decision(pl, p->reason);
+		if (r == 0 && take < p->n) {
 			char line[160];
 
 			snprintf(line, sizeof(line), "takes the first %zu of the %zu candidates; the next only in place "
 				 "of a block that stays busy", take, p->n);
-			json_array_append_new(decisions, json_string(line));
+			r = add_decision(pl, line);
+		}
+		if (r < 0) {
+			msg_error_set(&v->error, ENOMEM, "out of memory");
+			return refuse(v, -ENOMEM);
 		}
 		memory_figures(t, &online, &standby);
-		json_object_set_new(j, "decisions", decisions);
-		json_object_set_new(j, "online_bytes_before", json_integer((json_int_t)online));
-		json_object_set_new(j, "online_bytes_after",
-				    json_integer((json_int_t)(online - (p->want_bytes < online ? p->want_bytes : online))));
+		pl->online_bytes_before = online;
+		pl->online_bytes_after = online - (p->want_bytes < online ? p->want_bytes : online);
 	}
-	json_object_set_new(j, "blocks", blocks);
 	v->kind = ENGINE_ANSWERED;
-	v->report = j;
+	v->plan = TAKE_PTR(pl);
 	return 0;
 
 refused:

@@ -28,16 +28,18 @@
  */
 #pragma once
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
-#include "agent/engine/events.h"
+#include "hotplug/block.h"
 #include "lib/log.h"
-#include "providers/wire/message.h"
+#include "providers/wire/msg_types.h"
+#include "providers/wire/report.h"
 
 struct engine;
 struct engine_source;
+struct event_bus; /* agent/engine/events.h */
 struct mg_config;
 
 /* ---- life cycle ----------------------------------------------------------- */
@@ -91,8 +93,34 @@ uint64_t engine_last_generation(struct engine *e, const struct engine_source *s)
 enum engine_verdict_kind {
 	ENGINE_ACCEPTED, /* recorded and queued; REPORT is its first status */
 	ENGINE_REPLAY,   /* generation already recorded; REPORT is the recorded status */
-	ENGINE_ANSWERED, /* a sync: nothing to apply; REPORT is the answer */
+	ENGINE_ANSWERED, /* nothing to apply: SYNC (its NONCE), PLAN, or REPORT */
 	ENGINE_REJECTED, /* ERR and ERROR say why; REPORT when RECORDED */
+};
+
+/* One block of a dry run's plan, in the order it would be taken. */
+struct engine_plan_block {
+	uint64_t block;
+	bool decided;               /* a grant's: MEMMAP and ZONE say how it would come up */
+	int memmap;                 /* 0/1, -1 the kernel's choice */
+	const char *zone;           /* "Movable" or "Normal" (static) */
+};
+
+/* What engine_plan() answers: the plan of a grant or revocation. */
+struct engine_plan {
+	enum msg_type kind;
+	uint64_t requested_bytes, block_size;
+	char reason[256];           /* the planner's line */
+	struct engine_plan_block *blocks; /* own */
+	size_t n_blocks;
+	char **decisions;           /* own */
+	size_t n_decisions;
+	/* a grant's policy and cost in online memory (a memmap is block_size / 64) */
+	bool grant;
+	int memmap;                 /* 0/1, -1 mixed or the kernel's choice */
+	const char *zone;           /* "Movable", "Normal" or "split" (static) */
+	uint64_t memmap_bytes, memmap_in_granted_bytes, online_cost_bytes, usable_bytes;
+	bool memmap_kernel_chose;   /* no firmware interface: the cost assumes online memory */
+	uint64_t online_bytes_before, online_bytes_after;
 };
 
 struct engine_verdict {
@@ -100,19 +128,23 @@ struct engine_verdict {
 	int err;                /* REJECTED: negative errno */
 	struct msg_error error; /* REJECTED: code and reason */
 	bool recorded;          /* REJECTED: journaled as a rejected request */
-	json_t *report;         /* own reference or NULL: release with engine_verdict_done() */
+	struct report *report;  /* own or NULL: the request's status report */
+	bool sync;              /* ANSWERED to a sync: NONCE is its nonce */
+	uint64_t nonce;
+	struct engine_plan *plan; /* own or NULL: ANSWERED to engine_plan() */
 };
 
 /*
  * Submits M (taken: freed by the engine in every case) from SRC.  A message
  * of an operator's source may come without id and generation
- * (msg_from_json_opts() with MSG_PARSE_UNNUMBERED).  Errors of the request
+ * (parsed with MSG_PARSE_UNNUMBERED).  Errors of the request
  * are verdicts, not return values: -errno only when V is NULL or SRC unknown.
  * Rejections not recorded: -ESHUTDOWN stopping, -ESTALE stale generation,
  * -EEXIST id in use, -ERANGE generation too far ahead, -ENOBUFS outbox full,
  * other errno the engine's own failure (journal, kernel read, memory).
  */
 int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v);
+/* Releases V's REPORT and PLAN. */
 void engine_verdict_done(struct engine_verdict *v);
 
 /*
@@ -131,8 +163,8 @@ int engine_adopt(struct engine *e, const struct engine_source *src, const uint64
 /*
  * The plan of grant or revocation M (taken) as if SRC had sent it, changing
  * nothing: no number, no journal record, no kernel write.  ANSWERED with
- * REPORT {"type":"plan", "blocks": [...], "decisions": [...], the memmap and
- * zone, what it costs in online memory}, or REJECTED as engine_submit()
+ * PLAN (the blocks, the decisions, the memmap and zone, what it costs in
+ * online memory), or REJECTED as engine_submit()
  * would reject it (-EAGAIN: a revocation of a grant that has not run yet).
  */
 int engine_plan(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v);
@@ -166,8 +198,8 @@ struct engine_transition {
 	const char *source;
 	uint64_t requested_bytes, applied_bytes;
 	uint64_t block;              /* BLOCK_FAILED, BLOCK_CHANGED */
-	const json_t *block_report;  /* BLOCK_FAILED: the block's entry of REPORT */
-	const json_t *report;        /* the request's status report, borrowed */
+	const struct report_block *block_report; /* BLOCK_FAILED: the block's entry of REPORT */
+	const struct report *report; /* the request's status report, borrowed */
 };
 
 typedef void engine_transition_fn(void *ctx, const struct engine_transition *t);
@@ -190,14 +222,81 @@ int engine_memory(struct engine *e, struct engine_memory *out);
 /* Where the backend reads sys/ and proc/ ("/" on a guest, the sim's tree). */
 const char *engine_backend_root(struct engine *e);
 
-json_t *engine_status_json(struct engine *e);
-/* The live block table as GET /v1/blocks (providers/wire/blockjson.h) with each
- * online block's "owner" (a grant's id, "foreign", or null).  RUNS: blocks
- * that follow each other with the same values are one entry with a
- * "count" (a machine of 65,536 blocks is a handful of runs). */
-int engine_blocks_json(struct engine *e, bool runs, json_t **out);
-json_t *engine_grants_json(struct engine *e);
-json_t *engine_grant_json(struct engine *e, const char *id); /* NULL: no such request */
+/* A revocation's block that is busy and retried while its budget lasts. */
+struct engine_busy_block {
+	uint64_t block;
+	unsigned attempts;          /* failed attempts so far */
+	char error[16];             /* the last failure's errno name */
+};
+
+/* The operation the executor runs now. */
+struct engine_running {
+	char id[MSG_ID_MAX + 1];
+	enum msg_type kind;
+	enum msg_state state;
+	size_t blocks_done, blocks_total;
+	struct engine_busy_block *busy; /* own: engine_status_done() */
+	size_t n_busy;
+	uint64_t budget_ms, budget_left_ms; /* with N_BUSY: the revocation's budget */
+	char cancel_requested_by[64];   /* "" when nobody asked */
+};
+
+/* GET /v1/status as a struct (providers/wire/views_json.h writes it). */
+struct engine_status {
+	const char *agent, *version, *backend, *root; /* the engine's: valid while it lives */
+	bool stopping;
+	bool have_memory;           /* the kernel could be read; figures zero when not */
+	struct engine_memory memory;
+	uint64_t foreign_blocks;    /* online standby-capable blocks no grant owns */
+	uint64_t in_flight_bytes;   /* configured, not online: online + standby + in flight = total */
+	uint64_t total_bytes;
+	char auto_online_blocks[32]; /* "" unknown */
+	bool has_running;
+	struct engine_running running;
+	size_t queued;
+	const char *policy_memmap, *policy_zone; /* static names */
+	uint64_t policy_reserve;
+	unsigned policy_movable_ratio;
+};
+int engine_status(struct engine *e, struct engine_status *out);
+void engine_status_done(struct engine_status *s);
+
+/* Who holds an online block, for the block table. */
+enum engine_owner {
+	ENGINE_OWNER_NONE = -1,     /* boot memory, or not online */
+	ENGINE_OWNER_FOREIGN = -2,  /* brought up outside memgrant */
+};
+
+/* The live block table with each block's owner: OWNER[i] (one per block
+ * of TABLE) is an enum engine_owner or an index into GRANTS. */
+struct engine_blocks {
+	struct mem_table *table;
+	int32_t *owner;
+	char (*grants)[MSG_ID_MAX + 1];
+	size_t n_grants;
+};
+int engine_blocks(struct engine *e, struct engine_blocks *out);
+void engine_blocks_done(struct engine_blocks *b);
+/* The id of the grant that owns block I of B, NULL when none. */
+static inline const char *engine_blocks_grant(const struct engine_blocks *b, size_t i)
+{
+	return b->owner[i] >= 0 ? b->grants[b->owner[i]] : NULL;
+}
+/* A grant or revocation as GET /v1/grants lists it: its last status report
+ * (the running operation's progress from memory, others from the journal),
+ * when it was recorded and last changed, the blocks it owns now. */
+struct engine_grant_row {
+	bool has_report;            /* false: recorded without a report */
+	struct report report;
+	time_t created, updated;
+	size_t owned_blocks;
+};
+/* ID's row: 0, -ENOENT no such request, -ENOMEM. */
+int engine_grant(struct engine *e, const char *id, struct engine_grant_row *out);
+/* Every row the journal keeps, oldest first: 0 or -errno (*OUT freed with
+ * engine_grant_rows_free()). */
+int engine_grants(struct engine *e, struct engine_grant_row **out, size_t *n);
+void engine_grant_rows_free(struct engine_grant_row *rows, size_t n);
 int engine_metrics_text(struct engine *e, char **out);
 /* Counts N messages of SRC's control plane skipped without a status report
  * (memgrant_messages_skipped_total): REASON "generation" or "malformed". */
@@ -215,9 +314,10 @@ void engine_notify_drain(struct engine *e);
 /* Registers destination DEST (counted in metrics from now on; pushing
  * registers it too). */
 int engine_outbox_register(struct engine *e, const char *dest);
-/* Oldest undelivered report for DEST: 0 with *REPORT (new reference) and *SEQ,
- * -ENOENT none. */
-int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, json_t **report);
+/* Oldest undelivered document for DEST (a status report, or what an adapter
+ * queued): 0 with *DOC (JSON text, malloc'd: the journal's encoding) and
+ * *SEQ, -ENOENT none.  providers/wire/views_json.h reads it as JSON. */
+int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, char **doc);
 /* DEST acknowledged SEQ: removed durably. */
 int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq);
 /* How many reports for DEST wait in its outbox (an adapter's back-pressure). */
@@ -225,7 +325,8 @@ size_t engine_outbox_count(struct engine *e, const char *dest);
 /* Sleeps until a report for DEST waits (1), TIMEOUT_MS passed (-1: no limit),
  * engine_outbox_wake() was called or the engine stops (0). */
 int engine_outbox_wait(struct engine *e, const char *dest, int timeout_ms);
-/* Queues a copy of REPORT for DEST durably; -ENOBUFS when its outbox is full. */
-int engine_outbox_push(struct engine *e, const char *dest, json_t *report);
+/* Queues DOC (a JSON object as text) for DEST durably; -EINVAL not an
+ * object, -ENOBUFS when its outbox is full. */
+int engine_outbox_push(struct engine *e, const char *dest, const char *doc);
 /* Wakes every engine_outbox_wait() (an adapter that stops). */
 void engine_outbox_wake(struct engine *e);

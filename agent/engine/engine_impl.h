@@ -33,6 +33,7 @@
 #include "hotplug/livetable.h"
 #include "hotplug/policy.h"
 #include "agent/engine/engine.h"
+#include "agent/engine/events.h"
 #include "agent/journal/intentlog.h"
 #include "agent/engine/machine.h"
 #include "agent/engine/metrics.h"

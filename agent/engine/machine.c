@@ -10,6 +10,7 @@
 
 #include "hotplug/livetable.h"
 #include "lib/json.h"
+#include "providers/wire/report_json.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
 
@@ -130,7 +131,7 @@ int machine_open(struct engine *e)
 }
 
 static void tell_block_changed_locked(struct engine *e, const struct intentlog_grant *g, uint64_t block,
-				      uint64_t applied, const json_t *report)
+				      uint64_t applied, const struct report *report)
 {
 	struct engine_transition t = {
 		.kind = ENGINE_T_BLOCK_CHANGED,
@@ -153,12 +154,12 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 			      bool gone)
 {
 	struct intentlog_grant g = { 0 };
+	_cleanup_report_ struct report rep = { 0 };
 	_cleanup_json_ json_t *status = NULL, *ev = NULL;
 	const struct engine_source *src;
 	const char *state = gone ? "gone" : !now->configured ? "deconfigured" : mem_state_name(now->state);
 	uint64_t bs = 0, applied = 0;
-	json_t *decisions, *b;
-	size_t i;
+	char why[128];
 	int r;
 
 	r = machine_forget_block_locked(e, block);
@@ -181,31 +182,27 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 	}
 	if (intentlog_get_grant(e->journal, grant_id, &g) < 0)
 		return;
-	if (g.status && !(e->running && streq(e->running->msg->id, grant_id))) {
-		status = json_deep_copy(g.status);
-		applied = (uint64_t)json_integer_value(json_object_get(status, "applied_bytes"));
-		applied = applied >= bs ? applied - bs : 0;
-		json_object_set_new(status, "applied_bytes", json_integer((json_int_t)applied));
-		json_array_foreach(json_object_get(status, "blocks"), i, b)
-			if ((uint64_t)json_integer_value(json_object_get(b, "block")) == block) {
-				json_object_set_new(b, "configured", json_boolean(!gone && now->configured));
-				json_object_set_new(b, "state", json_string(gone ? "offline" : mem_state_name(now->state)));
+	snprintf(why, sizeof(why), "block %llu was taken down outside memgrant (%s)", (unsigned long long)block, state);
+	if (!(e->running && streq(e->running->msg->id, grant_id)) && intentlog_grant_report(&g, &rep) == 0) {
+		rep.agent = e->agent_id;
+		applied = rep.applied_bytes >= bs ? rep.applied_bytes - bs : 0;
+		rep.applied_bytes = applied;
+		for (size_t i = 0; i < rep.n_blocks; i++)
+			if (rep.blocks[i].block == block) {
+				rep.blocks[i].configured = !gone && now->configured;
+				snprintf(rep.blocks[i].state, sizeof(rep.blocks[i].state), "%s",
+					 gone ? "offline" : mem_state_name(now->state));
 			}
-		decisions = json_object_get(status, "decisions");
-		if (!json_is_array(decisions)) {
-			decisions = json_array();
-			json_object_set_new(status, "decisions", decisions);
-		}
-		json_array_append_new(decisions, json_sprintf("block %llu was taken down outside memgrant (%s)",
-							      (unsigned long long)block, state));
+		report_add_decision(&rep, why);
+		status = report_to_json(&rep);
 		src = engine_source_intern_locked(e, g.source);
-		r = intentlog_set_state(e->journal, grant_id, g.state, status,
-				      src && (src->flags & ENGINE_SOURCE_REPORTS) ? src->name : NULL);
+		r = status ? intentlog_set_state(e->journal, grant_id, g.state, &rep,
+				      src && (src->flags & ENGINE_SOURCE_REPORTS) ? src->name : NULL) : -ENOMEM;
 		if (r < 0)
 			log_err(&e->log, "%s: cannot journal that block %llu left it: %s", grant_id,
 				(unsigned long long)block, strerror(-r));
 	}
-	tell_block_changed_locked(e, &g, block, applied, status);
+	tell_block_changed_locked(e, &g, block, applied, status ? &rep : NULL);
 	ev = json_pack("{s:s,s:s,s:I,s:s,s:s,s:I,s:O?}", "event", "block.changed", "agent", e->agent_id, "block",
 		       (json_int_t)block, "grant", grant_id, "state", state, "applied_bytes", (json_int_t)applied,
 		       "status", status);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "lib/json.h"
+#include "providers/wire/report_json.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
@@ -39,7 +40,7 @@ void op_free(struct op *o)
 		free(o->decisions[i]);
 	free(o->decisions);
 	free(o->done);
-	json_decref(o->live);
+	report_clear(&o->live);
 	free(o);
 }
 
@@ -108,25 +109,6 @@ void op_busy_drop(struct op *o, uint64_t block)
 		}
 }
 
-/* "busy_blocks" and the budget of a revocation that retries blocks. */
-static void report_busy(const struct op *o, json_t *j)
-{
-	json_t *arr;
-
-	if (!o->n_busy)
-		return;
-	arr = json_array();
-	for (size_t i = 0; i < o->n_busy; i++)
-		json_array_append_new(arr, json_pack("{s:I,s:I,s:s}", "block", (json_int_t)o->busy[i].block, "attempts",
-						     (json_int_t)o->busy[i].attempts, "error", o->busy[i].err_code));
-	json_object_set_new(j, "busy_blocks", arr);
-	if (o->budget_deadline > 0 && !msg_state_is_final(o->state)) {
-		double left = o->budget_deadline - mono_s();
-		json_object_set_new(j, "budget_ms", json_integer((json_int_t)o->budget_ms));
-		json_object_set_new(j, "budget_left_ms", json_integer(left > 0 ? (json_int_t)(left * 1000) : 0));
-	}
-}
-
 void outcome_from_block(struct outcome *oc, const struct mem_block *b)
 {
 	oc->configured = b->configured;
@@ -150,69 +132,76 @@ void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *stand
 	}
 }
 
-json_t *op_report(struct engine *e, const struct op *o, const struct mem_table *t)
+int op_report(struct engine *e, const struct op *o, const struct mem_table *t, struct report *r)
 {
-	_cleanup_free_ struct msg_status_block *blocks = calloc(o->n_outcomes + 1, sizeof(*blocks));
-	struct msg_status s = {
-		.agent = e->agent_id,
-		.id = o->msg->id,
-		.generation = o->msg->generation,
-		.state = o->state,
-		.requested_bytes = o->requested_bytes,
-		.applied_bytes = o->applied_bytes,
-		.n_blocks = o->n_outcomes,
-		.error_code = o->err_code[0] ? o->err_code : NULL,
-		.error_message = o->err_code[0] ? o->err_msg : NULL,
-		.block_size = t ? t->block_size : 0,
-		.decisions = (const char *const *)o->decisions,
-		.n_decisions = o->n_decisions,
-		.source = o->src->name,
-	};
-	json_t *j;
-
-	if (!blocks)
-		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->agent = e->agent_id;
+	snprintf(r->id, sizeof(r->id), "%s", o->msg->id);
+	r->generation = o->msg->generation;
+	r->state = o->state;
+	r->kind = o->msg->type;
+	r->requested_bytes = o->requested_bytes;
+	r->applied_bytes = o->applied_bytes;
+	snprintf(r->error_code, sizeof(r->error_code), "%s", o->err_code);
+	snprintf(r->error_message, sizeof(r->error_message), "%s", o->err_msg);
+	r->block_size = t ? t->block_size : 0;
+	memory_figures(t, &r->online_bytes, &r->standby_bytes);
+	snprintf(r->source, sizeof(r->source), "%s", o->src->name);
+	r->blocks_total = o->blocks_total;
+	r->blocks_done = o->blocks_done;
+	if (o->cancel_requested)
+		snprintf(r->cancel_requested_by, sizeof(r->cancel_requested_by), "%s", o->cancel_by);
+	r->blocks = calloc(o->n_outcomes + 1, sizeof(*r->blocks));
+	r->busy = calloc(o->n_busy + 1, sizeof(*r->busy));
+	if (!r->blocks || !r->busy)
+		goto nomem;
 	for (size_t i = 0; i < o->n_outcomes; i++) {
 		const struct outcome *oc = &o->outcomes[i];
-		blocks[i] = (struct msg_status_block){
-			.block = oc->block,
-			.configured = oc->configured,
-			.memmap_on_memory = oc->memmap,
-			.state = oc->state[0] ? oc->state : NULL,
-			.zone = oc->zone[0] ? oc->zone : NULL,
-			.error_code = oc->err_code[0] ? oc->err_code : NULL,
-			.error_message = oc->err_code[0] ? oc->err_msg : NULL,
-		};
+		struct report_block *b = &r->blocks[r->n_blocks++];
+
+		b->block = oc->block;
+		b->configured = oc->configured;
+		b->memmap_on_memory = oc->memmap;
+		snprintf(b->state, sizeof(b->state), "%s", oc->state);
+		snprintf(b->zone, sizeof(b->zone), "%s", oc->zone);
+		snprintf(b->error_code, sizeof(b->error_code), "%s", oc->err_code);
+		snprintf(b->error_message, sizeof(b->error_message), "%s", oc->err_msg);
 	}
-	s.blocks = blocks;
-	memory_figures(t, &s.online_bytes, &s.standby_bytes);
-	j = msg_status_to_json(&s);
-	if (j) {
-		json_object_set_new(j, "kind", json_string(msg_type_name(o->msg->type)));
-		json_object_set_new(j, "blocks_total", json_integer((json_int_t)o->blocks_total));
-		json_object_set_new(j, "blocks_done", json_integer((json_int_t)o->blocks_done));
-		if (o->cancel_requested)
-			json_object_set_new(j, "cancel_requested_by", json_string(o->cancel_by));
-		report_busy(o, j);
+	for (size_t i = 0; i < o->n_busy; i++) {
+		r->busy[i].block = o->busy[i].block;
+		r->busy[i].attempts = o->busy[i].attempts;
+		snprintf(r->busy[i].error, sizeof(r->busy[i].error), "%s", o->busy[i].err_code);
 	}
-	return j;
+	r->n_busy = o->n_busy;
+	if (o->n_busy && o->budget_deadline > 0 && !msg_state_is_final(o->state)) {
+		double left = o->budget_deadline - mono_s();
+		r->has_budget = true;
+		r->budget_ms = o->budget_ms;
+		r->budget_left_ms = left > 0 ? (uint64_t)(left * 1000) : 0;
+	}
+	for (size_t i = 0; i < o->n_decisions; i++)
+		if (report_add_decision(r, o->decisions[i]) < 0)
+			goto nomem;
+	return 0;
+nomem:
+	report_clear(r);
+	return -ENOMEM;
+}
+
+struct report *op_report_new(struct engine *e, const struct op *o, const struct mem_table *t)
+{
+	struct report *r = malloc(sizeof(*r));
+
+	if (r && op_report(e, o, t, r) < 0) {
+		free(r);
+		return NULL;
+	}
+	return r;
 }
 
 const char *op_report_dest(const struct op *o)
 {
 	return o->src->flags & ENGINE_SOURCE_REPORTS ? o->src->name : NULL;
-}
-
-/* The entry of block ID in REPORT's "blocks". */
-static const json_t *report_block(const json_t *report, uint64_t id)
-{
-	const json_t *b;
-	size_t i;
-
-	json_array_foreach(json_object_get(report, "blocks"), i, b)
-		if ((uint64_t)json_integer_value(json_object_get(b, "block")) == id)
-			return b;
-	return NULL;
 }
 
 static void tell(struct engine *e, const struct engine_transition *t)
@@ -221,7 +210,7 @@ static void tell(struct engine *e, const struct engine_transition *t)
 		e->subs[i].fn(e->subs[i].ctx, t);
 }
 
-void op_tell_locked(struct engine *e, struct op *o, const json_t *report)
+void op_tell_locked(struct engine *e, struct op *o, const struct report *report)
 {
 	struct engine_transition t = {
 		.type = o->msg->type,
@@ -243,7 +232,7 @@ void op_tell_locked(struct engine *e, struct op *o, const json_t *report)
 			continue;
 		oc->failure_told = true;
 		t.block = oc->block;
-		t.block_report = report_block(report, oc->block);
+		t.block_report = report_find_block(report, oc->block);
 		tell(e, &t);
 	}
 	if (o->told_state != (int)o->state) {
@@ -259,43 +248,39 @@ void op_tell_locked(struct engine *e, struct op *o, const json_t *report)
  * with the blocks that changed since the previous event.  A revocation that
  * retries two busy blocks of 128 publishes on every attempt; each event is
  * then a few hundred bytes instead of the whole list (docs/performance.md). */
-static json_t *progress_event(struct op *o, const json_t *report)
+static json_t *progress_event(struct op *o, const struct report *report)
 {
-	json_t *ev = json_object(), *changed = json_array(), *v;
-	const char *key;
+	json_t *ev = report_to_json(report), *changed = json_array();
 
 	if (!ev || !changed) {
 		json_decref(ev);
 		json_decref(changed);
 		return NULL;
 	}
-	json_object_foreach((json_t *)report, key, v)
-		if (!streq(key, "blocks"))
-			json_object_set(ev, key, v);
+	json_object_del(ev, "blocks");
 	for (size_t i = 0; i < o->n_outcomes; i++) {
-		const json_t *b;
+		const struct report_block *b;
 		if (!o->outcomes[i].changed)
 			continue;
-		b = report_block(report, o->outcomes[i].block);
+		b = report_find_block(report, o->outcomes[i].block);
 		if (b)
-			json_array_append_new(changed, json_deep_copy(b));
+			json_array_append_new(changed, report_block_json(b, report->block_size));
 	}
 	json_object_set_new(ev, "changed_blocks", changed);
 	return ev;
 }
 
-void op_announce_locked(struct engine *e, struct op *o, json_t *report)
+void op_announce_locked(struct engine *e, struct op *o, const struct report *report)
 {
-	json_t *copy;
+	json_t *ev;
 
 	op_tell_locked(e, o, report);
-	/* the bus adds its "seq" to what it publishes: it gets a copy */
-	copy = o->state == MSG_STATE_IN_PROGRESS ? progress_event(o, report) : json_deep_copy(report);
+	ev = o->state == MSG_STATE_IN_PROGRESS ? progress_event(o, report) : report_to_json(report);
 	for (size_t i = 0; i < o->n_outcomes; i++)
 		o->outcomes[i].changed = false;
-	if (copy) {
-		events_publish(e->events, copy);
-		json_decref(copy);
+	if (ev) {
+		events_publish(e->events, ev);
+		json_decref(ev);
 	}
 	pthread_cond_broadcast(&e->outbox_cond);
 	engine_notify(e);
@@ -334,10 +319,13 @@ bool op_done_remove(struct op *o, uint64_t block)
 	return false;
 }
 
-static void keep_live(struct op *o, json_t *report)
+/* REPORT (moved: cleared here) becomes what the views show of O. */
+static void keep_live(struct op *o, struct report *report)
 {
-	json_decref(o->live);
-	o->live = json_incref(report);
+	report_clear(&o->live);
+	o->live = *report;
+	memset(report, 0, sizeof(*report));
+	o->has_live = true;
 	o->live_at = mono_s();
 }
 
@@ -346,20 +334,21 @@ static bool progress_due(const struct op *o)
 {
 	const struct outcome *last = o->n_outcomes ? &o->outcomes[o->n_outcomes - 1] : NULL;
 
-	return !o->live || (last && last->err_code[0] && !last->failure_told) || o->blocks_done >= o->blocks_total ||
+	return !o->has_live || (last && last->err_code[0] && !last->failure_told) || o->blocks_done >= o->blocks_total ||
 	       mono_s() - o->live_at >= OP_LIVE_INTERVAL;
 }
 
 int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, const struct intentlog_target *targets,
 		     size_t n, const struct mem_table *t)
 {
-	_cleanup_json_ json_t *report = NULL;
+	_cleanup_report_ struct report rt = { 0 };
 	enum msg_state was = o->state;
 	int r;
 
 	o->state = MSG_STATE_IN_PROGRESS;
-	report = op_report(e, o, t);
-	r = report ? intentlog_intent(e->journal, o->msg->id, dir, targets, n, report, op_report_dest(o)) : -ENOMEM;
+	r = op_report(e, o, t, &rt);
+	if (r == 0)
+		r = intentlog_intent(e->journal, o->msg->id, dir, targets, n, &rt, op_report_dest(o));
 	if (r < 0) {
 		o->state = was; /* nothing was written: the caller ends it as it was */
 		return r;
@@ -367,13 +356,13 @@ int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, con
 	o->intent_open = true;
 	o->intent_dir = dir;
 	o->n_done = 0;
-	keep_live(o, report);
-	op_announce_locked(e, o, report);
+	op_announce_locked(e, o, &rt);
+	keep_live(o, &rt);
 	return 0;
 }
 
 /* One durable result closing O's intent with REPORT. */
-static int write_result_locked(struct engine *e, struct op *o, json_t *report)
+static int write_result_locked(struct engine *e, struct op *o, const struct report *report)
 {
 	int r = intentlog_result(e->journal, o->msg->id, o->state, o->applied_bytes, o->done, o->n_done, report,
 				 op_report_dest(o));
@@ -387,49 +376,47 @@ static int write_result_locked(struct engine *e, struct op *o, json_t *report)
 
 int op_close_intent_locked(struct engine *e, struct op *o, const struct mem_table *t)
 {
-	_cleanup_json_ json_t *report = NULL;
+	_cleanup_report_ struct report rt = { 0 };
 	int r;
 
 	if (!o->intent_open)
 		return 0;
-	report = op_report(e, o, t);
-	if (!report)
+	if (op_report(e, o, t, &rt) < 0)
 		return -ENOMEM;
-	r = write_result_locked(e, o, report);
+	r = write_result_locked(e, o, &rt);
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal its result: %s", o->msg->id, strerror(-r));
-	keep_live(o, report);
+	keep_live(o, &rt);
 	return r;
 }
 
 int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 {
-	_cleanup_json_ json_t *report = NULL;
+	_cleanup_report_ struct report rt = { 0 };
 	int r;
 
 	if (o->intent_open && !msg_state_is_final(o->state) && !progress_due(o)) {
 		engine_notify(e); /* status reads the counters from O itself */
 		return 0;
 	}
-	report = op_report(e, o, t);
-	if (!report)
+	if (op_report(e, o, t, &rt) < 0)
 		return -ENOMEM;
 	if (o->intent_open && !msg_state_is_final(o->state)) {
 		/* progress under an open intent: the kernel records it */
-		keep_live(o, report);
-		op_announce_locked(e, o, report);
+		op_announce_locked(e, o, &rt);
+		keep_live(o, &rt);
 		return 0;
 	}
 	if (o->intent_open)
-		r = write_result_locked(e, o, report);
+		r = write_result_locked(e, o, &rt);
 	else
-		r = intentlog_set_state(e->journal, o->msg->id, o->state, report,
+		r = intentlog_set_state(e->journal, o->msg->id, o->state, &rt,
 					msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
 													   : NULL);
 	if (r < 0)
 		log_err(&e->log, "%s: cannot journal state %s: %s", o->msg->id, msg_state_name(o->state),
 			strerror(-r));
-	keep_live(o, report);
-	op_announce_locked(e, o, report);
+	op_announce_locked(e, o, &rt);
+	keep_live(o, &rt);
 	return r;
 }

@@ -24,7 +24,6 @@
  */
 #pragma once
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +31,7 @@
 #include "hotplug/block.h"
 #include "agent/journal/intentlog.h"
 #include "providers/wire/message.h"
+#include "providers/wire/report.h"
 
 struct engine;
 struct engine_source;
@@ -82,7 +82,8 @@ struct op {
 	enum intentlog_dir intent_dir;
 	struct intentlog_done *done;
 	size_t n_done, cap_done;
-	json_t *live;                 /* the last report published, for the views */
+	struct report live;           /* the last report published, for the views */
+	bool has_live;
 	double live_at;               /* when (CLOCK_MONOTONIC seconds) */
 	bool cancel_requested;        /* engine_cancel(): stop after the block in flight */
 	char cancel_by[64];           /* who asked, for the report */
@@ -106,12 +107,14 @@ void op_busy_drop(struct op *o, uint64_t block);
 
 /* Online and standby bytes of T (NULL: zero). */
 void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *standby);
-/* The status report of O (wire v1 plus progress fields); NULL on ENOMEM. */
-json_t *op_report(struct engine *e, const struct op *o, const struct mem_table *t);
+/* The status report of O (wire v1 plus progress fields): 0 or -ENOMEM. */
+int op_report(struct engine *e, const struct op *o, const struct mem_table *t, struct report *out);
+/* The same on the heap (a verdict's), NULL on ENOMEM. */
+struct report *op_report_new(struct engine *e, const struct op *o, const struct mem_table *t);
 /* The outbox O's reports go to, NULL for none. */
 const char *op_report_dest(const struct op *o);
 /* Sends the transitions REPORT shows for O to the subscribers. */
-void op_tell_locked(struct engine *e, struct op *o, const json_t *report);
+void op_tell_locked(struct engine *e, struct op *o, const struct report *report);
 /* Writes O's intent to bring up (DIR ILOG_UP) or take down the N TARGETS,
  * in that order, durable, with O in_progress and its report queued; then
  * tells everybody.  O's progress stays in memory until its result. */
@@ -136,7 +139,8 @@ int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap);
 const struct intentlog_done *op_done_find(const struct op *o, uint64_t block);
 /* BLOCK is no longer among O's done blocks (it left outside memgrant); true when it was. */
 bool op_done_remove(struct op *o, uint64_t block);
-/* Puts REPORT on the event bus and tells the subscribers (no journal write).
+/* Puts REPORT on the event bus (as JSON: providers/wire/report_json.h) and
+ * tells the subscribers (no journal write).
  * While O is in progress the event carries what changed since the previous
  * one ("changed_blocks" instead of "blocks"); other states the whole report. */
-void op_announce_locked(struct engine *e, struct op *o, json_t *report);
+void op_announce_locked(struct engine *e, struct op *o, const struct report *report);

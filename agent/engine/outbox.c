@@ -42,12 +42,12 @@ uint64_t engine_last_generation(struct engine *e, const struct engine_source *s)
 	return g;
 }
 
-int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, json_t **report)
+int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, char **doc)
 {
 	int r;
 
 	pthread_mutex_lock(&e->lock);
-	r = intentlog_outbox_peek(e->journal, dest, seq, report);
+	r = intentlog_outbox_peek_text(e->journal, dest, seq, doc);
 	pthread_mutex_unlock(&e->lock);
 	return r;
 }
@@ -104,13 +104,13 @@ void engine_outbox_wake(struct engine *e)
 	pthread_mutex_unlock(&e->lock);
 }
 
-int engine_outbox_push(struct engine *e, const char *dest, json_t *report)
+int engine_outbox_push(struct engine *e, const char *dest, const char *doc)
 {
 	int r;
 
 	pthread_mutex_lock(&e->lock);
 	outbox_register_locked(e, dest);
-	r = intentlog_outbox_push(e->journal, dest, report, NULL);
+	r = intentlog_outbox_push_text(e->journal, dest, doc, NULL);
 	if (r == 0)
 		pthread_cond_broadcast(&e->outbox_cond);
 	pthread_mutex_unlock(&e->lock);

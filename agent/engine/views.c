@@ -4,9 +4,7 @@
  */
 #include "agent/engine/views.h"
 
-#include "providers/wire/blockjson.h"
 #include "hotplug/policy.h"
-#include "lib/json.h"
 #include "lib/timeutil.h"
 #include "lib/size.h"
 #include "lib/util.h"
@@ -45,132 +43,136 @@ static const char *block_owner_locked(struct engine *e, const struct mem_block *
 	return mb->id >= e->boot_end ? "foreign" : NULL;
 }
 
-static bool same_values(const struct mem_block *a, const struct mem_block *b)
+void engine_blocks_done(struct engine_blocks *b)
 {
-	return a->in_firmware == b->in_firmware && a->configured == b->configured &&
-	       a->memmap_on_memory == b->memmap_on_memory && a->state == b->state && a->removable == b->removable &&
-	       a->node == b->node && streq(a->zones, b->zones);
+	mem_table_free(b->table);
+	free(b->owner);
+	free(b->grants);
+	memset(b, 0, sizeof(*b));
 }
 
-static bool same_owner(const char *a, const char *b)
+/* The index of grant ID in B->grants, added when new; -ENOMEM. */
+static int owner_index(struct engine_blocks *b, const char *id)
 {
-	return a == b || (a && b && streq(a, b));
+	char(*ng)[MSG_ID_MAX + 1];
+
+	/* blocks of one grant follow each other: the last one first */
+	for (size_t k = b->n_grants; k-- > 0;)
+		if (streq(b->grants[k], id))
+			return (int)k;
+	ng = reallocarray(b->grants, b->n_grants + 1, sizeof(*ng));
+	if (!ng)
+		return -ENOMEM;
+	b->grants = ng;
+	snprintf(ng[b->n_grants], sizeof(ng[0]), "%s", id);
+	return (int)b->n_grants++;
 }
 
-int engine_blocks_json(struct engine *e, bool runs, json_t **out)
+int engine_blocks(struct engine *e, struct engine_blocks *out)
 {
-	_cleanup_mem_table_ struct mem_table *t = NULL;
-	_cleanup_json_ json_t *j = NULL;
-	json_t *arr, *run = NULL;
-	struct intentlog_block jb, prev_jb;
-	const char *prev_owner = NULL;
-	size_t count = 0;
+	struct intentlog_block jb;
 	int r;
 
+	memset(out, 0, sizeof(*out));
 	machine_sync(e);
-	r = machine_snapshot(e, &t);
+	r = machine_snapshot(e, &out->table);
 	if (r < 0)
 		return r;
-	if (!runs) {
-		r = blockjson_from_table(t, &j);
-		if (r < 0)
-			return r;
-	} else {
-		/* the table's fields without its blocks, then the runs */
-		struct mem_table head = *t;
-
-		head.n = 0;
-		r = blockjson_from_table(&head, &j);
-		if (r < 0)
-			return r;
+	out->owner = calloc(out->table->n + 1, sizeof(*out->owner));
+	if (!out->owner) {
+		engine_blocks_done(out);
+		return -ENOMEM;
 	}
-	arr = json_object_get(j, "blocks");
 	pthread_mutex_lock(&e->lock);
-	for (size_t i = 0; i < t->n && r == 0; i++) {
-		const struct mem_block *mb = &t->blocks[i];
-		const char *owner = block_owner_locked(e, mb, &jb);
-		json_t *b;
+	for (size_t i = 0; i < out->table->n && r >= 0; i++) {
+		const char *owner = block_owner_locked(e, &out->table->blocks[i], &jb);
 
-		if (runs && run && mb->id == t->blocks[i - 1].id + 1 && same_values(mb, &t->blocks[i - 1]) &&
-		    same_owner(owner, prev_owner)) {
-			json_object_set_new(run, "count", json_integer((json_int_t)++count));
-			continue;
-		}
-		if (!runs) {
-			b = json_array_get(arr, i);
-		} else {
-			r = blockjson_from_block(t, mb, &b);
-			if (r < 0 || json_array_append_new(arr, b) < 0) {
-				r = r < 0 ? r : -ENOMEM;
-				break;
-			}
-			run = b;
-			count = 1;
-			json_object_set_new(run, "count", json_integer(1));
-			prev_jb = jb; /* the owner's text outlives the next lookup */
-			owner = owner == jb.grant_id ? prev_jb.grant_id : owner;
-			prev_owner = owner;
-		}
-		json_object_set_new(b, "owner", owner ? json_string(owner) : json_null());
+		if (!owner)
+			out->owner[i] = ENGINE_OWNER_NONE;
+		else if (owner != jb.grant_id)
+			out->owner[i] = ENGINE_OWNER_FOREIGN;
+		else if ((r = owner_index(out, owner)) >= 0)
+			out->owner[i] = r;
 	}
 	pthread_mutex_unlock(&e->lock);
-	if (r < 0)
+	if (r < 0) {
+		engine_blocks_done(out);
 		return r;
-	*out = TAKE_PTR(j);
+	}
 	return 0;
 }
 
-/* "created_at"/"updated_at" (RFC 3339 UTC) of a journal record. */
-static void set_times(json_t *j, const struct intentlog_grant *g)
+/* The report of journal record G, or of O when it is G's running operation
+ * and has published one; e->lock held. */
+static int row_report_locked(const struct op *o, const struct intentlog_grant *g, struct engine_grant_row *row)
 {
-	char when[32];
+	int r;
 
-	msg_time_format(g->created, when);
-	json_object_set_new(j, "created_at", json_string(when));
-	msg_time_format(g->updated, when);
-	json_object_set_new(j, "updated_at", json_string(when));
+	if (o && o->has_live && streq(o->msg->id, g->id))
+		r = report_copy(&row->report, &o->live);
+	else if (g->status)
+		r = intentlog_grant_report(g, &row->report);
+	else
+		return 0;
+	if (r == -EINVAL)
+		return 0; /* not a status report: listed without one */
+	if (r < 0)
+		return r;
+	row->has_report = true;
+	return 0;
 }
 
-json_t *engine_grant_json(struct engine *e, const char *id)
+int engine_grant(struct engine *e, const char *id, struct engine_grant_row *out)
 {
 	struct intentlog_grant g = { 0 };
-	json_t *j = NULL;
+	int r;
 
+	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&e->lock);
-	if (e->running && e->running->live && streq(e->running->msg->id, id)) {
-		/* running: its progress is in memory (the kernel records it);
-		 * when it was recorded and last changed, from the journal, as
-		 * the list says them */
-		j = json_deep_copy(e->running->live);
-		if (j && intentlog_get_grant(e->journal, id, &g) == 0) {
-			set_times(j, &g);
-			intentlog_grant_done(&g);
-		}
-	} else if (intentlog_get_grant(e->journal, id, &g) == 0) {
-		j = g.status ? json_deep_copy(g.status) : NULL;
-		if (j)
-			set_times(j, &g);
+	r = intentlog_get_grant(e->journal, id, &g);
+	if (r == 0) {
+		out->created = g.created;
+		out->updated = g.updated;
+		out->owned_blocks = g.n_blocks;
+		r = row_report_locked(e->running, &g, out);
+		if (r == 0 && !out->has_report)
+			r = -ENOENT; /* nothing to show */
 		intentlog_grant_done(&g);
 	}
 	pthread_mutex_unlock(&e->lock);
-	return j;
+	if (out->report.agent == NULL)
+		out->report.agent = e->agent_id;
+	if (r < 0)
+		report_clear(&out->report);
+	return r;
 }
 
-json_t *engine_grants_json(struct engine *e)
+void engine_grant_rows_free(struct engine_grant_row *rows, size_t n)
+{
+	for (size_t i = 0; rows && i < n; i++)
+		report_clear(&rows[i].report);
+	free(rows);
+}
+
+int engine_grants(struct engine *e, struct engine_grant_row **out, size_t *n_out)
 {
 	struct intentlog_grant *gs = NULL;
+	struct engine_grant_row *rows = NULL;
 	size_t n = 0;
-	json_t *arr = json_array();
+	int r;
 
+	*out = NULL;
+	*n_out = 0;
 	pthread_mutex_lock(&e->lock);
-	if (intentlog_list_grants(e->journal, &gs, &n) == 0) {
+	r = intentlog_list_grants(e->journal, &gs, &n);
+	if (r == 0) {
 		struct op *o = e->running && e->running->intent_open ? e->running : NULL;
 
-		for (size_t i = 0; i < n; i++) {
-			bool live = o && o->live && streq(o->msg->id, gs[i].id);
+		rows = calloc(n + 1, sizeof(*rows));
+		if (!rows)
+			r = -ENOMEM;
+		for (size_t i = 0; rows && i < n && r == 0; i++) {
 			size_t owned = gs[i].n_blocks;
-			json_t *s = live ? json_deep_copy(o->live)
-				    : gs[i].status ? json_deep_copy(gs[i].status) : json_object();
 			/* the running operation's open intent changes ownership in memory */
 			if (o && o->intent_dir == ILOG_UP && streq(o->msg->id, gs[i].id))
 				owned += o->n_done;
@@ -180,75 +182,101 @@ json_t *engine_grants_json(struct engine *e)
 				    streq(jb.grant_id, gs[i].id))
 					owned--;
 			}
-			json_object_set_new(s, "created", json_integer((json_int_t)gs[i].created));
-			set_times(s, &gs[i]);
-			json_object_set_new(s, "owned_blocks", json_integer((json_int_t)owned));
-			json_array_append_new(arr, s);
+			rows[i].created = gs[i].created;
+			rows[i].updated = gs[i].updated;
+			rows[i].owned_blocks = owned;
+			r = row_report_locked(o, &gs[i], &rows[i]);
+			rows[i].report.agent = e->agent_id;
 		}
 		intentlog_grants_free(gs, n);
 	}
 	pthread_mutex_unlock(&e->lock);
-	return json_pack("{s:o}", "grants", arr);
+	if (r < 0) {
+		engine_grant_rows_free(rows, n);
+		return r;
+	}
+	*out = rows;
+	*n_out = n;
+	return 0;
 }
 
-json_t *engine_status_json(struct engine *e)
+void engine_status_done(struct engine_status *s)
+{
+	free(s->running.busy);
+	s->running.busy = NULL;
+	s->running.n_busy = 0;
+}
+
+/* What the executor runs now; e->lock held. */
+static int running_locked(const struct op *o, struct engine_running *out)
+{
+	snprintf(out->id, sizeof(out->id), "%s", o->msg->id);
+	out->kind = o->msg->type;
+	out->state = o->state;
+	out->blocks_done = o->blocks_done;
+	out->blocks_total = o->blocks_total;
+	if (o->cancel_requested)
+		snprintf(out->cancel_requested_by, sizeof(out->cancel_requested_by), "%s", o->cancel_by);
+	/* a revocation retrying busy blocks: which, how often, the budget left */
+	if (o->n_busy) {
+		double left = o->budget_deadline - mono_s();
+
+		out->busy = calloc(o->n_busy, sizeof(*out->busy));
+		if (!out->busy)
+			return -ENOMEM;
+		for (size_t i = 0; i < o->n_busy; i++) {
+			out->busy[i].block = o->busy[i].block;
+			out->busy[i].attempts = o->busy[i].attempts;
+			snprintf(out->busy[i].error, sizeof(out->busy[i].error), "%s", o->busy[i].err_code);
+		}
+		out->n_busy = o->n_busy;
+		out->budget_ms = o->budget_ms;
+		out->budget_left_ms = left > 0 ? (uint64_t)(left * 1000) : 0;
+	}
+	return 0;
+}
+
+int engine_status(struct engine *e, struct engine_status *out)
 {
 	struct machine_figures f;
-	uint64_t online = 0, standby = 0, granted = 0;
-	char auto_online[32] = "";
-	json_t *j, *running = json_null();
-	size_t queued = 0;
-	bool have = machine_figures(e, &f, &granted) == 0;
+	uint64_t granted = 0;
+	int r = 0;
 
-	if (have) {
-		online = f.online_bytes;
-		standby = f.standby_bytes;
+	memset(out, 0, sizeof(*out));
+	out->have_memory = machine_figures(e, &f, &granted) == 0;
+	if (out->have_memory) {
+		out->memory = (struct engine_memory){ .block_size = f.block_size,
+						      .online_bytes = f.online_bytes,
+						      .standby_bytes = f.standby_bytes,
+						      .granted_bytes = granted };
+		out->foreign_blocks = f.foreign_blocks;
+		out->in_flight_bytes = f.in_flight_bytes;
+		out->total_bytes = f.total_bytes;
+	} else {
+		out->memory.granted_bytes = granted;
 	}
-	if (e->backend->ops->read_auto_online(e->backend, auto_online, sizeof(auto_online)) < 0)
-		auto_online[0] = '\0';
+	if (e->backend->ops->read_auto_online(e->backend, out->auto_online_blocks, sizeof(out->auto_online_blocks)) < 0)
+		out->auto_online_blocks[0] = '\0';
+	out->agent = e->agent_id;
+	out->version = MEMGRANT_VERSION;
+	out->backend = e->backend->ops->name;
+	out->root = e->backend->root;
 	pthread_mutex_lock(&e->lock);
+	out->stopping = e->stopping;
 	for (struct op *o = e->queue_head; o; o = o->next)
-		queued++;
+		out->queued++;
 	if (e->running) {
-		const struct op *o = e->running;
-		running = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", o->msg->id, "kind", msg_type_name(o->msg->type),
-				    "state", msg_state_name(o->state), "blocks_done", (json_int_t)o->blocks_done,
-				    "blocks_total", (json_int_t)o->blocks_total);
-		/* a revocation retrying busy blocks: which, how often, the budget left */
-		if (running && o->n_busy) {
-			json_t *arr = json_array();
-			double left = o->budget_deadline - mono_s();
-			for (size_t i = 0; i < o->n_busy; i++)
-				json_array_append_new(arr, json_pack("{s:I,s:I,s:s}", "block", (json_int_t)o->busy[i].block,
-								     "attempts", (json_int_t)o->busy[i].attempts, "error",
-								     o->busy[i].err_code));
-			json_object_set_new(running, "busy_blocks", arr);
-			json_object_set_new(running, "budget_ms", json_integer((json_int_t)o->budget_ms));
-			json_object_set_new(running, "budget_left_ms", json_integer(left > 0 ? (json_int_t)(left * 1000) : 0));
-		}
-		if (running && o->cancel_requested)
-			json_object_set_new(running, "cancel_requested_by", json_string(o->cancel_by));
+		out->has_running = true;
+		r = running_locked(e->running, &out->running);
 	}
-	j = json_pack("{s:s,s:s,s:s,s:s,s:b,s:{s:I,s:I,s:I,s:I,s:I,s:I},s:s?,s:o,s:I,s:{s:s,s:s,s:I,s:I}}",
-		      "agent", e->agent_id, "version", MEMGRANT_VERSION, "backend", e->backend->ops->name, "root",
-		      e->backend->root, "stopping", e->stopping, "memory", "block_size",
-		      (json_int_t)(have ? f.block_size : 0), "online_bytes", (json_int_t)online, "standby_bytes",
-		      (json_int_t)standby, "granted_bytes", (json_int_t)granted, "foreign_blocks",
-		      (json_int_t)(have ? f.foreign_blocks : 0), "foreign_bytes",
-		      (json_int_t)(have ? f.foreign_blocks * f.block_size : 0), "auto_online_blocks",
-		      auto_online[0] ? auto_online : NULL, "running", running, "queued", (json_int_t)queued,
-		      "policy", "memmap_on_memory", policy_memmap_name(e->set.policy.memmap), "zone",
-		      mem_zone_name(e->set.policy.zone), "reserve", (json_int_t)e->set.policy.reserve,
-		      "movable_ratio", (json_int_t)e->set.policy.movable_ratio);
+	out->policy_memmap = policy_memmap_name(e->set.policy.memmap);
+	out->policy_zone = mem_zone_name(e->set.policy.zone);
+	out->policy_reserve = e->set.policy.reserve;
+	out->policy_movable_ratio = e->set.policy.movable_ratio;
 	pthread_mutex_unlock(&e->lock);
-	/* mid-operation a block is neither online nor standby: online +
-	 * standby + in_flight = total */
-	if (have && j) {
-		json_t *mem = json_object_get(j, "memory");
-		json_object_set_new(mem, "in_flight_bytes", json_integer((json_int_t)f.in_flight_bytes));
-		json_object_set_new(mem, "total_bytes", json_integer((json_int_t)f.total_bytes));
-	}
-	return j;
+	if (r < 0)
+		engine_status_done(out);
+	return r;
 }
 
 void engine_status_line(struct engine *e, char *buf, size_t len)

@@ -16,35 +16,25 @@
  * block the report already shows given back is not counted twice.  Returns
  * true when it credited.
  */
-static bool credit_status(json_t *status, uint64_t block, uint64_t block_size)
+static bool credit_status(struct report *rep, uint64_t block, uint64_t block_size)
 {
-	json_t *blocks = json_object_get(status, "blocks"), *entry = NULL, *je;
-	size_t i;
+	struct report_block *entry = (struct report_block *)report_find_block(rep, block);
 
-	if (!json_is_array(blocks)) {
-		blocks = json_array();
-		json_object_set_new(status, "blocks", blocks);
-	}
-	json_array_foreach(blocks, i, je)
-		if ((uint64_t)json_integer_value(json_object_get(je, "block")) == block)
-			entry = je;
-	if (entry && json_is_null(json_object_get(entry, "error")) &&
-	    streq(json_string_value(json_object_get(entry, "state")) ?: "", "offline"))
+	if (entry && !entry->error_code[0] && streq(entry->state, "offline"))
 		return false; /* its report counts it already: the crash came after it was recorded */
 	if (!entry) {
-		char range[64];
-		plan_format_range(block_size, block, range, sizeof(range));
-		entry = json_pack("{s:I,s:s}", "block", (json_int_t)block, "range", range);
-		json_array_append_new(blocks, entry);
+		struct report_block *nb = reallocarray(rep->blocks, rep->n_blocks + 1, sizeof(*nb));
+		if (!nb)
+			return false;
+		rep->blocks = nb;
+		entry = &nb[rep->n_blocks++];
+		*entry = (struct report_block){ .block = block, .memmap_on_memory = -1 };
 	}
-	json_object_set_new(entry, "state", json_string("offline"));
-	json_object_set_new(entry, "configured", json_false());
-	json_object_set_new(entry, "error", json_null());
-	json_object_set_new(status, "applied_bytes",
-			    json_integer(json_integer_value(json_object_get(status, "applied_bytes")) +
-					 (json_int_t)block_size));
-	json_object_set_new(status, "blocks_done",
-			    json_integer(json_integer_value(json_object_get(status, "blocks_done")) + 1));
+	snprintf(entry->state, sizeof(entry->state), "offline");
+	entry->configured = false;
+	entry->error_code[0] = entry->error_message[0] = '\0';
+	rep->applied_bytes += block_size;
+	rep->blocks_done++;
 	return true;
 }
 
@@ -90,7 +80,7 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 {
 	_cleanup_free_ struct intentlog_done *done = calloc(it->n_blocks + 1, sizeof(*done));
 	struct intentlog_grant g = { 0 };
-	json_t *status = NULL;
+	_cleanup_report_ struct report rep = { 0 };
 	size_t n_done = 0, n_half = 0, n_refused = 0, mine = 0;
 	uint64_t applied;
 	bool up = it->dir == ILOG_UP;
@@ -165,25 +155,31 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 		mine = g.n_blocks + n_done;
 		applied = (uint64_t)mine * block_size;
 	} else {
-		status = g.status ? json_deep_copy(g.status) : json_object();
-		if (!status) {
-			r = -ENOMEM;
-			goto out;
+		if (intentlog_grant_report(&g, &rep) < 0) {
+			/* no report recorded: one from the record itself */
+			report_clear(&rep);
+			snprintf(rep.id, sizeof(rep.id), "%s", g.id);
+			snprintf(rep.source, sizeof(rep.source), "%s", g.source);
+			rep.generation = g.generation;
+			rep.kind = g.type;
 		}
+		rep.agent = e->agent_id;
+		rep.state = g.state;
+		rep.block_size = block_size;
 		for (size_t i = 0; i < n_done; i++)
-			credit_status(status, done[i].block, block_size);
-		applied = (uint64_t)json_integer_value(json_object_get(status, "applied_bytes"));
+			credit_status(&rep, done[i].block, block_size);
+		applied = rep.applied_bytes;
+
 	}
 	/* not final: the operation is queued again and finishes from here */
 	r = intentlog_result(e->journal, it->op, msg_state_is_final(g.state) ? MSG_STATE_IN_PROGRESS : g.state, applied,
-			     done, n_done, status, NULL);
+			     done, n_done, up ? NULL : &rep, NULL);
 out:
 	pthread_mutex_unlock(&e->lock);
 	log_notice(&e->log, "%s: its %s of %zu block%s was interrupted: %zu found done%s, %zu half done, %zu refused%s%s",
 		   it->op, up ? "bring-up" : "take-down", it->n_blocks, it->n_blocks == 1 ? "" : "s", n_done,
 		   up ? " (adopted)" : " (given back)", n_half, n_refused, r < 0 ? "; cannot journal the result: " : "",
 		   r < 0 ? strerror(-r) : "");
-	json_decref(status);
 	intentlog_grant_done(&g);
 	return r;
 }
@@ -263,27 +259,20 @@ static int reconcile_owned(struct engine *e)
 }
 
 /* What a revocation had done before the agent stopped, from its last report. */
-static void restore_revocation(struct op *o, json_t *status)
+static void restore_revocation(struct op *o, const struct report *rep)
 {
-	json_t *je;
-	size_t i;
-
-	o->applied_bytes = (uint64_t)json_integer_value(json_object_get(status, "applied_bytes"));
-	o->blocks_done = (size_t)json_integer_value(json_object_get(status, "blocks_done"));
-	json_array_foreach(json_object_get(status, "blocks"), i, je) {
-		struct outcome *oc = op_outcome(o, (uint64_t)json_integer_value(json_object_get(je, "block")), false);
-		json_t *err = json_object_get(je, "error");
+	o->applied_bytes = rep->applied_bytes;
+	o->blocks_done = rep->blocks_done;
+	for (size_t i = 0; i < rep->n_blocks; i++) {
+		const struct report_block *b = &rep->blocks[i];
+		struct outcome *oc = op_outcome(o, b->block, false);
 		if (!oc)
 			return;
-		oc->configured = json_is_true(json_object_get(je, "configured"));
-		snprintf(oc->state, sizeof(oc->state), "%s", json_string_value(json_object_get(je, "state")) ?: "");
-		snprintf(oc->zone, sizeof(oc->zone), "%s", json_string_value(json_object_get(je, "zone")) ?: "");
-		if (json_is_object(err)) {
-			snprintf(oc->err_code, sizeof(oc->err_code), "%s",
-				 json_string_value(json_object_get(err, "code")) ?: "E?");
-			snprintf(oc->err_msg, sizeof(oc->err_msg), "%s",
-				 json_string_value(json_object_get(err, "message")) ?: "");
-		}
+		oc->configured = b->configured;
+		snprintf(oc->state, sizeof(oc->state), "%s", b->state);
+		snprintf(oc->zone, sizeof(oc->zone), "%s", b->zone);
+		snprintf(oc->err_code, sizeof(oc->err_code), "%s", b->error_code);
+		snprintf(oc->err_msg, sizeof(oc->err_msg), "%s", b->error_message);
 	}
 }
 
@@ -301,6 +290,7 @@ static int requeue_unfinished(struct engine *e)
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		const struct engine_source *src;
 		struct msg_error err;
+		struct report rep;
 		struct op *o;
 		struct msg *m = NULL;
 
@@ -320,9 +310,12 @@ static int requeue_unfinished(struct engine *e)
 			break;
 		}
 		o->state = gs[i].state;
-		o->requested_bytes = (uint64_t)json_integer_value(json_object_get(gs[i].status, "requested_bytes"));
-		if (o->msg->type == MSG_REVOKE)
-			restore_revocation(o, gs[i].status);
+		if (intentlog_grant_report(&gs[i], &rep) == 0) {
+			o->requested_bytes = rep.requested_bytes;
+			if (o->msg->type == MSG_REVOKE)
+				restore_revocation(o, &rep);
+		}
+		report_clear(&rep);
 		log_notice(&e->log, "%s %s was %s when the agent stopped: resuming", msg_type_name(o->msg->type),
 			   o->msg->id, msg_state_name(gs[i].state));
 		engine_enqueue_locked(e, o);

@@ -5,6 +5,7 @@
  * appended), batches, compaction, and the readers of the live state.
  */
 #include "agent/journal/intentlog_impl.h"
+#include "providers/wire/report_json.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 
@@ -366,8 +367,12 @@ static int add_report(json_t *rec, json_t *status, const char *outbox_dest)
 }
 
 int intentlog_accept(struct intentlog *il, const char *source, const struct msg *m, enum msg_state state,
-		     json_t *status, const char *outbox_dest)
+		     const struct report *report, const char *outbox_dest)
 {
+	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
+
+	if (report && !status)
+		return -ENOMEM;
 	json_t *rec, *req;
 	int r;
 
@@ -391,9 +396,13 @@ int intentlog_accept(struct intentlog *il, const char *source, const struct msg 
 	return commit(il, ILOG_REC_ACCEPT, rec);
 }
 
-int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, json_t *status,
+int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, const struct report *report,
 			const char *outbox_dest)
 {
+	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
+
+	if (report && !status)
+		return -ENOMEM;
 	json_t *g = ilog_find_grant(il->root, id, NULL), *rec;
 	int r;
 
@@ -413,8 +422,13 @@ int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state sta
 }
 
 int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir dir,
-		     const struct intentlog_target *blocks, size_t n, json_t *status, const char *outbox_dest)
+		     const struct intentlog_target *blocks, size_t n, const struct report *report,
+		     const char *outbox_dest)
 {
+	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
+
+	if (report && !status)
+		return -ENOMEM;
 	json_t *rec, *list;
 	int r;
 
@@ -468,8 +482,13 @@ static json_t *done_list(const struct intentlog_done *done, size_t n, bool zoned
 }
 
 int intentlog_result(struct intentlog *il, const char *op, enum msg_state state, uint64_t applied_bytes,
-		     const struct intentlog_done *done, size_t n, json_t *status, const char *outbox_dest)
+		     const struct intentlog_done *done, size_t n, const struct report *report,
+		     const char *outbox_dest)
 {
+	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
+
+	if (report && !status)
+		return -ENOMEM;
 	json_t *it = ilog_find_intent(il->root, op, NULL), *rec, *list;
 	bool up = it && streq(ilog_str_of(it, "dir"), "up");
 	int r;
@@ -797,6 +816,40 @@ int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq,
 	if (seq)
 		*seq = ilog_u64_of(first, "seq");
 	return 0;
+}
+
+int intentlog_grant_report(const struct intentlog_grant *g, struct report *out)
+{
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (!g->status)
+		return -ENOENT;
+	r = report_from_json(g->status, out);
+	if (r == 0 && !out->id[0])
+		snprintf(out->id, sizeof(out->id), "%s", g->id);
+	return r;
+}
+
+int intentlog_outbox_peek_text(struct intentlog *il, const char *dest, uint64_t *seq, char **doc)
+{
+	json_t *report = NULL;
+	int r = intentlog_outbox_peek(il, dest, seq, doc ? &report : NULL);
+
+	if (r < 0 || !doc)
+		return r;
+	*doc = json_dumps(report, JSON_COMPACT);
+	json_decref(report);
+	return *doc ? 0 : -ENOMEM;
+}
+
+int intentlog_outbox_push_text(struct intentlog *il, const char *dest, const char *doc, uint64_t *seq)
+{
+	json_t *report = doc ? json_loads(doc, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	int r = report ? intentlog_outbox_push(il, dest, report, seq) : -EINVAL;
+
+	json_decref(report);
+	return r;
 }
 
 size_t intentlog_outbox_count(struct intentlog *il, const char *dest)

@@ -6,7 +6,9 @@
  * take down), what came of it (results), the outbox of status reports per
  * destination, and the blocks an operator adopted or released.  The kernel
  * records per-block progress; after a crash, recovery compares an open
- * intent with the kernel.
+ * intent with the kernel.  Status reports come in typed (struct report)
+ * and are stored in the journal's own JSON (providers/wire/report_json.h);
+ * intentlog_grant_report() decodes them.
  *
  * STATE_DIR/journal.log is an append-only recordlog (agent/journal/recordlog.h) of
  * JSON payloads; replaying it at open rebuilds the live state: grants with
@@ -36,6 +38,7 @@
 #pragma once
 
 #include "providers/wire/message.h"
+#include "providers/wire/report.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -145,16 +148,17 @@ static inline void intentlog_closep(struct intentlog **il) { intentlog_close(*il
 /* Records a request from SOURCE and raises its generation; STATUS (may be
  * NULL) stored and, with OUTBOX_DEST, queued.  -ESTALE, -EEXIST, -EINVAL, -ENOBUFS. */
 int intentlog_accept(struct intentlog *il, const char *source, const struct msg *m, enum msg_state state,
-		     json_t *status, const char *outbox_dest);
+		     const struct report *status, const char *outbox_dest);
 /* State (and report, may be NULL: keep), optionally queued. -ENOENT, -EINVAL, -ENOBUFS. */
-int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, json_t *status,
+int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, const struct report *status,
 			const char *outbox_dest);
 /* Before the first kernel write of OP: the N blocks it will bring up or take
  * down, in that order; OP becomes in_progress with STATUS (may be NULL),
  * optionally queued.  -EBUSY OP has an open intent (close it with a result
  * first), -ENOENT unknown OP, -EINVAL bad blocks (none, repeated, bad zone). */
 int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir dir,
-		     const struct intentlog_target *blocks, size_t n, json_t *status, const char *outbox_dest);
+		     const struct intentlog_target *blocks, size_t n, const struct report *status,
+		     const char *outbox_dest);
 /* After the last kernel write of OP's open intent: the blocks it really did
  * (each must be named by the intent: brought up ones become OP's, taken down
  * ones nobody's), the new state (final, or not when recovery resumes it),
@@ -162,7 +166,8 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
  * intent.  Without an open intent N must be 0.  -ENOENT, -EINVAL, -EEXIST
  * (a block brought up is owned by another grant), -ENOBUFS. */
 int intentlog_result(struct intentlog *il, const char *op, enum msg_state state, uint64_t applied_bytes,
-		     const struct intentlog_done *done, size_t n, json_t *status, const char *outbox_dest);
+		     const struct intentlog_done *done, size_t n, const struct report *status,
+		     const char *outbox_dest);
 /* GRANT_ID (a grant, not a revocation) now owns the N blocks (an operator's
  * adoption); each gets the next seq (SEQ, may be NULL, gets the first).
  * -ENOENT, -EEXIST owned already, -EINVAL. */
@@ -177,6 +182,8 @@ int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64
 			      bool memmap, uint64_t *seq);
 int intentlog_remove_owned_block(struct intentlog *il, uint64_t block);
 int intentlog_outbox_push(struct intentlog *il, const char *dest, json_t *report, uint64_t *seq);
+/* DOC: a JSON object as text; -EINVAL when it is not one. */
+int intentlog_outbox_push_text(struct intentlog *il, const char *dest, const char *doc, uint64_t *seq);
 int intentlog_outbox_ack(struct intentlog *il, const char *dest, uint64_t seq);
 
 /* Calls until intentlog_batch_end() change memory only; batch_end writes them
@@ -198,6 +205,9 @@ int intentlog_lookup_generation(struct intentlog *il, const char *source, uint64
 				struct intentlog_grant *recorded);
 int intentlog_get_grant(struct intentlog *il, const char *id, struct intentlog_grant *out);
 void intentlog_grant_done(struct intentlog_grant *g);
+/* G's last status report, decoded from the journal's record into OUT
+ * (report_clear() it): 0, -ENOENT none recorded, -EINVAL, -ENOMEM. */
+int intentlog_grant_report(const struct intentlog_grant *g, struct report *out);
 int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, size_t *n);
 void intentlog_grants_free(struct intentlog_grant *g, size_t n);
 json_t *intentlog_grant_json(struct intentlog *il, const char *id);
@@ -208,6 +218,8 @@ int intentlog_owned_blocks(struct intentlog *il, struct intentlog_block **out, s
 int intentlog_open_intents(struct intentlog *il, struct intentlog_intent **out, size_t *n);
 void intentlog_intents_free(struct intentlog_intent *v, size_t n);
 int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq, json_t **report);
+/* The same with the report as JSON text (malloc'd), as the engine's port carries it. */
+int intentlog_outbox_peek_text(struct intentlog *il, const char *dest, uint64_t *seq, char **doc);
 size_t intentlog_outbox_count(struct intentlog *il, const char *dest);
 /* The whole live state as JSON (the snapshot's payload), for tests and tools. */
 json_t *intentlog_state_json(struct intentlog *il);

@@ -14,7 +14,9 @@
 
 #include "agent/engine/engine.h"
 #include "lib/json.h"
+#include "providers/wire/report_json.h"
 #include "lib/util.h"
+#include "providers/wire/views_json.h"
 
 #define PENDING_MAX 4096 /* events waiting for the follower; beyond, dropped with a log line */
 
@@ -265,7 +267,7 @@ int hooks_fire(struct hooks *h, const char *event, json_t *fields)
 		if (!match)
 			continue;
 		if (e->webhook) {
-			int r = h->daemon ? engine_outbox_push(h->daemon, e->dest, ev) : -ENOTCONN;
+			int r = h->daemon ? views_outbox_push(h->daemon, e->dest, ev) : -ENOTCONN;
 			if (r < 0)
 				log_err(&h->log, "hooks[%zu]: cannot queue %s for the webhook: %s", i, event,
 					strerror(-r));
@@ -314,19 +316,23 @@ static void on_transition(void *ctx, const struct engine_transition *t)
 
 	if (!p)
 		return;
+	_cleanup_json_ json_t *status = t->report ? report_to_json(t->report) : NULL;
+	_cleanup_json_ json_t *block = t->block_report && t->report ? report_block_json(t->block_report, t->report->block_size)
+								  : NULL;
+
 	if (t->kind == ENGINE_T_BLOCK_FAILED) {
 		snprintf(p->event, sizeof(p->event), "block.failed");
 		p->fields = json_pack("{s:s,s:s,s:s,s:O?,s:O?}", "id", t->id, "kind", kind, "state", state, "block",
-				      (json_t *)t->block_report, "status", (json_t *)t->report);
+				      block, "status", status);
 	} else if (t->kind == ENGINE_T_BLOCK_CHANGED) {
 		snprintf(p->event, sizeof(p->event), "block.changed");
 		p->fields = json_pack("{s:s,s:s,s:s,s:I,s:I,s:O?}", "id", t->id, "kind", kind, "state", state, "block",
 				      (json_int_t)t->block, "applied_bytes", (json_int_t)t->applied_bytes, "status",
-				      (json_t *)t->report);
+				      status);
 	} else {
 		snprintf(p->event, sizeof(p->event), "%s.%s", kind, state);
 		p->fields = json_pack("{s:s,s:s,s:s,s:O?}", "id", t->id, "kind", kind, "state", state, "status",
-				      (json_t *)t->report);
+				      status);
 	}
 	pthread_mutex_lock(&h->lock);
 	if (!p->fields || h->n_pending >= PENDING_MAX) {

@@ -17,6 +17,7 @@
 #include "lib/fileio.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
+#include "providers/wire/views_json.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -285,7 +286,7 @@ static void *webhook_main(void *arg)
 
 		if (engine_outbox_wait(w->daemon, w->dest, -1) <= 0)
 			continue; /* woken: look at the stop flag */
-		if (engine_outbox_peek(w->daemon, w->dest, &seq, &ev) < 0)
+		if (views_outbox_peek(w->daemon, w->dest, &seq, &ev) < 0)
 			continue;
 		r = post(w, ev, why, sizeof(why));
 		if (r == 0) {

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
+#include "providers/wire/views_json.h"
 
 #define MIB (1024ull * 1024)
 
@@ -107,7 +108,7 @@ static struct msg *parse(const char *text, unsigned flags)
 static enum msg_state wait_final(struct engine *e, const char *id)
 {
 	for (int i = 0; i < 500; i++) {
-		json_t *j = engine_grant_json(e, id);
+		json_t *j = views_engine_grant(e, id);
 		enum msg_state s = MSG_STATE_ACCEPTED;
 		if (j && msg_state_parse(json_string_value(json_object_get(j, "state")), &s) == 0 &&
 		    msg_state_is_final(s)) {
@@ -137,7 +138,7 @@ static void test_verdicts(void **state)
 	/* accepted: its first report, durable, in the source's outbox */
 	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"grant\",\"id\":\"g1\",\"generation\":5,\"size\":\"256M\"}", 0), &v), 0);
 	assert_int_equal(v.kind, ENGINE_ACCEPTED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "accepted");
+	assert_int_equal(v.report->state, MSG_STATE_ACCEPTED);
 	engine_verdict_done(&v);
 	assert_int_equal(wait_final(f->e, "g1"), MSG_STATE_APPLIED);
 	assert_int_equal(engine_last_generation(f->e, cp), 5);
@@ -146,7 +147,7 @@ static void test_verdicts(void **state)
 	/* the same generation again: a replay with the recorded report */
 	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"grant\",\"id\":\"g1\",\"generation\":5,\"size\":\"256M\"}", 0), &v), 0);
 	assert_int_equal(v.kind, ENGINE_REPLAY);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "applied");
+	assert_int_equal(v.report->state, MSG_STATE_APPLIED);
 	engine_verdict_done(&v);
 
 	/* stale: below the last generation, no record kept for it */
@@ -162,19 +163,20 @@ static void test_verdicts(void **state)
 	assert_int_equal(v.kind, ENGINE_REJECTED);
 	assert_int_equal(v.err, -ENOSPC);
 	assert_true(v.recorded);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "rejected");
+	assert_int_equal(v.report->state, MSG_STATE_REJECTED);
 	engine_verdict_done(&v);
 
 	/* a sync is answered, nothing recorded */
 	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"sync\",\"nonce\":42}", 0), &v), 0);
 	assert_int_equal(v.kind, ENGINE_ANSWERED);
-	assert_int_equal(json_integer_value(json_object_get(v.report, "nonce")), 42);
+	assert_true(v.sync);
+	assert_int_equal(v.nonce, 42);
 	engine_verdict_done(&v);
 
 	/* an operator's request is numbered by the engine; no outbox for it */
 	assert_int_equal(engine_submit(f->e, op, parse("{\"type\":\"revoke\",\"grant\":\"g1\"}", MSG_PARSE_UNNUMBERED), &v), 0);
 	assert_int_equal(v.kind, ENGINE_ACCEPTED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "id")), "op-1");
+	assert_string_equal(v.report->id, "op-1");
 	engine_verdict_done(&v);
 	assert_int_equal(wait_final(f->e, "op-1"), MSG_STATE_APPLIED);
 	assert_int_equal(engine_outbox_wait(f->e, "op", 0), 0);
@@ -208,7 +210,7 @@ static bool outbox_has(struct engine *e, const char *dest, const char *id, const
 	uint64_t seq;
 	json_t *r;
 
-	while (engine_outbox_peek(e, dest, &seq, &r) == 0) {
+	while (views_outbox_peek(e, dest, &seq, &r) == 0) {
 		bool hit = streq(json_string_value(json_object_get(r, "id")), id) &&
 			   streq(json_string_value(json_object_get(r, "state")), state);
 		json_decref(r);
@@ -237,10 +239,10 @@ static void test_cancel(void **state)
 	/* queued: cancelled at once, durable and in the sender's outbox before the verdict */
 	assert_int_equal(engine_cancel(f->e, "queued", "unit", &v), 0);
 	assert_int_equal(v.kind, ENGINE_ANSWERED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "cancelled");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(v.report, "error"), "code")), "ECANCELED");
+	assert_int_equal(v.report->state, MSG_STATE_CANCELLED);
+	assert_string_equal(v.report->error_code, "ECANCELED");
 	engine_verdict_done(&v);
-	j = engine_grant_json(f->e, "queued");
+	j = views_engine_grant(f->e, "queued");
 	assert_non_null(j);
 	assert_string_equal(json_string_value(json_object_get(j, "state")), "cancelled");
 	json_decref(j);
@@ -248,7 +250,7 @@ static void test_cancel(void **state)
 
 	/* running: stops after the block in flight; partial with the blocks done */
 	for (int i = 0; i < 300; i++) {
-		j = engine_grant_json(f->e, "run");
+		j = views_engine_grant(f->e, "run");
 		bool started = j && json_integer_value(json_object_get(j, "blocks_done")) >= 1;
 		json_decref(j);
 		if (started)
@@ -257,10 +259,10 @@ static void test_cancel(void **state)
 	}
 	assert_int_equal(engine_cancel(f->e, "run", "unit", &v), 0);
 	assert_int_equal(v.kind, ENGINE_ACCEPTED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "cancel_requested_by")), "unit");
+	assert_string_equal(v.report->cancel_requested_by, "unit");
 	engine_verdict_done(&v);
 	assert_int_equal(wait_final(f->e, "run"), MSG_STATE_PARTIAL);
-	j = engine_grant_json(f->e, "run");
+	j = views_engine_grant(f->e, "run");
 	assert_in_range(json_integer_value(json_object_get(j, "blocks_done")), 1, 3);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")), "ECANCELED");
 	json_decref(j);
@@ -270,7 +272,7 @@ static void test_cancel(void **state)
 	assert_int_equal(engine_cancel(f->e, "run", "unit", &v), 0);
 	assert_int_equal(v.kind, ENGINE_REJECTED);
 	assert_int_equal(v.err, -EALREADY);
-	assert_string_equal(json_string_value(json_object_get(v.report, "state")), "partial");
+	assert_int_equal(v.report->state, MSG_STATE_PARTIAL);
 	engine_verdict_done(&v);
 	assert_int_equal(engine_cancel(f->e, "nope", "unit", &v), 0);
 	assert_int_equal(v.err, -ENOENT);
@@ -287,17 +289,17 @@ static void test_plan(void **state)
 	assert_int_equal(engine_source_add(f->e, "op", ENGINE_SOURCE_OPERATOR, &op), 0);
 	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"256M\",\"memmap_on_memory\":true}", MSG_PARSE_UNNUMBERED), &v), 0);
 	assert_int_equal(v.kind, ENGINE_ANSWERED);
-	assert_string_equal(json_string_value(json_object_get(v.report, "type")), "plan");
-	assert_int_equal(json_array_size(json_object_get(v.report, "blocks")), 2);
-	assert_true(json_is_true(json_object_get(v.report, "memmap_on_memory")));
+	assert_non_null(v.plan);
+	assert_int_equal(v.plan->n_blocks, 2);
+	assert_int_equal(v.plan->memmap, 1);
 	/* memmap in the blocks: 2 x 128M / 64, none taken from online memory */
-	assert_int_equal(json_integer_value(json_object_get(v.report, "memmap_bytes")), 4 * MIB);
-	assert_int_equal(json_integer_value(json_object_get(v.report, "online_cost_bytes")), 0);
-	assert_int_equal(json_integer_value(json_object_get(v.report, "usable_bytes")), 256 * MIB - 4 * MIB);
+	assert_int_equal(v.plan->memmap_bytes, 4 * MIB);
+	assert_int_equal(v.plan->online_cost_bytes, 0);
+	assert_int_equal(v.plan->usable_bytes, 256 * MIB - 4 * MIB);
 	engine_verdict_done(&v);
 	/* off: the memmap comes out of the memory online now */
 	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"256M\",\"memmap_on_memory\":false}", MSG_PARSE_UNNUMBERED), &v), 0);
-	assert_int_equal(json_integer_value(json_object_get(v.report, "online_cost_bytes")), 4 * MIB);
+	assert_int_equal(v.plan->online_cost_bytes, 4 * MIB);
 	engine_verdict_done(&v);
 	/* too big: rejected as a submit would be, and not recorded */
 	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"4G\"}", MSG_PARSE_UNNUMBERED), &v), 0);
@@ -307,7 +309,7 @@ static void test_plan(void **state)
 	engine_verdict_done(&v);
 	/* nothing numbered, nothing recorded */
 	assert_int_equal(engine_last_generation(f->e, op), 0);
-	g = engine_grants_json(f->e);
+	g = views_engine_grants(f->e);
 	assert_int_equal(json_array_size(json_object_get(g, "grants")), 0);
 	json_decref(g);
 }

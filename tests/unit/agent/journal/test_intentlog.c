@@ -83,11 +83,14 @@ static struct msg *mkmsg(const char *text)
 	return m;
 }
 
-static json_t *status_json(const char *id, uint64_t gen, enum msg_state st, uint64_t applied)
+static struct report status_of(const char *id, uint64_t gen, enum msg_state st, uint64_t applied)
 {
-	const struct msg_status s = { .agent = "guest-7", .id = id, .generation = gen, .state = st,
-				      .block_size = 134217728, .source = "https", .applied_bytes = applied };
-	return msg_status_to_json(&s);
+	struct report s = { .agent = "guest-7", .generation = gen, .state = st, .block_size = 134217728,
+			    .applied_bytes = applied };
+
+	snprintf(s.id, sizeof(s.id), "%s", id);
+	snprintf(s.source, sizeof(s.source), "https");
+	return s;
 }
 
 static void accept_grant(struct intentlog *il, const char *source, const char *id, uint64_t gen, const char *dest)
@@ -96,9 +99,9 @@ static void accept_grant(struct intentlog *il, const char *source, const char *i
 	snprintf(text, sizeof(text), "{\"type\":\"grant\",\"id\":\"%s\",\"generation\":%" PRIu64 ",\"size\":\"512M\"}",
 		 id, gen);
 	_cleanup_msg_ struct msg *m = mkmsg(text);
-	json_auto_t *s = status_json(id, gen, MSG_STATE_ACCEPTED, 0);
+	struct report s = status_of(id, gen, MSG_STATE_ACCEPTED, 0);
 
-	assert_int_equal(intentlog_accept(il, source, m, MSG_STATE_ACCEPTED, s, dest), 0);
+	assert_int_equal(intentlog_accept(il, source, m, MSG_STATE_ACCEPTED, &s, dest), 0);
 }
 
 static void accept_revoke(struct intentlog *il, const char *id, uint64_t gen, const char *grant)
@@ -107,9 +110,9 @@ static void accept_revoke(struct intentlog *il, const char *id, uint64_t gen, co
 	snprintf(text, sizeof(text), "{\"type\":\"revoke\",\"id\":\"%s\",\"generation\":%" PRIu64 ",\"grant\":\"%s\"}", id,
 		 gen, grant);
 	_cleanup_msg_ struct msg *m = mkmsg(text);
-	json_auto_t *s = status_json(id, gen, MSG_STATE_ACCEPTED, 0);
+	struct report s = status_of(id, gen, MSG_STATE_ACCEPTED, 0);
 
-	assert_int_equal(intentlog_accept(il, "https", m, MSG_STATE_ACCEPTED, s, "https"), 0);
+	assert_int_equal(intentlog_accept(il, "https", m, MSG_STATE_ACCEPTED, &s, "https"), 0);
 }
 
 /* Brings up blocks FIRST..FIRST+N-1 for OP: one intent, one result. */
@@ -117,14 +120,14 @@ static void grant_blocks(struct intentlog *il, const char *op, uint64_t first, s
 {
 	struct intentlog_target *t = calloc(n, sizeof(*t));
 	struct intentlog_done *d = calloc(n, sizeof(*d));
-	json_auto_t *s = status_json(op, 1, MSG_STATE_APPLIED, n * 134217728ull);
+	struct report s = status_of(op, 1, MSG_STATE_APPLIED, n * 134217728ull);
 
 	for (size_t i = 0; i < n; i++) {
 		t[i] = (struct intentlog_target){ .block = first + i, .memmap = 1, .zone = MEM_ZONE_MOVABLE };
 		d[i] = (struct intentlog_done){ .block = first + i, .zone = MEM_ZONE_MOVABLE, .memmap = true };
 	}
 	assert_int_equal(intentlog_intent(il, op, ILOG_UP, t, n, NULL, NULL), 0);
-	assert_int_equal(intentlog_result(il, op, MSG_STATE_APPLIED, n * 134217728ull, d, n, s, "https"), 0);
+	assert_int_equal(intentlog_result(il, op, MSG_STATE_APPLIED, n * 134217728ull, d, n, &s, "https"), 0);
 	free(t);
 	free(d);
 }
