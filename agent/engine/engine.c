@@ -156,7 +156,7 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 {
 	struct engine *e = calloc(1, sizeof(*e));
 	pthread_condattr_t ca;
-	char err[256] = "";
+	char err[1024] = "";
 	struct intentlog_opened opened = { 0 };
 	int r;
 
@@ -200,6 +200,7 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 		goto fail;
 	}
 	e->journal_fresh = opened.fresh;
+	e->opened = opened;
 	if (opened.torn)
 		log_warn(&e->log, "journal %s: cut a torn last record at byte %llu (%s)", e->state_dir,
 			 (unsigned long long)opened.torn_offset, opened.torn_why);
@@ -270,6 +271,7 @@ void engine_free(struct engine *e)
 		free(e->outboxes[i]);
 	free(e->agent_id);
 	free(e->state_dir);
+	free(e->start_foreign);
 	pthread_cond_destroy(&e->cond);
 	pthread_cond_destroy(&e->outbox_cond);
 	pthread_mutex_destroy(&e->lock);

@@ -5,10 +5,12 @@
 #include "agent/exec/recovery.h"
 
 #include "hotplug/planner.h"
+#include "hotplug/words.h"
 #include "lib/util.h"
 #include "agent/engine/backend_setup.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor.h"
+#include "agent/exec/executor_impl.h"
 
 /*
  * Credits BLOCK to a revocation's report STATUS (changed in place): the
@@ -203,19 +205,22 @@ static int recover_intents(struct engine *e)
  * Blocks the journal says are ours but the kernel no longer has online stop
  * counting as granted.  One that is configured but offline (an undo that
  * failed, or an operator's offline) is deconfigured first, so the storage
- * goes back to the hypervisor instead of being stranded (C13).
+ * goes back to the hypervisor instead of being stranded (C13).  Returns how
+ * many it released, their ids in *RELEASED (freed by the caller): evidence,
+ * after a damaged journal, that a revocation may have run already.
  */
-static void reconcile_owned(struct engine *e)
+static size_t reconcile_owned(struct engine *e, uint64_t **released)
 {
 	_cleanup_free_ struct intentlog_block *jb = NULL;
-	size_t n = 0;
+	size_t n = 0, n_released = 0;
 	int r;
 
 	pthread_mutex_lock(&e->lock);
 	r = intentlog_owned_blocks(e->journal, &jb, &n);
 	pthread_mutex_unlock(&e->lock);
 	if (r < 0)
-		return;
+		return 0;
+	*released = calloc(n + 1, sizeof(**released));
 	for (size_t i = 0; i < n; i++) {
 		struct mem_block b;
 		struct block_result res;
@@ -238,7 +243,10 @@ static void reconcile_owned(struct engine *e)
 		pthread_mutex_lock(&e->lock);
 		intentlog_remove_owned_block(e->journal, jb[i].block);
 		pthread_mutex_unlock(&e->lock);
+		if (*released)
+			(*released)[n_released++] = jb[i].block;
 	}
+	return n_released;
 }
 
 /* What a revocation had done before the agent stopped, from its last report. */
@@ -266,15 +274,38 @@ static void restore_revocation(struct op *o, json_t *status)
 	}
 }
 
-/* Grants a crash or stop left accepted or in progress go back into the queue. */
-static int requeue_unfinished(struct engine *e)
+/*
+ * An operation left unfinished whose journal may have lost what it did: it
+ * is ended (rejected, or partial with what the journal still gives it)
+ * instead of being run a second time over memory that may be its own.
+ * WHY says what was found and what to do.  e->lock NOT held.
+ */
+static void refuse_resumed(struct engine *e, struct op *o, const char *why)
+{
+	abort_op(e, o, -EEXIST, NULL, "%s", why);
+	op_free(o);
+}
+
+/*
+ * Grants a crash or stop left accepted or in progress go back into the
+ * queue, unless the kernel says the journal may have lost their work:
+ * a grant is not resumed while standby memory found at start is online and
+ * owned by no grant (N_FOREIGN, LIST: the work of a grant whose records
+ * were cut, for all the journal can tell), a revocation not when blocks
+ * the journal gave to grants were found given back (N_RELEASED, RLIST).
+ */
+static int requeue_unfinished(struct engine *e, size_t n_foreign, const char *list, size_t n_released,
+			      const char *rlist)
 {
 	struct intentlog_grant *gs = NULL;
-	size_t n = 0;
+	struct op **refused = NULL;
+	size_t n = 0, n_refused = 0;
 	int r;
 
 	pthread_mutex_lock(&e->lock);
 	r = intentlog_list_grants(e->journal, &gs, &n);
+	if (r == 0 && !(refused = calloc(n + 1, sizeof(*refused))))
+		r = -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		const struct engine_source *src;
 		struct msg_error err;
@@ -300,62 +331,108 @@ static int requeue_unfinished(struct engine *e)
 		o->requested_bytes = (uint64_t)json_integer_value(json_object_get(gs[i].status, "requested_bytes"));
 		if (o->msg->type == MSG_REVOKE)
 			restore_revocation(o, gs[i].status);
+		else {
+			o->blocks_done = gs[i].n_blocks;
+			o->applied_bytes = gs[i].applied_bytes;
+		}
+		if ((o->msg->type == MSG_GRANT && n_foreign) || (o->msg->type == MSG_REVOKE && n_released)) {
+			refused[n_refused++] = o;
+			continue;
+		}
 		log_notice(&e->log, "%s %s was %s when the agent stopped: resuming", msg_type_name(o->msg->type),
 			   o->msg->id, msg_state_name(gs[i].state));
 		engine_enqueue_locked(e, o);
 	}
 	pthread_mutex_unlock(&e->lock);
 	intentlog_grants_free(gs, n);
+	for (size_t i = 0; i < n_refused; i++) {
+		char why[256];
+
+		if (refused[i]->msg->type == MSG_GRANT)
+			snprintf(why, sizeof(why),
+				 "not resumed: blocks %s are online, owned by no grant, maybe its own (journal cut?); "
+				 "memgrantctl adopt %s or restore journal.log from a backup, then send it again",
+				 list, list);
+		else
+			snprintf(why, sizeof(why),
+				 "not resumed: blocks %s of grants were found given back, maybe by it (journal cut?); "
+				 "send it again if more memory should go back", rlist);
+		refuse_resumed(e, refused[i], why);
+	}
+	free(refused);
 	return r;
 }
 
 /*
- * No journal at all (a first start, or a state_dir that was lost) next to
- * standby memory that is online: those blocks were brought up by someone we
- * cannot know (an earlier install, an operator).  They stay foreign: no
- * grant owns them and no revocation takes them; say so loudly, once.
- * Standby memory is told from boot memory by memmap_on_memory=1 (kernel.md
- * C2: boot blocks read 0); where the kernel cannot do memmap on memory the
- * two look alike and nothing is named.
+ * Every standby block that is configured (online or not) and that no grant
+ * owns once the open intents are recovered: an earlier install, an operator,
+ * or a grant whose records the journal lost (deleted, or cut at a record
+ * boundary: a cut there looks like a clean end).  Boot memory is what the
+ * backend knows it to be (e->boot_end), whatever the memmap setting.  They
+ * stay foreign (no grant's, never revoked), grants wait until an operator
+ * adopts or releases them (machine_start_foreign_locked), and one loud line
+ * names them, with what to do.  Returns how many, their list in LIST.
  */
-static void warn_foreign_standby(struct engine *e)
+static size_t name_foreign_standby(struct engine *e, const struct intentlog_opened *opened, char *list,
+				   size_t len)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
-	_cleanup_free_ char *list = NULL;
-	size_t n = 0, len = 0;
+	_cleanup_free_ uint64_t *ids = NULL;
+	size_t n = 0;
+	char why[192];
 
-	if (!e->journal_fresh || hp_discover(e->backend, &t) < 0)
-		return;
+	list[0] = '\0';
+	if (hp_discover(e->backend, &t) < 0)
+		return 0;
+	ids = calloc(t->n + 1, sizeof(*ids));
+	if (!ids)
+		return 0;
+	pthread_mutex_lock(&e->lock);
 	for (size_t i = 0; i < t->n; i++) {
 		const struct mem_block *b = &t->blocks[i];
-		char *grown;
-		int k;
-
-		if (!b->in_firmware || !b->configured || b->state == MEM_STATE_OFFLINE || b->memmap_on_memory != 1)
+		if (b->id < e->boot_end || !b->configured || (!b->in_firmware && b->state == MEM_STATE_OFFLINE) ||
+		    intentlog_find_owned_block(e->journal, b->id, NULL) == 0)
 			continue;
-		grown = realloc(list, len + 24);
-		if (!grown)
-			return;
-		list = grown;
-		k = snprintf(list + len, 24, "%s%llu", n ? " " : "", (unsigned long long)b->id);
-		len += (size_t)k;
-		n++;
+		ids[n++] = b->id;
 	}
-	if (n)
-		log_warn(&e->log, "no journal in %s, but %zu standby block%s online (%s): "
-			 "they stay foreign, owned by no grant and never revoked", e->state_dir, n, n == 1 ? " is" : "s are", list);
+	free(e->start_foreign);
+	e->start_foreign = n ? TAKE_PTR(ids) : NULL;
+	e->n_start_foreign = n;
+	pthread_mutex_unlock(&e->lock);
+	if (!n)
+		return 0;
+	words_block_list_format(e->start_foreign, n, list, len);
+	if (opened->fresh)
+		snprintf(why, sizeof(why), "there is no journal in %s (deleted, or a first start after another install)",
+			 e->state_dir);
+	else if (opened->torn)
+		snprintf(why, sizeof(why), "the journal in %s lost its tail (%s)", e->state_dir, opened->torn_why);
+	else
+		snprintf(why, sizeof(why), "the journal in %s does not account for them (brought up outside memgrant, "
+			 "or journal.log lost its last records)", e->state_dir);
+	log_warn(&e->log, "foreign standby memory: %zu block%s (%s) %s configured and owned by no grant: %s. "
+		 "They stay foreign (never revoked, no grant's) and grants are refused until they are resolved: "
+		 "if memgrant brought them up, run `memgrantctl adopt %s` or stop memgrantd and restore "
+		 "journal.log from a backup; if not, take them down (chmem -d, or memgrantctl block offline/deconfigure)",
+		 n, n == 1 ? "" : "s", list, n == 1 ? "is" : "are", why, list);
+	return n;
 }
 
 int recovery_run(struct engine *e)
 {
+	_cleanup_free_ uint64_t *released = NULL;
+	char list[160], rlist[160] = "";
+	size_t n_foreign, n_released;
 	int r;
 
 	if (e->own_onlining)
 		backend_take_over_onlining(e);
-	warn_foreign_standby(e);
 	r = recover_intents(e);
 	if (r < 0)
 		return r;
-	reconcile_owned(e);
-	return requeue_unfinished(e);
+	n_released = reconcile_owned(e, &released);
+	if (n_released && released)
+		words_block_list_format(released, n_released, rlist, sizeof(rlist));
+	n_foreign = name_foreign_standby(e, &e->opened, list, sizeof(list));
+	return requeue_unfinished(e, n_foreign, list, n_released, rlist);
 }

@@ -46,9 +46,11 @@ static uint16_t get16(const unsigned char *p)
 
 /* ---- reading ---------------------------------------------------------------------- */
 
-/* Checks the record at POS; 0 and its fields, or a reason (static string). */
-static const char *record_at(const unsigned char *buf, size_t len, size_t pos, uint16_t *type, uint16_t *flags,
-			     size_t *plen)
+/* Checks the record at POS; 0 and its fields, or a reason (static string).
+ * A record whose checksum holds but whose flags this version does not know
+ * was written whole, by a newer memgrant: *NEWER is set (never a torn tail). */
+static const char *record_at_v(const unsigned char *buf, size_t len, size_t pos, uint16_t *type, uint16_t *flags,
+			       size_t *plen, bool *newer)
 {
 	uint32_t n;
 
@@ -63,12 +65,21 @@ static const char *record_at(const unsigned char *buf, size_t len, size_t pos, u
 		return "record runs past the end of the file";
 	if (crc32c(crc32c(0, buf + pos, 12), buf + pos + RECORDLOG_HEADER_LEN, n) != get32(buf + pos + 12))
 		return "checksum mismatch";
-	if (get16(buf + pos + 10) & ~RECORDLOG_MORE)
+	if (get16(buf + pos + 10) & ~RECORDLOG_MORE) {
+		if (newer)
+			*newer = true;
 		return "unknown flags";
+	}
 	*type = get16(buf + pos + 8);
 	*flags = get16(buf + pos + 10);
 	*plen = n;
 	return NULL;
+}
+
+static const char *record_at(const unsigned char *buf, size_t len, size_t pos, uint16_t *type, uint16_t *flags,
+			     size_t *plen)
+{
+	return record_at_v(buf, len, pos, type, flags, plen, NULL);
 }
 
 /* The first offset after POS where a whole valid record starts, or 0. */
@@ -97,6 +108,12 @@ int recordlog_scan(const void *image, size_t len, recordlog_cb cb, void *ctx, st
 	memset(out, 0, sizeof(*out));
 	if (len == 0)
 		return errbuf_set(err, errlen, -EBADMSG, "empty file (truncated?)");
+	if (len >= RECORDLOG_FILE_MAGIC_LEN && memcmp(buf, RECORDLOG_FILE_MAGIC, 6) == 0 &&
+	    memcmp(buf, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN) > 0)
+		return errbuf_set(err, errlen, -EBADMSG,
+				  "journal format \"%.8s\" is newer than this memgrant's \"%s\": "
+				  "upgrade memgrant (this version will not cut or rewrite it)",
+				  (const char *)buf, RECORDLOG_FILE_MAGIC);
 	if (len < RECORDLOG_FILE_MAGIC_LEN || memcmp(buf, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN) != 0)
 		return errbuf_set(err, errlen, -EBADMSG, "not a memgrant journal log (no \"%s\" magic at offset 0)",
 				  RECORDLOG_FILE_MAGIC);
@@ -105,8 +122,15 @@ int recordlog_scan(const void *image, size_t len, recordlog_cb cb, void *ctx, st
 	while (pos < len) {
 		uint16_t type, flags;
 		size_t n, later;
-		const char *why = record_at(buf, len, pos, &type, &flags, &n);
+		bool newer = false;
+		const char *why = record_at_v(buf, len, pos, &type, &flags, &n, &newer);
 
+		if (newer)
+			return errbuf_set(err, errlen, -EBADMSG,
+					  "record at byte offset %zu is whole (its checksum holds) but has flags 0x%x "
+					  "this memgrant does not know: a newer memgrant wrote it; upgrade memgrant "
+					  "(refusing rather than cutting it as a torn tail)",
+					  pos, (unsigned)get16(buf + pos + 10));
 		if (why) {
 			later = valid_record_after(buf, len, pos);
 			if (later)
