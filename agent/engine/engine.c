@@ -201,6 +201,12 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 	}
 	e->journal_fresh = opened.fresh;
 	e->opened = opened;
+	if (opened.lost)
+		log_warn(&e->log, "journal %s: journal.log ends at byte %llu but had reached byte %llu (journal.log.end): "
+			 "acknowledged records are gone (cut, or an older copy put back); nothing unfinished is resumed "
+			 "and the blocks no grant owns are named below; restore the newest journal.log from a backup, or "
+			 "`memgrantctl adopt` those blocks", e->state_dir, (unsigned long long)opened.torn_offset,
+			 (unsigned long long)opened.lost_end);
 	if (opened.torn)
 		log_warn(&e->log, "journal %s: cut a torn last record at byte %llu (%s)", e->state_dir,
 			 (unsigned long long)opened.torn_offset, opened.torn_why);

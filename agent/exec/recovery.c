@@ -104,6 +104,27 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 			jb.grant_id[0] = '\0';
 		pthread_mutex_unlock(&e->lock);
 		fate = recovery_block_fate(it->dir, rb, &b, jb.grant_id, e->boot_end);
+		/* brought up by this intent, a block has the memmap_on_memory it
+		 * names (block_bring_up() sets it first); one that differs was
+		 * brought up by someone else (a later grant whose records a cut
+		 * journal lost): not adopted, it stays foreign */
+		if (up && e->opened.lost && (fate == FATE_DONE || fate == FATE_HALF)) {
+			/* the journal lost records after this intent: what is up
+			 * now may be a later grant's; not adopted, not finished */
+			n_refused++;
+			log_warn(&e->log, "%s: block %llu of its intent is configured, but the journal lost records "
+				 "after the intent: maybe a later grant's, not adopted", it->op,
+				 (unsigned long long)tg->block);
+			continue;
+		}
+		if (up && fate != FATE_UNTOUCHED && fate != FATE_REFUSED && tg->memmap >= 0 && b.memmap_on_memory >= 0 &&
+		    b.memmap_on_memory != tg->memmap) {
+			n_refused++;
+			log_warn(&e->log, "%s: block %llu of its intent is configured with memmap_on_memory=%d, not %d as "
+				 "it would bring it up: someone else's (a journal that lost records?), not adopted",
+				 it->op, (unsigned long long)tg->block, b.memmap_on_memory, tg->memmap);
+			continue;
+		}
 		if (fate == FATE_REFUSED) {
 			n_refused++;
 			log_warn(&e->log, "%s: block %llu of its intent is online but %s: not adopted", it->op,
@@ -226,6 +247,24 @@ static size_t reconcile_owned(struct engine *e, uint64_t **released)
 		struct block_result res;
 
 		r = hp_read_block(e->backend, jb[i].block, &b);
+		if (r == 0 && b.configured && b.state == MEM_STATE_ONLINE &&
+		    ((b.memmap_on_memory >= 0 && (b.memmap_on_memory == 1) != jb[i].memmap) ||
+		     (b.zones[0] && mem_block_zone(&b) != jb[i].zone))) {
+			/* memmap and zone only change by taking a block down: this is
+			 * not the block the grant brought up but one brought up again
+			 * since, by what the journal does not record (lost records) */
+			log_fields(&e->log, LOG_WARNING, LOG_FIELDS(log_f_grant(jb[i].grant_id), log_f_block(jb[i].block)),
+				   "block %llu of %s is online, but not as %s brought it up (memmap_on_memory %d, zone %s): "
+				   "taken down and brought up again by what the journal does not record; no longer counted "
+				   "as granted", (unsigned long long)jb[i].block, jb[i].grant_id, jb[i].grant_id,
+				   b.memmap_on_memory, mem_zone_name(mem_block_zone(&b)));
+			pthread_mutex_lock(&e->lock);
+			intentlog_remove_owned_block(e->journal, jb[i].block);
+			pthread_mutex_unlock(&e->lock);
+			if (*released)
+				(*released)[n_released++] = jb[i].block;
+			continue;
+		}
 		if (r == 0 && b.configured && b.state != MEM_STATE_OFFLINE)
 			continue;
 		if (r == 0 && b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
@@ -335,7 +374,8 @@ static int requeue_unfinished(struct engine *e, size_t n_foreign, const char *li
 			o->blocks_done = gs[i].n_blocks;
 			o->applied_bytes = gs[i].applied_bytes;
 		}
-		if ((o->msg->type == MSG_GRANT && n_foreign) || (o->msg->type == MSG_REVOKE && n_released)) {
+		if (e->opened.lost || (o->msg->type == MSG_GRANT && n_foreign) ||
+		    (o->msg->type == MSG_REVOKE && n_released)) {
 			refused[n_refused++] = o;
 			continue;
 		}
@@ -346,9 +386,14 @@ static int requeue_unfinished(struct engine *e, size_t n_foreign, const char *li
 	pthread_mutex_unlock(&e->lock);
 	intentlog_grants_free(gs, n);
 	for (size_t i = 0; i < n_refused; i++) {
-		char why[256];
+		char why[512];
 
-		if (refused[i]->msg->type == MSG_GRANT)
+		if (e->opened.lost)
+			snprintf(why, sizeof(why),
+				 "not resumed: the journal lost the records after it (cut, or an older copy), so it may "
+				 "have finished and others followed; send it again if still wanted%s%s",
+				 n_foreign ? ", after `memgrantctl adopt` of " : "", n_foreign ? list : "");
+		else if (refused[i]->msg->type == MSG_GRANT)
 			snprintf(why, sizeof(why),
 				 "not resumed: blocks %s are online, owned by no grant, maybe its own (journal cut?); "
 				 "memgrantctl adopt %s or restore journal.log from a backup, then send it again",
@@ -405,6 +450,10 @@ static size_t name_foreign_standby(struct engine *e, const struct intentlog_open
 	if (opened->fresh)
 		snprintf(why, sizeof(why), "there is no journal in %s (deleted, or a first start after another install)",
 			 e->state_dir);
+	else if (opened->lost)
+		snprintf(why, sizeof(why), "journal.log in %s ends at byte %llu but had reached byte %llu: acknowledged "
+			 "records are gone (cut, or an older copy put back)", e->state_dir,
+			 (unsigned long long)opened->torn_offset, (unsigned long long)opened->lost_end);
 	else if (opened->torn)
 		snprintf(why, sizeof(why), "the journal in %s lost its tail (%s)", e->state_dir, opened->torn_why);
 	else

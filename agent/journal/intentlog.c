@@ -156,6 +156,8 @@ int intentlog_open(const char *state_dir, const struct intentlog_options *opts, 
 			errbuf_set(err, errlen, r, "%s/" LOG_FILE ": the replayed state is inconsistent: %s", state_dir, why);
 			return advise(err, errlen, r);
 		}
+		info.lost = scan.short_of_mark;
+		info.lost_end = scan.marked_end;
 		info.torn = scan.torn;
 		info.torn_offset = scan.valid_end;
 		snprintf(info.torn_why, sizeof(info.torn_why), "%s", scan.torn_why);

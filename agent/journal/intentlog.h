@@ -74,6 +74,11 @@ struct intentlog_opened {
 	bool torn;             /* a torn tail was cut */
 	uint64_t torn_offset;  /* where, when torn */
 	char torn_why[96];
+	/* the log ends before where it had ended (journal.log.end, recordlog.h):
+	 * acknowledged records are gone (cut at a record boundary, an older
+	 * copy put back); LOST_END is where it had ended */
+	bool lost;
+	uint64_t lost_end;
 	uint64_t records;      /* records replayed */
 };
 
