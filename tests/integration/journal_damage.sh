@@ -132,12 +132,12 @@ if named & owned:
     errs.append("blocks %s named foreign but owned by a grant" % sorted(named & owned))
 if named - have:
     errs.append("blocks %s named foreign but not configured" % sorted(named - have))
-r = open(resend).read()
+r = " ".join(open(resend).read().split())
 if unowned and "already used" not in r:
     if res == "0" and '"rejected"' not in r:
-        errs.append("a grant sent again was accepted on top of foreign blocks: " + r[:200])
+        errs.append("a grant sent again was accepted on top of foreign blocks: " + r[:160])
     elif "memgrantctl adopt" not in r:
-        errs.append("the refusal of the grant sent again does not say what to do: " + r[:200])
+        errs.append("the refusal of the grant sent again does not say what to do: " + r[:160])
 print("; ".join(errs))
 PY
 )
