@@ -28,6 +28,11 @@
  * - intentlog_open() never drops what it cannot read: corruption in the
  *   middle of the log is -EBADMSG with the file and byte offset; only a torn
  *   tail (the last, unacknowledged append) is cut, and *opened reports it.
+ *   A whole record of a future format (flags, type, version) is -EBADMSG
+ *   wherever it is; every -EBADMSG message ends with what to do (restore,
+ *   move aside and `memgrantctl adopt`, or upgrade memgrant).  A log shorter
+ *   than its end mark (journal.log.end) lost acknowledged records:
+ *   *opened says so (lost).
  * - Not thread-safe; one process at a time (flock on STATE_DIR/lock, -EBUSY).
  * - Bounded like the old journal: finished records beyond history_max are
  *   dropped, the outbox holds outbox_max reports per destination.
