@@ -75,6 +75,12 @@ struct mem_table {
 	bool has_firmware;         /* sys/firmware/memory exists (C0) */
 	char auto_online[24];      /* auto_online_blocks (A2), "" when absent */
 	char memmap_param[8];      /* module parameter memmap_on_memory (P1), "" when absent */
+	/* Boot memory as the backend knows it (not guessed from memmap or
+	 * order): blocks below boot_end were memory at boot, the rest standby.
+	 * The sim knows its boot size; boot_known false: the backend cannot
+	 * tell (the caller falls back on its own rule). */
+	bool boot_known;
+	uint64_t boot_end;
 	size_t n;
 	struct mem_block *blocks;  /* sorted by id, ids unique */
 };

@@ -102,6 +102,7 @@ bool mem_block_equal(const struct mem_block *a, const struct mem_block *b)
 static bool table_header_equal(const struct mem_table *a, const struct mem_table *b)
 {
 	return a->block_size == b->block_size && a->has_firmware == b->has_firmware &&
+	       a->boot_known == b->boot_known && a->boot_end == b->boot_end &&
 	       streq(a->auto_online, b->auto_online) && streq(a->memmap_param, b->memmap_param);
 }
 

@@ -99,6 +99,15 @@ int precheck_locked(struct engine *e, const struct msg *m, const struct mem_tabl
 	if (m->type == MSG_GRANT) {
 		struct grant_request req;
 		uint64_t reserved = queued_bytes_locked(e, MSG_GRANT);
+		char foreign[96];
+
+		/* after a lost or cut journal, a control plane sends again what it
+		 * was granted: never apply it on top of memory that may be it */
+		if (machine_start_foreign_locked(e, t, foreign, sizeof(foreign)))
+			return msg_error_set(err, EEXIST,
+					     "blocks %s were online at start, owned by no grant (journal lost or cut?): "
+					     "no grant on top of them until `memgrantctl adopt %s`, a restored journal, "
+					     "or they are taken down", foreign, foreign);
 
 		/* blocks named by queued or running grants are promised already */
 		for (struct op *o = e->queue_head; o; o = o->next)

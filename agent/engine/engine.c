@@ -35,7 +35,7 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 {
 	struct engine *e = calloc(1, sizeof(*e));
 	pthread_condattr_t ca;
-	char err[256] = "";
+	char err[1024] = "";
 	struct intentlog_opened opened = { 0 };
 	int r;
 
@@ -82,6 +82,13 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 		goto fail;
 	}
 	e->journal_fresh = opened.fresh;
+	e->opened = opened;
+	if (opened.lost)
+		log_warn(&e->log, "journal %s: journal.log ends at byte %llu but had reached byte %llu (journal.log.end): "
+			 "acknowledged records are gone (cut, or an older copy put back); nothing unfinished is resumed "
+			 "and the blocks no grant owns are named below; restore the newest journal.log from a backup, or "
+			 "`memgrantctl adopt` those blocks", e->state_dir, (unsigned long long)opened.torn_offset,
+			 (unsigned long long)opened.lost_end);
 	if (opened.torn)
 		log_warn(&e->log, "journal %s: cut a torn last record at byte %llu (%s)", e->state_dir,
 			 (unsigned long long)opened.torn_offset, opened.torn_why);
@@ -179,6 +186,7 @@ void engine_free(struct engine *e)
 		free(e->outboxes[i]);
 	free(e->agent_id);
 	free(e->state_dir);
+	free(e->start_foreign);
 	pthread_cond_destroy(&e->cond);
 	pthread_cond_destroy(&e->outbox_cond);
 	pthread_mutex_destroy(&e->lock);

@@ -69,6 +69,12 @@ struct engine {
 	struct hp_backend *backend;
 	struct intentlog *journal;
 	bool journal_fresh;         /* the state dir had no journal at all (recovery warns) */
+	struct intentlog_opened opened; /* what intentlog_open() found (fresh, a torn tail cut) */
+	/* configured standby blocks no grant owned after recovery (recovery.c:
+	 * named loudly; grants wait while one is still configured and unowned,
+	 * machine_start_foreign_locked()) */
+	uint64_t *start_foreign;
+	size_t n_start_foreign;
 	struct metrics *metrics;
 	struct event_bus *events;
 	int notify_fd;

@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 
 #include "hotplug/livetable.h"
+#include "hotplug/words.h"
 #include "lib/json.h"
 #include "providers/wire/report_json.h"
 #include "lib/util.h"
@@ -83,17 +84,23 @@ int machine_forget_block_locked(struct engine *e, uint64_t block)
 	return intentlog_remove_owned_block(e->journal, block);
 }
 
-/* Boot memory: the run of online blocks from the lowest id that no grant
- * owns and no open intent names, as found at start (kernel.md: boot memory
- * is online from address 0).  Online blocks above it that no grant owns are
- * foreign.  A block an interrupted intent brought up is not boot memory:
- * recovery decides about it; nor is one with memmap_on_memory=1. */
+/* Boot memory: what the backend knows was memory at boot (the sim: its
+ * boot size), whatever the journal says, so a standby block onlined with
+ * memmap_on_memory=0 next to it is never taken for boot memory.  Where the
+ * backend cannot tell (sysfs: the kernel's firmware entries look alike for
+ * boot memory and configured standby, kernel.md C2), the run of online
+ * blocks from the lowest id that no grant owns and no open intent names,
+ * as found at start (boot memory is online from address 0), stopping at
+ * memmap_on_memory=1.  Online blocks above it that no grant owns are
+ * foreign. */
 static uint64_t boot_end_of(struct engine *e, const struct mem_table *t)
 {
 	struct intentlog_intent *its = NULL;
 	size_t n_its = 0;
 	uint64_t end = 0, stop = UINT64_MAX;
 
+	if (t->boot_known)
+		return t->boot_end;
 	pthread_mutex_lock(&e->lock);
 	if (intentlog_open_intents(e->journal, &its, &n_its) == 0)
 		for (size_t i = 0; i < n_its; i++)
@@ -111,6 +118,27 @@ static uint64_t boot_end_of(struct engine *e, const struct mem_table *t)
 	pthread_mutex_unlock(&e->lock);
 	intentlog_intents_free(its, n_its);
 	return end;
+}
+
+size_t machine_start_foreign_locked(struct engine *e, const struct mem_table *t, char *list, size_t len)
+{
+	_cleanup_free_ uint64_t *still = calloc(e->n_start_foreign + 1, sizeof(*still));
+	size_t n = 0;
+
+	if (len)
+		list[0] = '\0';
+	if (!still)
+		return e->n_start_foreign; /* out of memory: hold on */
+	for (size_t i = 0; i < e->n_start_foreign; i++) {
+		const struct mem_block *b = mem_table_find(t, e->start_foreign[i]);
+		if (!b || !b->configured || (!b->in_firmware && b->state == MEM_STATE_OFFLINE) ||
+		    machine_find_owned_locked(e, b->id, NULL) == 0)
+			continue;
+		still[n++] = b->id;
+	}
+	if (n && len)
+		words_block_list_format(still, n, list, len);
+	return n;
 }
 
 int machine_open(struct engine *e)

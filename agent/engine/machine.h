@@ -61,6 +61,14 @@ int machine_find_owned_locked(struct engine *e, uint64_t block, struct intentlog
  * running operation's, newest last; *OUT freed by the caller. */
 int machine_owned_blocks_locked(struct engine *e, struct intentlog_block **out, size_t *n);
 
+/* Of the blocks recovery found foreign at start (configured standby no
+ * grant owned: a lost or cut journal may have forgotten them), those T
+ * still shows configured and nobody owns; their ids "16-18,24" into LIST
+ * (LEN bytes); how many.  While there is one, grants are refused rather
+ * than applied on top of memory that may be theirs already.  e->lock held. */
+struct mem_table;
+size_t machine_start_foreign_locked(struct engine *e, const struct mem_table *t, char *list, size_t len);
+
 /* Whoever owned BLOCK no longer does (the one place the engine forgets a
  * block on the kernel's word): the running operation's result, or the
  * journal; e->lock held. */

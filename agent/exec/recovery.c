@@ -5,10 +5,12 @@
 #include "agent/exec/recovery.h"
 
 #include "hotplug/planner.h"
+#include "hotplug/words.h"
 #include "lib/util.h"
 #include "agent/engine/backend_setup.h"
 #include "agent/engine/engine_impl.h"
 #include "agent/exec/executor.h"
+#include "agent/exec/executor_impl.h"
 
 /*
  * Credits BLOCK to a revocation's report STATUS (changed in place): the
@@ -101,6 +103,27 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 			jb.grant_id[0] = '\0';
 		pthread_mutex_unlock(&e->lock);
 		fate = recovery_block_fate(it->dir, rb, &b, jb.grant_id, e->boot_end);
+		/* brought up by this intent, a block has the memmap_on_memory it
+		 * names (block_bring_up() sets it first); one that differs was
+		 * brought up by someone else (a later grant whose records a cut
+		 * journal lost): not adopted, it stays foreign */
+		if (up && e->opened.lost && (fate == FATE_DONE || fate == FATE_HALF)) {
+			/* the journal lost records after this intent: what is up
+			 * now may be a later grant's; not adopted, not finished */
+			n_refused++;
+			log_warn(&e->log, "%s: block %llu of its intent is configured, but the journal lost records "
+				 "after the intent: maybe a later grant's, not adopted", it->op,
+				 (unsigned long long)tg->block);
+			continue;
+		}
+		if (up && fate != FATE_UNTOUCHED && fate != FATE_REFUSED && tg->memmap >= 0 && b.memmap_on_memory >= 0 &&
+		    b.memmap_on_memory != tg->memmap) {
+			n_refused++;
+			log_warn(&e->log, "%s: block %llu of its intent is configured with memmap_on_memory=%d, not %d as "
+				 "it would bring it up: someone else's (a journal that lost records?), not adopted",
+				 it->op, (unsigned long long)tg->block, b.memmap_on_memory, tg->memmap);
+			continue;
+		}
 		if (fate == FATE_REFUSED) {
 			n_refused++;
 			log_warn(&e->log, "%s: block %llu of its intent is online but %s: not adopted", it->op,
@@ -217,24 +240,48 @@ static int recover_intents(struct engine *e)
  * Blocks the journal says are ours but the kernel no longer has online stop
  * counting as granted.  One that is configured but offline (an undo that
  * failed, or an operator's offline) is deconfigured first, so the storage
- * goes back to the hypervisor instead of being stranded (C13).
+ * goes back to the hypervisor instead of being stranded (C13).  Sets how
+ * many it released in *N_RELEASED_OUT, their ids in *RELEASED (freed by the
+ * caller): evidence, after a damaged journal, that a revocation may have run
+ * already.  Returns 0, or -HP_EWRITER_GONE when the helper died on the way
+ * (the block stays the grant's: the next start looks again).
  */
-static int reconcile_owned(struct engine *e)
+static int reconcile_owned(struct engine *e, uint64_t **released, size_t *n_released_out)
 {
 	_cleanup_free_ struct intentlog_block *jb = NULL;
-	size_t n = 0;
+	size_t n = 0, n_released = 0;
 	int r;
 
+	*n_released_out = 0;
 	pthread_mutex_lock(&e->lock);
 	r = intentlog_owned_blocks(e->journal, &jb, &n);
 	pthread_mutex_unlock(&e->lock);
 	if (r < 0)
 		return 0;
+	*released = calloc(n + 1, sizeof(**released));
 	for (size_t i = 0; i < n; i++) {
 		struct mem_block b;
 		struct block_result res;
 
 		r = hp_read_block(e->backend, jb[i].block, &b);
+		if (r == 0 && b.configured && b.state == MEM_STATE_ONLINE &&
+		    ((b.memmap_on_memory >= 0 && (b.memmap_on_memory == 1) != jb[i].memmap) ||
+		     (b.zones[0] && mem_block_zone(&b) != jb[i].zone))) {
+			/* memmap and zone only change by taking a block down: this is
+			 * not the block the grant brought up but one brought up again
+			 * since, by what the journal does not record (lost records) */
+			log_fields(&e->log, LOG_WARNING, LOG_FIELDS(log_f_grant(jb[i].grant_id), log_f_block(jb[i].block)),
+				   "block %llu of %s is online, but not as %s brought it up (memmap_on_memory %d, zone %s): "
+				   "taken down and brought up again by what the journal does not record; no longer counted "
+				   "as granted", (unsigned long long)jb[i].block, jb[i].grant_id, jb[i].grant_id,
+				   b.memmap_on_memory, mem_zone_name(mem_block_zone(&b)));
+			pthread_mutex_lock(&e->lock);
+			intentlog_remove_owned_block(e->journal, jb[i].block);
+			pthread_mutex_unlock(&e->lock);
+			if (*released)
+				(*released)[n_released++] = jb[i].block;
+			continue;
+		}
 		if (r == 0 && b.configured && b.state != MEM_STATE_OFFLINE)
 			continue;
 		if (r == 0 && b.in_firmware && b.configured && b.state == MEM_STATE_OFFLINE) {
@@ -242,8 +289,10 @@ static int reconcile_owned(struct engine *e)
 						.owner = jb[i].grant_id };
 			int k = exec_block_step(e, &s, &res);
 			r = k < 0 ? k : res.err;
-			if (r == -HP_EWRITER_GONE)
+			if (r == -HP_EWRITER_GONE) {
+				*n_released_out = n_released;
 				return r; /* still the grant's: the next start looks again */
+			}
 			log_warn(&e->log, "block %llu of %s was configured but offline: %s", (unsigned long long)jb[i].block,
 				 jb[i].grant_id, r == 0 ? "deconfigured it" : "cannot deconfigure it");
 		}
@@ -254,7 +303,10 @@ static int reconcile_owned(struct engine *e)
 		pthread_mutex_lock(&e->lock);
 		intentlog_remove_owned_block(e->journal, jb[i].block);
 		pthread_mutex_unlock(&e->lock);
+		if (*released)
+			(*released)[n_released++] = jb[i].block;
 	}
+	*n_released_out = n_released;
 	return 0;
 }
 
@@ -276,17 +328,40 @@ static void restore_revocation(struct op *o, const struct report *rep)
 	}
 }
 
-/* Grants a crash or stop left accepted or in progress go back into the queue. */
-static int requeue_unfinished(struct engine *e)
+/*
+ * An operation left unfinished whose journal may have lost what it did: it
+ * is ended (rejected, or partial with what the journal still gives it)
+ * instead of being run a second time over memory that may be its own.
+ * WHY says what was found and what to do.  e->lock NOT held.
+ */
+static void refuse_resumed(struct engine *e, struct op *o, const char *why)
+{
+	abort_op(e, o, -EEXIST, NULL, "%s", why);
+	op_free(o);
+}
+
+/*
+ * Grants a crash or stop left accepted or in progress go back into the
+ * queue, unless the kernel says the journal may have lost their work:
+ * a grant is not resumed while standby memory found at start is online and
+ * owned by no grant (N_FOREIGN, LIST: the work of a grant whose records
+ * were cut, for all the journal can tell), a revocation not when blocks
+ * the journal gave to grants were found given back (N_RELEASED, RLIST).
+ */
+static int requeue_unfinished(struct engine *e, size_t n_foreign, const char *list, size_t n_released,
+			      const char *rlist)
 {
 	struct intentlog_grant *gs = NULL;
-	size_t n = 0;
+	struct op **refused = NULL;
+	size_t n = 0, n_refused = 0;
 	int r;
 
 	pthread_mutex_lock(&e->lock);
 	r = intentlog_list_grants(e->journal, &gs, &n);
 	if (r < 0)
 		log_err(&e->log, "recovery: cannot list the journaled requests in %s: %s", e->state_dir, strerror(-r));
+	if (r == 0 && !(refused = calloc(n + 1, sizeof(*refused))))
+		r = -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		const struct engine_source *src;
 		struct msg_error err;
@@ -316,66 +391,122 @@ static int requeue_unfinished(struct engine *e)
 				restore_revocation(o, &rep);
 		}
 		report_clear(&rep);
+		if (o->msg->type != MSG_REVOKE) {
+			o->blocks_done = gs[i].n_blocks;
+			o->applied_bytes = gs[i].applied_bytes;
+		}
+		if (e->opened.lost || (o->msg->type == MSG_GRANT && n_foreign) ||
+		    (o->msg->type == MSG_REVOKE && n_released)) {
+			refused[n_refused++] = o;
+			continue;
+		}
 		log_notice(&e->log, "%s %s was %s when the agent stopped: resuming", msg_type_name(o->msg->type),
 			   o->msg->id, msg_state_name(gs[i].state));
 		engine_enqueue_locked(e, o);
 	}
 	pthread_mutex_unlock(&e->lock);
 	intentlog_grants_free(gs, n);
+	for (size_t i = 0; i < n_refused; i++) {
+		char why[512];
+
+		if (e->opened.lost)
+			snprintf(why, sizeof(why),
+				 "not resumed: the journal lost the records after it (cut, or an older copy), so it may "
+				 "have finished and others followed; send it again if still wanted%s%s",
+				 n_foreign ? ", after `memgrantctl adopt` of " : "", n_foreign ? list : "");
+		else if (refused[i]->msg->type == MSG_GRANT)
+			snprintf(why, sizeof(why),
+				 "not resumed: blocks %s are online, owned by no grant, maybe its own (journal cut?); "
+				 "memgrantctl adopt %s or restore journal.log from a backup, then send it again",
+				 list, list);
+		else
+			snprintf(why, sizeof(why),
+				 "not resumed: blocks %s of grants were found given back, maybe by it (journal cut?); "
+				 "send it again if more memory should go back", rlist);
+		refuse_resumed(e, refused[i], why);
+	}
+	free(refused);
 	return r;
 }
 
 /*
- * No journal at all (a first start, or a state_dir that was lost) next to
- * standby memory that is online: those blocks were brought up by someone we
- * cannot know (an earlier install, an operator).  They stay foreign: no
- * grant owns them and no revocation takes them; say so loudly, once.
- * Standby memory is told from boot memory by memmap_on_memory=1 (kernel.md
- * C2: boot blocks read 0); where the kernel cannot do memmap on memory the
- * two look alike and nothing is named.
+ * Every standby block that is configured (online or not) and that no grant
+ * owns once the open intents are recovered: an earlier install, an operator,
+ * or a grant whose records the journal lost (deleted, or cut at a record
+ * boundary: a cut there looks like a clean end).  Boot memory is what the
+ * backend knows it to be (e->boot_end), whatever the memmap setting.  They
+ * stay foreign (no grant's, never revoked), grants wait until an operator
+ * adopts or releases them (machine_start_foreign_locked), and one loud line
+ * names them, with what to do.  Returns how many, their list in LIST.
  */
-static void warn_foreign_standby(struct engine *e)
+static size_t name_foreign_standby(struct engine *e, const struct intentlog_opened *opened, char *list,
+				   size_t len)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
-	_cleanup_free_ char *list = NULL;
-	size_t n = 0, len = 0;
+	_cleanup_free_ uint64_t *ids = NULL;
+	size_t n = 0;
+	char why[192];
 
-	if (!e->journal_fresh || hp_discover(e->backend, &t) < 0)
-		return;
+	list[0] = '\0';
+	if (hp_discover(e->backend, &t) < 0)
+		return 0;
+	ids = calloc(t->n + 1, sizeof(*ids));
+	if (!ids)
+		return 0;
+	pthread_mutex_lock(&e->lock);
 	for (size_t i = 0; i < t->n; i++) {
 		const struct mem_block *b = &t->blocks[i];
-		char *grown;
-		int k;
-
-		if (!b->in_firmware || !b->configured || b->state == MEM_STATE_OFFLINE || b->memmap_on_memory != 1)
+		if (b->id < e->boot_end || !b->configured || (!b->in_firmware && b->state == MEM_STATE_OFFLINE) ||
+		    intentlog_find_owned_block(e->journal, b->id, NULL) == 0)
 			continue;
-		grown = realloc(list, len + 24);
-		if (!grown)
-			return;
-		list = grown;
-		k = snprintf(list + len, 24, "%s%llu", n ? " " : "", (unsigned long long)b->id);
-		len += (size_t)k;
-		n++;
+		ids[n++] = b->id;
 	}
-	if (n)
-		log_warn(&e->log, "no journal in %s, but %zu standby block%s online (%s): "
-			 "they stay foreign, owned by no grant and never revoked", e->state_dir, n, n == 1 ? " is" : "s are", list);
+	free(e->start_foreign);
+	e->start_foreign = n ? TAKE_PTR(ids) : NULL;
+	e->n_start_foreign = n;
+	pthread_mutex_unlock(&e->lock);
+	if (!n)
+		return 0;
+	words_block_list_format(e->start_foreign, n, list, len);
+	if (opened->fresh)
+		snprintf(why, sizeof(why), "there is no journal in %s (deleted, or a first start after another install)",
+			 e->state_dir);
+	else if (opened->lost)
+		snprintf(why, sizeof(why), "journal.log in %s ends at byte %llu but had reached byte %llu: acknowledged "
+			 "records are gone (cut, or an older copy put back)", e->state_dir,
+			 (unsigned long long)opened->torn_offset, (unsigned long long)opened->lost_end);
+	else if (opened->torn)
+		snprintf(why, sizeof(why), "the journal in %s lost its tail (%s)", e->state_dir, opened->torn_why);
+	else
+		snprintf(why, sizeof(why), "the journal in %s does not account for them (brought up outside memgrant, "
+			 "or journal.log lost its last records)", e->state_dir);
+	log_warn(&e->log, "foreign standby memory: %zu block%s (%s) %s configured and owned by no grant: %s. "
+		 "They stay foreign (never revoked, no grant's) and grants are refused until they are resolved: "
+		 "if memgrant brought them up, run `memgrantctl adopt %s` or stop memgrantd and restore "
+		 "journal.log from a backup; if not, take them down (chmem -d, or memgrantctl block offline/deconfigure)",
+		 n, n == 1 ? "" : "s", list, n == 1 ? "is" : "are", why, list);
+	return n;
 }
 
 /* Logs every failure itself (one line, with its context): engine_start()
  * and memgrantd only stop. */
 int recovery_run(struct engine *e)
 {
+	_cleanup_free_ uint64_t *released = NULL;
+	char list[160], rlist[160] = "";
+	size_t n_foreign, n_released;
 	int r;
 
 	if (e->own_onlining)
 		backend_take_over_onlining(e);
-	warn_foreign_standby(e);
 	r = recover_intents(e);
 	if (r < 0)
 		return r;
-	r = reconcile_owned(e);
+	r = reconcile_owned(e, &released, &n_released);
 	if (r < 0)
 		return r;
-	return requeue_unfinished(e);
+	if (n_released && released)
+		words_block_list_format(released, n_released, rlist, sizeof(rlist));
+	n_foreign = name_foreign_standby(e, &e->opened, list, sizeof(list));
+	return requeue_unfinished(e, n_foreign, list, n_released, rlist);
 }

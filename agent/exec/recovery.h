@@ -6,8 +6,14 @@
  * the kernel: recovery_block_fate(); half-done blocks finished or undone;
  * one result with the blocks found done), blocks the journal calls ours that the kernel no
  * longer has online (no longer counted; a configured but offline one is
- * deconfigured), and every request left accepted or in progress queued
- * again, a revocation with what it had done.
+ * deconfigured, one whose memmap or zone changed released), the configured
+ * standby blocks no grant owns then (named in one loud line, kept foreign,
+ * e->start_foreign: grants wait while they stay), and every request left
+ * accepted or in progress queued again, a revocation with what it had
+ * done, unless the journal may have lost its work: then it is ended, not
+ * run a second time (a grant next to foreign blocks, a revocation after
+ * owned blocks were found given back, anything when the journal is short of
+ * its end mark).
  *
  * Contract: recovery_run() runs on the executor thread (kernel writes),
  * takes the engine lock for journal access only, and returns 0 or the

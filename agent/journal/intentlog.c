@@ -84,6 +84,21 @@ void intentlog_close(struct intentlog *il)
 	free(il);
 }
 
+/* Every refusal of a damaged journal says what to do (docs/journal.md,
+ * "When the journal is refused"); one written by a newer memgrant says so
+ * itself ("upgrade memgrant").  Returns R. */
+static int advise(char *err, size_t errlen, int r)
+{
+	size_t n = err ? strnlen(err, errlen) : 0;
+
+	if (r != -EBADMSG || !err || !errlen || strstr(err, "upgrade memgrant") || strstr(err, "move journal.log aside"))
+		return r;
+	snprintf(err + n, errlen - n, "; to start: restore journal.log from a backup, or move it aside (memgrantd "
+		 "then starts with a fresh journal and names the standby blocks it finds online: `memgrantctl adopt` "
+		 "them into a grant)");
+	return r;
+}
+
 int intentlog_open(const char *state_dir, const struct intentlog_options *opts, struct intentlog **out,
 		   struct intentlog_opened *opened, char *err, size_t errlen)
 {
@@ -121,7 +136,7 @@ int intentlog_open(const char *state_dir, const struct intentlog_options *opts, 
 		return errbuf_set(err, errlen, r, "%s: cannot remove stale temporary files: %s", state_dir, strerror(-r));
 
 	if (exists_at(il->dir_fd, LOG_FILE)) {
-		char why[256] = "", cbwhy[256] = "";
+		char why[256] = "", cbwhy[512] = "";
 		struct replay rp = { .root = ilog_empty_root(), .history_max = il->history_max, .err = cbwhy,
 				     .errlen = sizeof(cbwhy) };
 		struct recordlog_scan scan;
@@ -133,14 +148,17 @@ int intentlog_open(const char *state_dir, const struct intentlog_options *opts, 
 		if (r < 0) {
 			json_decref(rp.root);
 			if (cbwhy[0]) /* a record that frames well but does not apply */
-				return errbuf_set(err, errlen, r, "%s/" LOG_FILE ": %s", state_dir, cbwhy);
-			return r;
+				errbuf_set(err, errlen, r, "%s/" LOG_FILE ": %s", state_dir, cbwhy);
+			return advise(err, errlen, r);
 		}
 		il->root = rp.root;
 		r = ilog_check_root(il->root, why, sizeof(why));
-		if (r < 0)
-			return errbuf_set(err, errlen, r, "%s/" LOG_FILE ": the replayed state is inconsistent: %s",
-					  state_dir, why);
+		if (r < 0) {
+			errbuf_set(err, errlen, r, "%s/" LOG_FILE ": the replayed state is inconsistent: %s", state_dir, why);
+			return advise(err, errlen, r);
+		}
+		info.lost = scan.short_of_mark;
+		info.lost_end = scan.marked_end;
 		info.torn = scan.torn;
 		info.torn_offset = scan.valid_end;
 		snprintf(info.torn_why, sizeof(info.torn_why), "%s", scan.torn_why);

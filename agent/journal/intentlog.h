@@ -30,6 +30,11 @@
  * - intentlog_open() never drops what it cannot read: corruption in the
  *   middle of the log is -EBADMSG with the file and byte offset; only a torn
  *   tail (the last, unacknowledged append) is cut, and *opened reports it.
+ *   A whole record of a future format (flags, type, version) is -EBADMSG
+ *   wherever it is; every -EBADMSG message ends with what to do (restore,
+ *   move aside and `memgrantctl adopt`, or upgrade memgrant).  A log shorter
+ *   than its end mark (journal.log.end) lost acknowledged records:
+ *   *opened says so (lost).
  * - Not thread-safe; one process at a time (flock on STATE_DIR/lock, -EBUSY).
  * - Bounded like the old journal: finished records beyond history_max are
  *   dropped, the outbox holds outbox_max reports per destination.
@@ -77,6 +82,11 @@ struct intentlog_opened {
 	bool torn;             /* a torn tail was cut */
 	uint64_t torn_offset;  /* where, when torn */
 	char torn_why[96];
+	/* the log ends before where it had ended (journal.log.end, recordlog.h):
+	 * acknowledged records are gone (cut at a record boundary, an older
+	 * copy put back); LOST_END is where it had ended */
+	bool lost;
+	uint64_t lost_end;
 	uint64_t records;      /* records replayed */
 };
 

@@ -19,6 +19,7 @@
 struct recordlog {
 	int dir_fd;  /* not owned */
 	int fd;
+	int mark_fd; /* NAME.end, -1 when it cannot be opened (then no mark) */
 	char *dir;
 	char *name;
 	uint64_t end;
@@ -46,9 +47,11 @@ static uint16_t get16(const unsigned char *p)
 
 /* ---- reading ---------------------------------------------------------------------- */
 
-/* Checks the record at POS; 0 and its fields, or a reason (static string). */
-static const char *record_at(const unsigned char *buf, size_t len, size_t pos, uint16_t *type, uint16_t *flags,
-			     size_t *plen)
+/* Checks the record at POS; 0 and its fields, or a reason (static string).
+ * A record whose checksum holds but whose flags this version does not know
+ * was written whole, by a newer memgrant: *NEWER is set (never a torn tail). */
+static const char *record_at_v(const unsigned char *buf, size_t len, size_t pos, uint16_t *type, uint16_t *flags,
+			       size_t *plen, bool *newer)
 {
 	uint32_t n;
 
@@ -63,12 +66,21 @@ static const char *record_at(const unsigned char *buf, size_t len, size_t pos, u
 		return "record runs past the end of the file";
 	if (crc32c(crc32c(0, buf + pos, 12), buf + pos + RECORDLOG_HEADER_LEN, n) != get32(buf + pos + 12))
 		return "checksum mismatch";
-	if (get16(buf + pos + 10) & ~RECORDLOG_MORE)
+	if (get16(buf + pos + 10) & ~RECORDLOG_MORE) {
+		if (newer)
+			*newer = true;
 		return "unknown flags";
+	}
 	*type = get16(buf + pos + 8);
 	*flags = get16(buf + pos + 10);
 	*plen = n;
 	return NULL;
+}
+
+static const char *record_at(const unsigned char *buf, size_t len, size_t pos, uint16_t *type, uint16_t *flags,
+			     size_t *plen)
+{
+	return record_at_v(buf, len, pos, type, flags, plen, NULL);
 }
 
 /* The first offset after POS where a whole valid record starts, or 0. */
@@ -97,6 +109,12 @@ int recordlog_scan(const void *image, size_t len, recordlog_cb cb, void *ctx, st
 	memset(out, 0, sizeof(*out));
 	if (len == 0)
 		return errbuf_set(err, errlen, -EBADMSG, "empty file (truncated?)");
+	if (len >= RECORDLOG_FILE_MAGIC_LEN && memcmp(buf, RECORDLOG_FILE_MAGIC, 6) == 0 &&
+	    memcmp(buf, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN) > 0)
+		return errbuf_set(err, errlen, -EBADMSG,
+				  "journal format \"%.8s\" is newer than this memgrant's \"%s\": "
+				  "upgrade memgrant (this version will not cut or rewrite it)",
+				  (const char *)buf, RECORDLOG_FILE_MAGIC);
 	if (len < RECORDLOG_FILE_MAGIC_LEN || memcmp(buf, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN) != 0)
 		return errbuf_set(err, errlen, -EBADMSG, "not a memgrant journal log (no \"%s\" magic at offset 0)",
 				  RECORDLOG_FILE_MAGIC);
@@ -105,8 +123,15 @@ int recordlog_scan(const void *image, size_t len, recordlog_cb cb, void *ctx, st
 	while (pos < len) {
 		uint16_t type, flags;
 		size_t n, later;
-		const char *why = record_at(buf, len, pos, &type, &flags, &n);
+		bool newer = false;
+		const char *why = record_at_v(buf, len, pos, &type, &flags, &n, &newer);
 
+		if (newer)
+			return errbuf_set(err, errlen, -EBADMSG,
+					  "record at byte offset %zu is whole (its checksum holds) but has flags 0x%x "
+					  "this memgrant does not know: a newer memgrant wrote it; upgrade memgrant "
+					  "(refusing rather than cutting it as a torn tail)",
+					  pos, (unsigned)get16(buf + pos + 10));
 		if (why) {
 			later = valid_record_after(buf, len, pos);
 			if (later)
@@ -202,6 +227,47 @@ static int pwrite_full(int fd, const void *data, size_t len, off_t off)
 	return 0;
 }
 
+/* ---- the end mark ---------------------------------------------------------------------
+ * NAME.end holds where the log ended after its last append ("%020llu\n"),
+ * written after the append's fdatasync and never synced itself: it may lag
+ * behind the log (a crash before it), never run ahead of what was synced.
+ * A log found shorter than its mark lost records that were acknowledged
+ * (cut, or an older copy put back); a mark of 0 means "unknown" (set while
+ * the file is replaced). */
+#define MARK_LEN 21
+
+static void mark_set(struct recordlog *rl, uint64_t end)
+{
+	char buf[MARK_LEN + 1];
+
+	if (rl->mark_fd < 0)
+		return;
+	snprintf(buf, sizeof(buf), "%020" PRIu64 "\n", end);
+	if (pwrite_full(rl->mark_fd, buf, MARK_LEN, 0) < 0) {
+		/* a hint only: a stale mark is repaired by the next append */
+	}
+}
+
+static void mark_open(struct recordlog *rl, uint64_t *marked)
+{
+	char buf[MARK_LEN + 1] = "", name[NAME_MAX + 1];
+	ssize_t n;
+
+	*marked = 0;
+	if (snprintf(name, sizeof(name), "%s.end", rl->name) >= (int)sizeof(name))
+		return;
+	rl->mark_fd = openat(rl->dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (rl->mark_fd < 0)
+		return;
+	n = pread(rl->mark_fd, buf, MARK_LEN, 0);
+	if (n == MARK_LEN && buf[MARK_LEN - 1] == '\n') {
+		char *end;
+		unsigned long long v = strtoull(buf, &end, 10);
+		if (end == buf + MARK_LEN - 1)
+			*marked = v;
+	}
+}
+
 int recordlog_append(struct recordlog *rl, const struct recordlog_rec *recs, size_t n)
 {
 	_cleanup_free_ void *buf = NULL;
@@ -228,6 +294,7 @@ int recordlog_append(struct recordlog *rl, const struct recordlog_rec *recs, siz
 	rl->end += len;
 	rl->stats.bytes_written += len;
 	rl->stats.size = rl->end;
+	mark_set(rl, rl->end);
 	return 0;
 }
 
@@ -277,6 +344,7 @@ static struct recordlog *recordlog_alloc(int dir_fd, const char *dir, const char
 	if (!rl)
 		return NULL;
 	rl->fd = -1;
+	rl->mark_fd = -1;
 	rl->dir_fd = dir_fd;
 	rl->dir = strdup(dir);
 	rl->name = strdup(name);
@@ -291,15 +359,19 @@ int recordlog_create(int dir_fd, const char *dir, const char *name, const struct
 		     struct recordlog **out)
 {
 	struct recordlog *rl = recordlog_alloc(dir_fd, dir, name);
+	uint64_t marked;
 	int r;
 
 	if (!rl)
 		return -ENOMEM;
+	mark_open(rl, &marked);
+	mark_set(rl, 0); /* unknown until the new file is in place */
 	r = write_new_file(dir_fd, name, recs, n, &rl->fd, &rl->end);
 	if (r < 0) {
 		recordlog_close(rl);
 		return r;
 	}
+	mark_set(rl, rl->end);
 	rl->stats.syncs = 2;
 	rl->stats.bytes_written = rl->stats.size = rl->end;
 	*out = rl;
@@ -313,12 +385,16 @@ int recordlog_rewrite(struct recordlog *rl, const struct recordlog_rec *recs, si
 
 	if (rl->broken)
 		return -EIO;
+	mark_set(rl, 0); /* a crash before the rename leaves no mark, not a wrong one */
 	r = write_new_file(rl->dir_fd, rl->name, recs, n, &fd, &size);
-	if (r < 0)
+	if (r < 0) {
+		mark_set(rl, rl->end);
 		return r;
+	}
 	close(rl->fd);
 	rl->fd = fd;
 	rl->end = size;
+	mark_set(rl, size);
 	rl->stats.syncs += 2;
 	rl->stats.bytes_written += size;
 	rl->stats.size = size;
@@ -386,6 +462,9 @@ int recordlog_open(int dir_fd, const char *dir, const char *name, recordlog_cb c
 	}
 	rl->end = scan->valid_end;
 	rl->stats.size = rl->end;
+	mark_open(rl, &scan->marked_end);
+	scan->short_of_mark = scan->marked_end > scan->valid_end;
+	mark_set(rl, rl->end);
 	*out = rl;
 	return 0;
 }
@@ -396,6 +475,8 @@ void recordlog_close(struct recordlog *rl)
 		return;
 	if (rl->fd >= 0)
 		close(rl->fd);
+	if (rl->mark_fd >= 0)
+		close(rl->mark_fd);
 	free(rl->dir);
 	free(rl->name);
 	free(rl);

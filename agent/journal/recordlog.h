@@ -22,6 +22,10 @@
  *   on disk when 0 is returned.  On failure the file is cut back to where it
  *   was; when even that fails the log refuses further appends (-EIO) so memory
  *   and disk cannot drift apart silently.
+ * - NAME.end, the end mark: after each append, create and rewrite, where the
+ *   log now ends (not synced: it may lag, never lead).  recordlog_open()
+ *   reports a log that ends before its mark (scan->short_of_mark): records
+ *   were lost that a torn tail cannot explain.
  * - recordlog_rewrite() replaces the whole file with new records (temporary
  *   file, fsync, rename, fsync of the directory): after a crash the file is
  *   either the old one or the new one.  Used for compaction.
@@ -58,6 +62,12 @@ struct recordlog_scan {
 	uint64_t records;      /* records handed to the callback */
 	bool torn;             /* a torn tail follows valid_end */
 	char torn_why[96];     /* what was wrong with the first bad record, when torn */
+	/* recordlog_open() only: where NAME.end (the end mark, written after
+	 * every append) said the log ended, 0 unknown; SHORT_OF_MARK: the log
+	 * ends before it, so records acknowledged once are gone (a cut at a
+	 * record boundary, or an older copy put back) */
+	uint64_t marked_end;
+	bool short_of_mark;
 };
 
 /* Scans a whole file image BUF of LEN bytes.  CB (may be NULL) gets every

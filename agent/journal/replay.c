@@ -373,8 +373,9 @@ int ilog_check_root(json_t *root, char *err, size_t errlen)
 	if (!get_u64(root, "version", 0, INT64_MAX, &version))
 		return errbuf_set(err, errlen, -EBADMSG, "\"version\" missing");
 	if (version != STATE_VERSION)
-		return errbuf_set(err, errlen, -EBADMSG, "version %" PRIu64 " is not the version %d this memgrantd reads",
-				  version, STATE_VERSION);
+		return errbuf_set(err, errlen, -EBADMSG, "version %" PRIu64 " is not the version %d this memgrantd reads%s",
+				  version, STATE_VERSION,
+				  version > STATE_VERSION ? ": a newer memgrant wrote it; upgrade memgrant" : "");
 	if (!get_u64(root, "next_order", 0, INT64_MAX, &next_order) ||
 	    !get_u64(root, "next_block_seq", 1, INT64_MAX, &next_seq))
 		return errbuf_set(err, errlen, -EBADMSG, "\"next_order\" or \"next_block_seq\" missing or invalid");
@@ -824,7 +825,13 @@ int ilog_apply(json_t **rootp, unsigned type, json_t *rec, struct apply_ctx *c)
 	case ILOG_REC_RELEASE: r = apply_release(*rootp, rec, c); break;
 	case ILOG_REC_OUTBOX_PUSH: r = apply_outbox_push(*rootp, rec, c); break;
 	case ILOG_REC_OUTBOX_ACK: r = apply_outbox_ack(*rootp, rec, c); break;
-	default: return fail(c, -EINVAL, "unknown record type %u", type);
+	case 10:
+	case 11:
+		return fail(c, -EINVAL, "unknown record type %u: the step marker of a memgrant before 0.1.0, not read; "
+			    "move journal.log aside (memgrantd then starts fresh and names the blocks it finds online "
+			    "for `memgrantctl adopt`)", type);
+	default:
+		return fail(c, -EINVAL, "unknown record type %u: a newer memgrant wrote it; upgrade memgrant", type);
 	}
 	if (r == 0)
 		prune(*rootp, c->history_max);
@@ -836,7 +843,7 @@ int ilog_apply(json_t **rootp, unsigned type, json_t *rec, struct apply_ctx *c)
 int ilog_replay_cb(void *ctx, uint64_t offset, uint16_t type, const void *data, size_t len)
 {
 	struct replay *rp = ctx;
-	char why[200] = "";
+	char why[320] = "";
 	struct apply_ctx c = { .history_max = rp->history_max, .outbox_max = SIZE_MAX, .err = why, .errlen = sizeof(why) };
 	_cleanup_json_ json_t *rec = NULL;
 	json_error_t jerr;
@@ -862,7 +869,7 @@ int intentlog_replay_image(const void *buf, size_t len, json_t **state, char *er
 {
 	struct replay rp = { .root = ilog_empty_root(), .history_max = INTENTLOG_HISTORY_DEFAULT, .err = err, .errlen = errlen };
 	struct recordlog_scan scan;
-	char why[256] = "";
+	char why[512] = "";
 	int r;
 
 	if (!rp.root)

@@ -627,6 +627,8 @@ static int sim_discover(struct hp_backend *hb, struct mem_table **out)
 	if (!t)
 		return -ENOMEM;
 	t->has_firmware = s->has_firmware;
+	t->boot_known = true; /* C2: the sim's boot memory is its first boot_blocks */
+	t->boot_end = s->boot_blocks;
 	snprintf(t->auto_online, sizeof(t->auto_online), "%s", s->auto_online);
 	snprintf(t->memmap_param, sizeof(t->memmap_param), "%s", s->memmap_supported ? "Y" : "N");
 	for (uint64_t i = 0; i < s->n_blocks; i++) {

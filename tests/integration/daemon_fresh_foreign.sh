@@ -11,10 +11,15 @@ $MEMGRANTCTL --sim "$SIM" block online 16 17 > /dev/null || fail "online 16 17"
 [ ! -e "$T/state" ] || fail "state dir exists before the first start"
 
 start_daemon
-grep -q "no journal in $T/state, but 2 standby blocks are online (16 17): they stay foreign" "$T/daemon.log" ||
+grep -q "foreign standby memory: 2 blocks (16-17) are configured and owned by no grant: there is no journal in $T/state" "$T/daemon.log" ||
 	fail "no warning naming exactly the online standby blocks (16 17, not boot memory)"
+grep "foreign standby memory" "$T/daemon.log" | grep -q "memgrantctl adopt 16-17" ||
+	fail "the warning does not say what to do"
 $CTL grants --json > "$T/grants" || fail "grants"
 expect_eq "grants after a fresh start" "$(jget "$(cat "$T/grants")" grants)" "[]"
+# no grant on top of memory that may be one already (a re-sent grant after a lost journal)
+$CTL grant 128M --wait > "$T/g0" 2>&1 && fail "a grant was applied next to foreign blocks: $(cat "$T/g0")"
+grep -q "memgrantctl adopt 16-17" "$T/g0" || fail "the grant's refusal does not say what to do: $(cat "$T/g0")"
 before=$(online_bytes)
 $CTL revoke 128M --wait --json > "$T/r1" 2>&1 && fail "a revocation took a foreign block: $(cat "$T/r1")"
 expect_eq "online bytes after the refused revocation" "$(online_bytes)" "$before"
@@ -36,7 +41,7 @@ adopt_fails 16,20 "block 20 is standby"
 adopt_fails 16,16 "16"
 adopt_fails x "adopt BLOCKS"
 kinds() { python3 -c 'import json,sys; print(" ".join("%s:%s:%s" % (g["kind"], g["state"], g["owned_blocks"]) for g in json.loads(sys.argv[1])["grants"]))' "$1"; }
-expect_eq "records after refused adoptions" "$(kinds "$($CTL grants --json)")" "revoke:rejected:0"
+expect_eq "records after refused adoptions" "$(kinds "$($CTL grants --json)")" "grant:rejected:0 revoke:rejected:0"
 expect_eq "foreign blocks before adopt" "$(jget "$($CTL status --json)" memory.foreign_blocks)" 2
 $CTL adopt 16 > "$T/adopt" 2>&1 || fail "adopt 16: $(cat "$T/adopt")"
 grep -q "adopted 1 block (128M) into grant local-" "$T/adopt" || fail "adopt 16 said: $(cat "$T/adopt")"
@@ -48,7 +53,7 @@ expect_eq "granted bytes after adopt" "$(jget "$st" memory.granted_bytes)" 13421
 kill -KILL "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 start_daemon
-expect_eq "records after a kill" "$(kinds "$($CTL grants --json)")" "revoke:rejected:0 grant:applied:1"
+expect_eq "records after a kill" "$(kinds "$($CTL grants --json)")" "grant:rejected:0 revoke:rejected:0 grant:applied:1"
 # now it is granted: a revocation takes it, and only it (17 stays foreign)
 $CTL revoke 128M --wait > "$T/r2" 2>&1 || fail "revoking the adopted block: $(cat "$T/r2")"
 expect_eq "online bytes after revoking the adopted block" "$(online_bytes)" "$((before - 134217728))"

@@ -734,6 +734,101 @@ static void test_formats_before_0_1_0(void **state)
 	assert_int_equal(access(path, F_OK), 0);
 }
 
+/* One record of TYPE with FLAGS (any bits) and a checksum that holds: what a
+ * newer memgrant would write.  Its length in *LEN; freed by the caller. */
+static unsigned char *future_record(uint16_t type, uint16_t flags, size_t *len)
+{
+	static const char payload[] = "{\"future\":true}";
+	struct recordlog_rec rec = { type, payload, sizeof(payload) - 1 };
+	void *buf = NULL;
+	unsigned char *h;
+
+	assert_int_equal(recordlog_encode(&rec, 1, &buf, len), 0);
+	h = buf;
+	h[10] = (unsigned char)flags;
+	h[11] = (unsigned char)(flags >> 8);
+	uint32_t crc = crc32c(crc32c(0, h, 12), h + RECORDLOG_HEADER_LEN, rec.len);
+	h[12] = (unsigned char)crc;
+	h[13] = (unsigned char)(crc >> 8);
+	h[14] = (unsigned char)(crc >> 16);
+	h[15] = (unsigned char)(crc >> 24);
+	return h;
+}
+
+/* Damage a torn tail does not explain: a log cut at a record boundary is
+ * found short of its end mark (journal.log.end); a whole record of a future
+ * format is refused at the tail as in the middle, the file untouched; every
+ * refusal says what to do. */
+static void test_damage_lost_future_advice(void **state)
+{
+	struct fixture *f = *state;
+	struct intentlog *il = iopen(f, NULL, NULL);
+	struct intentlog_opened info;
+	struct intentlog_stats st;
+	_cleanup_free_ char *text = NULL;
+	char err[1024];
+	size_t len, flen;
+
+	accept_grant(il, "https", "g-1", 1, "https");
+	grant_blocks(il, "g-1", 16, 3);
+	intentlog_stats(il, &st);
+	uint64_t keep = st.log_bytes;
+	accept_grant(il, "https", "g-2", 2, "https");
+	intentlog_close(il);
+	text = read_file(f->log, &len);
+
+	/* whole: not lost */
+	il = iopen(f, NULL, &info);
+	assert_false(info.lost);
+	intentlog_close(il);
+	/* cut at the boundary before g-2's accept: lost, not torn; the mark
+	 * follows the log then, so the next start does not say it again */
+	write_file(f->log, text, keep);
+	il = iopen(f, NULL, &info);
+	assert_true(info.lost);
+	assert_false(info.torn);
+	assert_int_equal(info.lost_end, len);
+	assert_int_equal(info.torn_offset, keep);
+	intentlog_close(il);
+	il = iopen(f, NULL, &info);
+	assert_false(info.lost);
+	intentlog_close(il);
+
+	/* future flags and a future type, at the tail and in the middle */
+	for (int k = 0; k < 4; k++) {
+		_cleanup_free_ unsigned char *rec = future_record(k & 1 ? 42 : ILOG_REC_ACCEPT, k & 1 ? 0 : 0x0002, &flen);
+		_cleanup_free_ unsigned char *img = malloc(len + flen);
+		size_t at = k < 2 ? len : keep;
+		memcpy(img, text, at);
+		memcpy(img + at, rec, flen);
+		memcpy(img + at + flen, text + at, len - at);
+		write_file(f->log, img, len + flen);
+		assert_int_equal(iopen_fails(f, err, sizeof(err)), -EBADMSG);
+		if (!strstr(err, "upgrade memgrant"))
+			fail_msg("case %d: no 'upgrade memgrant' in: %s", k, err);
+		assert_int_equal(file_size(f->log), (off_t)(len + flen)); /* nothing cut */
+	}
+	/* a newer file format */
+	{
+		_cleanup_free_ char *img = malloc(len);
+		memcpy(img, text, len);
+		img[7] = '2';
+		write_file(f->log, img, len);
+		assert_int_equal(iopen_fails(f, err, sizeof(err)), -EBADMSG);
+		assert_non_null(strstr(err, "upgrade memgrant"));
+	}
+	/* corruption in the middle: restore or move aside, and adopt */
+	{
+		_cleanup_free_ char *img = malloc(len);
+		memcpy(img, text, len);
+		img[RECORDLOG_FILE_MAGIC_LEN + RECORDLOG_HEADER_LEN + 2] ^= 1; /* the first record */
+		write_file(f->log, img, len);
+		assert_int_equal(iopen_fails(f, err, sizeof(err)), -EBADMSG);
+		if (!strstr(err, "restore journal.log from a backup") || !strstr(err, "memgrantctl adopt"))
+			fail_msg("no advice in: %s", err);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -749,6 +844,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_syncs_per_operation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_changes_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_formats_before_0_1_0, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_damage_lost_future_advice, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
