@@ -2,9 +2,10 @@
 # systemd integration without systemd: a datagram socket stands in for
 # NOTIFY_SOCKET; memgrantd must send READY=1, STATUS= lines, WATCHDOG=1 pings
 # (WATCHDOG_USEC set) and STOPPING=1.  Under JOURNAL_STREAM pointing at its
-# stderr, log lines carry syslog priority prefixes.
+# stderr, log lines carry syslog priority prefixes.  STATUS= lines are
+# coalesced: a grant of 256 blocks sends a few, not one per block.
 . "$(dirname "$0")/lib.sh"
-write_config
+SIM_BLOCK=1M SIM_ONLINE=16M SIM_STANDBY=256M write_config
 python3 - "$T/notify.sock" "$T/notify.log" <<'PY' &
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -42,6 +43,8 @@ wait "$LISTENER"
 grep -q "READY=1" "$T/notify.log" || fail "no READY=1: $(cat "$T/notify.log")"
 grep -q "^STATUS=idle" "$T/notify.log" || fail "no STATUS=idle line: $(cat "$T/notify.log")"
 grep -q "STATUS=.*256M granted" "$T/notify.log" || fail "STATUS does not follow the grant: $(cat "$T/notify.log")"
+n=$(grep -c "STATUS=" "$T/notify.log")
+[ "$n" -lt 64 ] || fail "$n STATUS= lines for one grant of 256 blocks: not coalesced"
 n=$(grep -c "WATCHDOG=1" "$T/notify.log")
 [ "$n" -ge 3 ] || fail "only $n watchdog pings in over a second with WATCHDOG_USEC=400000"
 grep -q "STOPPING=1" "$T/notify.log" || fail "no STOPPING=1"
