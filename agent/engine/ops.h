@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "hotplug/block.h"
+#include "lib/idmap.h"
 #include "agent/journal/intentlog.h"
 #include "providers/wire/message.h"
 
@@ -57,7 +58,8 @@ struct op {
 	size_t blocks_total;
 	size_t blocks_done;           /* brought up (grant) or given back (revocation) */
 	struct outcome *outcomes;
-	size_t n_outcomes;
+	size_t n_outcomes, cap_outcomes;
+	struct idmap outcome_at;      /* block -> index in outcomes (its first) */
 	char **decisions;
 	size_t n_decisions;
 	char err_code[16];
@@ -69,6 +71,7 @@ struct op {
 	enum intentlog_dir intent_dir;
 	struct intentlog_done *done;
 	size_t n_done, cap_done;
+	struct idmap done_at;         /* block -> index in done */
 	json_t *live;                 /* the last report published, for the views */
 	double live_at;               /* when (CLOCK_MONOTONIC seconds) */
 	bool cancel_requested;        /* engine_cancel(): stop after the block in flight */
