@@ -22,6 +22,8 @@ struct livetable {
 	struct mem_table *t;
 	bool need_rescan;
 	struct livetable_stats st; /* under lock */
+	struct livetable_counts counts; /* under lock, as the rows */
+	uint64_t mark;
 	uint64_t ids[LT_MAX_IDS];
 };
 
@@ -105,6 +107,32 @@ static bool table_header_equal(const struct mem_table *a, const struct mem_table
 	       streq(a->auto_online, b->auto_online) && streq(a->memmap_param, b->memmap_param);
 }
 
+/* Adds (SIGN 1) or takes away (-1) ROW's share of the counts. */
+static void count_row(struct livetable *lt, const struct mem_block *row, int sign)
+{
+	struct livetable_counts *c = &lt->counts;
+	uint64_t d = (uint64_t)(int64_t)sign;
+
+	c->blocks += d;
+	if (row->configured && row->state == MEM_STATE_ONLINE) {
+		c->online += d;
+		if (row->id >= lt->mark)
+			c->online_from_mark += d;
+	} else if (row->configured) {
+		c->in_flight += d;
+	}
+	if (mem_block_is_standby(row))
+		c->standby += d;
+}
+
+/* The counts of the whole table (after a discover). */
+static void count_table(struct livetable *lt)
+{
+	lt->counts = (struct livetable_counts){ .block_size = lt->t->block_size };
+	for (size_t i = 0; i < lt->t->n; i++)
+		count_row(lt, &lt->t->blocks[i], 1);
+}
+
 int livetable_open(struct hp_backend *b, struct livetable **out)
 {
 	struct livetable *lt = calloc(1, sizeof(*lt));
@@ -126,6 +154,7 @@ int livetable_open(struct hp_backend *b, struct livetable **out)
 		return r;
 	}
 	lt->st.rescans = 1;
+	count_table(lt);
 	*out = lt;
 	return 0;
 }
@@ -183,6 +212,7 @@ int livetable_rescan(struct livetable *lt, lt_change_fn fn, void *data)
 	lt->t = TAKE_PTR(nt);
 	nt = old; /* freed on return, outside the lock's hold */
 	lt->st.rescans++;
+	count_table(lt);
 	if (c.n || !table_header_equal(old, lt->t))
 		lt->st.generation++;
 	pthread_rwlock_unlock(&lt->lock);
@@ -199,6 +229,12 @@ static int apply(struct livetable *lt, const struct changes *c)
 	struct mem_table *t = lt->t;
 	bool reshape = false;
 
+	for (size_t k = 0; k < c->n; k++) {
+		if (c->had_old[k])
+			count_row(lt, &c->old[k], -1);
+		if (c->has_new[k])
+			count_row(lt, &c->nw[k], 1);
+	}
 	for (size_t k = 0; k < c->n; k++) {
 		struct mem_block *row = mem_table_find(t, c->had_old[k] ? c->old[k].id : c->nw[k].id);
 
@@ -331,6 +367,21 @@ void livetable_unlock(struct livetable *lt)
 const struct mem_table *livetable_table(const struct livetable *lt)
 {
 	return lt->t;
+}
+
+void livetable_counts(struct livetable *lt, struct livetable_counts *out)
+{
+	pthread_rwlock_rdlock(&lt->lock);
+	*out = lt->counts;
+	pthread_rwlock_unlock(&lt->lock);
+}
+
+void livetable_set_mark(struct livetable *lt, uint64_t id)
+{
+	pthread_rwlock_wrlock(&lt->lock);
+	lt->mark = id;
+	count_table(lt);
+	pthread_rwlock_unlock(&lt->lock);
 }
 
 void livetable_stats(struct livetable *lt, struct livetable_stats *out)

@@ -177,6 +177,7 @@ json_t *op_report(struct engine *e, const struct op *o, const struct mem_table *
 		.n_decisions = o->n_decisions,
 		.source = o->src->name,
 	};
+	uint64_t bs;
 	json_t *j;
 
 	if (!blocks)
@@ -194,7 +195,11 @@ json_t *op_report(struct engine *e, const struct op *o, const struct mem_table *
 		};
 	}
 	s.blocks = blocks;
-	memory_figures(t, &s.online_bytes, &s.standby_bytes);
+	/* the live table's counts: O(1), and current (T may be the plan's table) */
+	if (machine_memory_locked(e, &bs, &s.online_bytes, &s.standby_bytes) < 0)
+		memory_figures(t, &s.online_bytes, &s.standby_bytes);
+	else if (!s.block_size)
+		s.block_size = bs;
 	j = msg_status_to_json(&s);
 	if (j) {
 		json_object_set_new(j, "kind", json_string(msg_type_name(o->msg->type)));
