@@ -121,6 +121,18 @@ int machine_open(struct engine *e)
 	if (e->machine_stop_fd < 0)
 		return -errno;
 	r = livetable_open(e->backend, &e->live);
+	if (r == -ENOSPC) {
+		/* inotify_add_watch() past the per-user limit: name the limit */
+		_cleanup_fclose_ FILE *f = fopen("/proc/sys/fs/inotify/max_user_watches", "re");
+		long max = -1;
+
+		if (!f || fscanf(f, "%ld", &max) != 1)
+			max = -1;
+		log_err(&e->log, "cannot watch the memory blocks of %s: a tree needs two inotify watches per block, "
+			"more than fs.inotify.max_user_watches (%ld, for all of this user's processes) allows; "
+			"raise it (sysctl fs.inotify.max_user_watches) for a tree of this size",
+			e->backend->root, max);
+	}
 	if (r < 0)
 		return r;
 	livetable_lock(e->live);
