@@ -19,6 +19,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "config/config.h"
+#include "lib/timeutil.h"
 #include "lib/util.h"
 #include "providers/api.h"
 #include "providers/channel.h"
@@ -87,14 +88,36 @@ struct mainloop {
 	const char *config_path;
 	const char *const *overrides;
 	struct mg_config *cfg;
+	/* The systemd status line: built only under systemd (NOTIFY_SOCKET),
+	 * since it takes the engine lock, and at most every STATUS_MIN_MS: a
+	 * big operation notifies the engine once per block. */
+	bool status_wanted;
+	bool status_due;      /* something changed since the last line sent */
+	uint64_t status_sent; /* mono_ms() of the last line sent */
 };
+
+#define STATUS_MIN_MS 250
 
 static void notify_status(struct mainloop *m)
 {
 	char line[256];
 
+	m->status_due = false;
+	if (!m->status_wanted)
+		return;
+	m->status_sent = mono_ms();
 	engine_status_line(m->d, line, sizeof(line));
 	sd_notifyf(0, "STATUS=%s", line);
+}
+
+/* poll()'s timeout: -1 when no line is due, else until it may be sent */
+static int status_wait_ms(const struct mainloop *m)
+{
+	uint64_t now = mono_ms();
+
+	if (!m->status_due)
+		return -1;
+	return now >= m->status_sent + STATUS_MIN_MS ? 0 : (int)(m->status_sent + STATUS_MIN_MS - now);
 }
 
 /* pressure.high / pressure.low go to the hooks */
@@ -187,7 +210,7 @@ static int run(struct mainloop *m)
 			{ .fd = m->helper_fd, .events = POLLRDHUP }, /* never readable: only its end shows */
 		};
 
-		if (poll(p, ARRAY_SIZE(p), -1) < 0) {
+		if (poll(p, ARRAY_SIZE(p), status_wait_ms(m)) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
@@ -204,8 +227,10 @@ static int run(struct mainloop *m)
 		}
 		if (p[2].revents & POLLIN) {
 			engine_notify_drain(m->d);
-			notify_status(m);
+			m->status_due = m->status_wanted;
 		}
+		if (status_wait_ms(m) == 0)
+			notify_status(m);
 		if (p[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			if (read(m->sigfd, &si, sizeof(si)) != sizeof(si))
@@ -378,7 +403,8 @@ int main(int argc, char **argv)
 	/* under journald: entries with fields (GRANT_ID=, BLOCK=, ...), before
 	 * anything copies the logger */
 	log_journald_use(&log);
-	if (!foreground && !getenv("NOTIFY_SOCKET")) {
+	m.status_wanted = getenv("NOTIFY_SOCKET") != NULL;
+	if (!foreground && !m.status_wanted) {
 		/* classic daemon: detach, keep stderr for the few lines before */
 		if (daemon(0, 1) < 0) {
 			log_err(&log, "cannot detach: %s", strerror(errno));

@@ -22,6 +22,9 @@
 #   LSMEM_UPSTREAM      util-linux lsmem to compare with (bench/upstream-lsmem.sh);
 #                       else $OUT/lsmem-upstream if built, else the system's lsmem
 #   UTIL_LINUX_SRC      a util-linux checkout: build $OUT/lsmem-upstream from it
+#   BENCH_SCALE_*       section 8's sizes (bench/scale.sh): MACHINES "1000 65536
+#                       262144", TREES "65536 262144", GRANTS "512 4096 16384",
+#                       CYCLES 6 of CYCLE_BLOCKS 4096, STRACE 512
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -465,6 +468,14 @@ fig "pairs_failed@$pairs" "$4" ""
 fig "pairs_rss_kb_after@$pairs" "$(rss_kb "$P_MANY")" kB "$rss_many0" "before"
 fig "pairs_journal_bytes@$pairs" "$(wc -c <"$T/many.state/journal.log" 2>/dev/null || echo 0)" B
 daemon_stop "$P_MANY"
+
+# ---- 8. cost against machine and grant sizes (issue 22's targets) --------------------
+echo
+echo "8. machine sizes (sims of 1000-262144 blocks, trees), grant sizes up to 16384 blocks (bench/scale.sh)"
+BUILD=$BUILD sh "$BENCH/scale.sh" >"$T/scale.out" 2>&1 || { echo "bench: scale.sh failed: $(tail -3 "$T/scale.out")"; exit 1; }
+sed -n 's/^FIG //p' "$T/scale.out" | while read -r k v u r rl; do fig "$k" "$v" "$u" "${r:-}" "${rl:-}"; done
+sed -n 's/^NOTE //p' "$T/scale.out" | while read -r l; do note "$l"; done
+sed -n 's/^TARGET /  target: /p' "$T/scale.out"
 
 # ---- summary --------------------------------------------------------------------------
 total=$(secs "$start" "$(now)")

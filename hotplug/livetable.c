@@ -12,6 +12,7 @@
 #include "lib/util.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #define LT_MAX_IDS 4096 /* more changed blocks in one batch: re-scan */
 
@@ -22,17 +23,31 @@ struct livetable {
 	struct mem_table *t;
 	bool need_rescan;
 	struct livetable_stats st; /* under lock */
+	struct livetable_counts counts; /* under lock, as the rows */
+	uint64_t mark;
 	uint64_t ids[LT_MAX_IDS];
 };
 
-/* Rows for N blocks with room to grow as mem_table_add() expects (block.c). */
+/* Rows for N blocks with room to grow as mem_table_add() expects (block.c).
+ * A big table (262,144 rows are 20 MiB) is asked for in huge pages: a
+ * snapshot per operation would otherwise fault in 4 KiB at a time, and
+ * those faults, not the copy, were most of an operation's cost on a big
+ * machine.  free() and realloc() take it as any other. */
+#define HUGE_ROWS_BYTES (2u << 20)
 static struct mem_block *alloc_rows(size_t n)
 {
-	size_t cap = 1;
+	size_t cap = 1, bytes;
+	void *p = NULL;
 
 	while (cap < n)
 		cap *= 2;
-	return malloc(cap * sizeof(struct mem_block));
+	bytes = cap * sizeof(struct mem_block);
+	if (bytes < HUGE_ROWS_BYTES)
+		return malloc(bytes);
+	if (posix_memalign(&p, HUGE_ROWS_BYTES, bytes) != 0)
+		return NULL;
+	(void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: 4 KiB pages when THP is off */
+	return p;
 }
 
 /* A list of changes, the rows copied so that FN sees them after the swap. */
@@ -106,6 +121,32 @@ static bool table_header_equal(const struct mem_table *a, const struct mem_table
 	       streq(a->auto_online, b->auto_online) && streq(a->memmap_param, b->memmap_param);
 }
 
+/* Adds (SIGN 1) or takes away (-1) ROW's share of the counts. */
+static void count_row(struct livetable *lt, const struct mem_block *row, int sign)
+{
+	struct livetable_counts *c = &lt->counts;
+	uint64_t d = (uint64_t)(int64_t)sign;
+
+	c->blocks += d;
+	if (row->configured && row->state == MEM_STATE_ONLINE) {
+		c->online += d;
+		if (row->id >= lt->mark)
+			c->online_from_mark += d;
+	} else if (row->configured) {
+		c->in_flight += d;
+	}
+	if (mem_block_is_standby(row))
+		c->standby += d;
+}
+
+/* The counts of the whole table (after a discover). */
+static void count_table(struct livetable *lt)
+{
+	lt->counts = (struct livetable_counts){ .block_size = lt->t->block_size };
+	for (size_t i = 0; i < lt->t->n; i++)
+		count_row(lt, &lt->t->blocks[i], 1);
+}
+
 int livetable_open(struct hp_backend *b, struct livetable **out)
 {
 	struct livetable *lt = calloc(1, sizeof(*lt));
@@ -127,6 +168,7 @@ int livetable_open(struct hp_backend *b, struct livetable **out)
 		return r;
 	}
 	lt->st.rescans = 1;
+	count_table(lt);
 	*out = lt;
 	return 0;
 }
@@ -184,6 +226,7 @@ int livetable_rescan(struct livetable *lt, lt_change_fn fn, void *data)
 	lt->t = TAKE_PTR(nt);
 	nt = old; /* freed on return, outside the lock's hold */
 	lt->st.rescans++;
+	count_table(lt);
 	if (c.n || !table_header_equal(old, lt->t))
 		lt->st.generation++;
 	pthread_rwlock_unlock(&lt->lock);
@@ -200,6 +243,12 @@ static int apply(struct livetable *lt, const struct changes *c)
 	struct mem_table *t = lt->t;
 	bool reshape = false;
 
+	for (size_t k = 0; k < c->n; k++) {
+		if (c->had_old[k])
+			count_row(lt, &c->old[k], -1);
+		if (c->has_new[k])
+			count_row(lt, &c->nw[k], 1);
+	}
 	for (size_t k = 0; k < c->n; k++) {
 		struct mem_block *row = mem_table_find(t, c->had_old[k] ? c->old[k].id : c->nw[k].id);
 
@@ -332,6 +381,21 @@ void livetable_unlock(struct livetable *lt)
 const struct mem_table *livetable_table(const struct livetable *lt)
 {
 	return lt->t;
+}
+
+void livetable_counts(struct livetable *lt, struct livetable_counts *out)
+{
+	pthread_rwlock_rdlock(&lt->lock);
+	*out = lt->counts;
+	pthread_rwlock_unlock(&lt->lock);
+}
+
+void livetable_set_mark(struct livetable *lt, uint64_t id)
+{
+	pthread_rwlock_wrlock(&lt->lock);
+	lt->mark = id;
+	count_table(lt);
+	pthread_rwlock_unlock(&lt->lock);
 }
 
 void livetable_stats(struct livetable *lt, struct livetable_stats *out)

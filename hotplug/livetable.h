@@ -64,6 +64,19 @@ void livetable_lock(struct livetable *lt);
 void livetable_unlock(struct livetable *lt);
 const struct mem_table *livetable_table(const struct livetable *lt); /* under livetable_lock */
 
+/* Counts of the table's rows, kept as rows change (O(1) to read, never a
+ * walk of the table): online = configured and online; standby = in the
+ * firmware, not configured; in_flight = configured, not online (between two
+ * steps of a block); online_from_mark = online with id >= the mark. */
+struct livetable_counts {
+	uint64_t block_size;
+	uint64_t blocks;
+	uint64_t online, standby, in_flight, online_from_mark;
+};
+void livetable_counts(struct livetable *lt, struct livetable_counts *out);
+/* Sets the mark of online_from_mark (one walk of the table). */
+void livetable_set_mark(struct livetable *lt, uint64_t id);
+
 struct livetable_stats {
 	uint64_t generation; /* bumped by every update that changed something */
 	uint64_t rescans;    /* discovers, the first one included */

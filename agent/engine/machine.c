@@ -150,11 +150,24 @@ int machine_open(struct engine *e)
 	if (e->machine_stop_fd < 0)
 		return -errno;
 	r = livetable_open(e->backend, &e->live);
+	if (r == -ENOSPC) {
+		/* inotify_add_watch() past the per-user limit: name the limit */
+		_cleanup_fclose_ FILE *f = fopen("/proc/sys/fs/inotify/max_user_watches", "re");
+		long max = -1;
+
+		if (!f || fscanf(f, "%ld", &max) != 1)
+			max = -1;
+		log_err(&e->log, "cannot watch the memory blocks of %s: a tree needs an inotify watch per block directory (firmware and device), "
+			"more than fs.inotify.max_user_watches (%ld, for all of this user's processes) allows; "
+			"raise it (sysctl fs.inotify.max_user_watches) for a tree of this size",
+			e->backend->root, max);
+	}
 	if (r < 0)
 		return r;
 	livetable_lock(e->live);
 	e->boot_end = boot_end_of(e, livetable_table(e->live));
 	livetable_unlock(e->live);
+	livetable_set_mark(e->live, e->boot_end); /* foreign blocks are online ones above it */
 	return 0;
 }
 
@@ -375,17 +388,12 @@ int machine_snapshot(struct engine *e, struct mem_table **out)
 	return livetable_snapshot(e->live, out);
 }
 
-static int by_block(const void *a, const void *b)
-{
-	uint64_t x = ((const struct intentlog_block *)a)->block, y = ((const struct intentlog_block *)b)->block;
-
-	return x < y ? -1 : x > y;
-}
-
 int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *granted_bytes)
 {
 	_cleanup_free_ struct intentlog_block *jb = NULL;
-	size_t n = 0, k = 0;
+	struct livetable_counts c;
+	uint64_t owned_online = 0;
+	size_t n = 0;
 	int r;
 
 	memset(out, 0, sizeof(*out));
@@ -399,30 +407,38 @@ int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *gra
 	pthread_mutex_unlock(&e->lock);
 	if (r < 0)
 		n = 0;
-	/* owned blocks sorted by id, to walk them alongside the table */
-	if (n > 1)
-		qsort(jb, n, sizeof(*jb), by_block);
+	/* the table's counts, kept as rows change, and a look-up per owned
+	 * block: O(owned), not a walk of the machine */
 	livetable_lock(e->live);
 	{
 		const struct mem_table *t = livetable_table(e->live);
-		out->block_size = t->block_size;
-		memory_figures(t, &out->online_bytes, &out->standby_bytes);
-		out->total_bytes = (uint64_t)t->n * t->block_size;
-		for (size_t i = 0; i < t->n; i++) {
-			const struct mem_block *b = &t->blocks[i];
-			if (b->configured && b->state != MEM_STATE_ONLINE)
-				out->in_flight_bytes += t->block_size;
-			while (k < n && jb[k].block < b->id)
-				k++;
-			if (b->id < e->boot_end || !b->configured || b->state != MEM_STATE_ONLINE)
-				continue;
-			if (k < n && jb[k].block == b->id)
-				continue;
-			out->foreign_blocks++;
+		for (size_t k = 0; k < n; k++) {
+			const struct mem_block *b = jb[k].block >= e->boot_end ? mem_table_find(t, jb[k].block) : NULL;
+			owned_online += b && b->configured && b->state == MEM_STATE_ONLINE;
 		}
-		if (granted_bytes)
-			*granted_bytes = (uint64_t)n * t->block_size;
 	}
 	livetable_unlock(e->live);
+	livetable_counts(e->live, &c);
+	out->block_size = c.block_size;
+	out->online_bytes = c.online * c.block_size;
+	out->standby_bytes = c.standby * c.block_size;
+	out->total_bytes = c.blocks * c.block_size;
+	out->in_flight_bytes = c.in_flight * c.block_size;
+	out->foreign_blocks = c.online_from_mark >= owned_online ? c.online_from_mark - owned_online : 0;
+	if (granted_bytes)
+		*granted_bytes = (uint64_t)n * c.block_size;
+	return 0;
+}
+
+int machine_memory_locked(struct engine *e, uint64_t *block_size, uint64_t *online, uint64_t *standby)
+{
+	struct livetable_counts c;
+
+	if (!e->live)
+		return -ENODEV;
+	livetable_counts(e->live, &c);
+	*block_size = c.block_size;
+	*online = c.online * c.block_size;
+	*standby = c.standby * c.block_size;
 	return 0;
 }

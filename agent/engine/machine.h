@@ -50,6 +50,10 @@ struct machine_figures {
  * caller must NOT hold. */
 int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *granted_bytes);
 
+/* Block size, online and standby bytes of the live table, O(1) (counts kept
+ * as rows change); e->lock may be held.  -ENODEV without a table. */
+int machine_memory_locked(struct engine *e, uint64_t *block_size, uint64_t *online, uint64_t *standby);
+
 /* Who owns BLOCK now (e->lock held): the journal's record, corrected by
  * the running operation's open intent: blocks it brought up so far are its
  * own, blocks it took down nobody's, although neither is journaled before

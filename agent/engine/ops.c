@@ -35,11 +35,13 @@ void op_free(struct op *o)
 		return;
 	msg_free(o->msg);
 	free(o->outcomes);
+	idmap_free(&o->outcome_at);
 	free(o->busy);
 	for (size_t i = 0; i < o->n_decisions; i++)
 		free(o->decisions[i]);
 	free(o->decisions);
 	free(o->done);
+	idmap_free(&o->done_at);
 	report_clear(&o->live);
 	free(o);
 }
@@ -62,17 +64,23 @@ void op_add_decision(struct op *o, const char *fmt, ...)
 struct outcome *op_outcome(struct op *o, uint64_t block, bool retry)
 {
 	struct outcome *no;
+	uint64_t at;
 
 	/* one outcome per block: a retried block updates its entry */
-	for (size_t i = 0; retry && i < o->n_outcomes; i++)
-		if (o->outcomes[i].block == block) {
-			o->outcomes[i].changed = true;
-			return &o->outcomes[i];
-		}
-	no = reallocarray(o->outcomes, o->n_outcomes + 1, sizeof(*no));
-	if (!no)
+	if (retry && idmap_get(&o->outcome_at, block, &at)) {
+		o->outcomes[at].changed = true;
+		return &o->outcomes[at];
+	}
+	if (o->n_outcomes == o->cap_outcomes) {
+		size_t cap = o->cap_outcomes ? o->cap_outcomes * 2 : 16;
+		no = reallocarray(o->outcomes, cap, sizeof(*no));
+		if (!no)
+			return NULL;
+		o->outcomes = no;
+		o->cap_outcomes = cap;
+	}
+	if (!idmap_get(&o->outcome_at, block, NULL) && idmap_put(&o->outcome_at, block, o->n_outcomes) < 0)
 		return NULL;
-	o->outcomes = no;
 	no = &o->outcomes[o->n_outcomes++];
 	memset(no, 0, sizeof(*no));
 	no->block = block;
@@ -134,6 +142,8 @@ void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *stand
 
 int op_report(struct engine *e, const struct op *o, const struct mem_table *t, struct report *r)
 {
+	uint64_t bs;
+
 	memset(r, 0, sizeof(*r));
 	r->agent = e->agent_id;
 	snprintf(r->id, sizeof(r->id), "%s", o->msg->id);
@@ -145,7 +155,11 @@ int op_report(struct engine *e, const struct op *o, const struct mem_table *t, s
 	snprintf(r->error_code, sizeof(r->error_code), "%s", o->err_code);
 	snprintf(r->error_message, sizeof(r->error_message), "%s", o->err_msg);
 	r->block_size = t ? t->block_size : 0;
-	memory_figures(t, &r->online_bytes, &r->standby_bytes);
+	/* the live table's counts: O(1), and current (T may be the plan's table) */
+	if (machine_memory_locked(e, &bs, &r->online_bytes, &r->standby_bytes) < 0)
+		memory_figures(t, &r->online_bytes, &r->standby_bytes);
+	else if (!r->block_size)
+		r->block_size = bs;
 	snprintf(r->source, sizeof(r->source), "%s", o->src->name);
 	r->blocks_total = o->blocks_total;
 	r->blocks_done = o->blocks_done;
@@ -204,6 +218,15 @@ const char *op_report_dest(const struct op *o)
 	return o->src->flags & ENGINE_SOURCE_REPORTS ? o->src->name : NULL;
 }
 
+/* The entry of block ID in REPORT, which op_report() built in the order of
+ * the outcomes: AT, ID's outcome index, finds it at once. */
+static const struct report_block *report_block_at(const struct report *report, size_t at, uint64_t id)
+{
+	if (at < report->n_blocks && report->blocks[at].block == id)
+		return &report->blocks[at];
+	return report_find_block(report, id);
+}
+
 static void tell(struct engine *e, const struct engine_transition *t)
 {
 	for (size_t i = 0; i < e->n_subs; i++)
@@ -232,7 +255,7 @@ void op_tell_locked(struct engine *e, struct op *o, const struct report *report)
 			continue;
 		oc->failure_told = true;
 		t.block = oc->block;
-		t.block_report = report_find_block(report, oc->block);
+		t.block_report = report_block_at(report, i, oc->block);
 		tell(e, &t);
 	}
 	if (o->told_state != (int)o->state) {
@@ -262,7 +285,7 @@ static json_t *progress_event(struct op *o, const struct report *report)
 		const struct report_block *b;
 		if (!o->outcomes[i].changed)
 			continue;
-		b = report_find_block(report, o->outcomes[i].block);
+		b = report_block_at(report, i, o->outcomes[i].block);
 		if (b)
 			json_array_append_new(changed, report_block_json(b, report->block_size));
 	}
@@ -286,8 +309,17 @@ void op_announce_locked(struct engine *e, struct op *o, const struct report *rep
 	engine_notify(e);
 }
 
+/* No block is done under O's intent (a new intent, or its result written). */
+static void done_clear(struct op *o)
+{
+	o->n_done = 0;
+	idmap_clear(&o->done_at);
+}
+
 int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap)
 {
+	int r;
+
 	if (o->n_done == o->cap_done) {
 		size_t cap = o->cap_done ? o->cap_done * 2 : 16;
 		struct intentlog_done *nd = reallocarray(o->done, cap, sizeof(*nd));
@@ -296,27 +328,33 @@ int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap)
 		o->done = nd;
 		o->cap_done = cap;
 	}
+	r = idmap_get(&o->done_at, block, NULL) ? 0 : idmap_put(&o->done_at, block, o->n_done);
+	if (r < 0)
+		return r;
 	o->done[o->n_done++] = (struct intentlog_done){ .block = block, .zone = zone, .memmap = memmap };
 	return 0;
 }
 
 const struct intentlog_done *op_done_find(const struct op *o, uint64_t block)
 {
-	for (size_t i = 0; i < o->n_done; i++)
-		if (o->done[i].block == block)
-			return &o->done[i];
-	return NULL;
+	uint64_t at;
+
+	return idmap_get(&o->done_at, block, &at) ? &o->done[at] : NULL;
 }
 
 bool op_done_remove(struct op *o, uint64_t block)
 {
-	for (size_t i = 0; i < o->n_done; i++)
-		if (o->done[i].block == block) {
-			memmove(&o->done[i], &o->done[i + 1], (o->n_done - i - 1) * sizeof(*o->done));
-			o->n_done--;
-			return true;
-		}
-	return false;
+	uint64_t at;
+
+	if (!idmap_get(&o->done_at, block, &at))
+		return false;
+	/* rare (a block left outside memgrant): the later entries move up */
+	memmove(&o->done[at], &o->done[at + 1], (o->n_done - at - 1) * sizeof(*o->done));
+	o->n_done--;
+	idmap_del(&o->done_at, block);
+	for (size_t i = at; i < o->n_done; i++)
+		(void)idmap_put(&o->done_at, o->done[i].block, i); /* replaces: no allocation */
+	return true;
 }
 
 /* REPORT (moved: cleared here) becomes what the views show of O. */
@@ -355,7 +393,7 @@ int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, con
 	}
 	o->intent_open = true;
 	o->intent_dir = dir;
-	o->n_done = 0;
+	done_clear(o);
 	op_announce_locked(e, o, &rt);
 	keep_live(o, &rt);
 	return 0;
@@ -370,7 +408,7 @@ static int write_result_locked(struct engine *e, struct op *o, const struct repo
 	/* on failure the intent stays open on disk: the next start re-reads
 	 * the kernel for its blocks, which is what this result would say */
 	o->intent_open = false;
-	o->n_done = 0;
+	done_clear(o);
 	return r;
 }
 

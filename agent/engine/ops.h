@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "hotplug/block.h"
+#include "lib/idmap.h"
 #include "agent/journal/intentlog.h"
 #include "providers/wire/message.h"
 #include "providers/wire/report.h"
@@ -70,7 +71,8 @@ struct op {
 	size_t blocks_total;
 	size_t blocks_done;           /* brought up (grant) or given back (revocation) */
 	struct outcome *outcomes;
-	size_t n_outcomes;
+	size_t n_outcomes, cap_outcomes;
+	struct idmap outcome_at;      /* block -> index in outcomes (its first) */
 	char **decisions;
 	size_t n_decisions;
 	char err_code[16];
@@ -82,6 +84,7 @@ struct op {
 	enum intentlog_dir intent_dir;
 	struct intentlog_done *done;
 	size_t n_done, cap_done;
+	struct idmap done_at;         /* block -> index in done */
 	struct report live;           /* the last report published, for the views */
 	bool has_live;
 	double live_at;               /* when (CLOCK_MONOTONIC seconds) */

@@ -117,6 +117,14 @@ void count_result(struct engine *e, const struct block_result *res, double secs,
 	}
 }
 
+int plan_table(struct engine *e, struct mem_table **out)
+{
+	machine_sync(e);
+	if (machine_snapshot(e, out) == 0)
+		return 0;
+	return hp_discover(e->backend, out);
+}
+
 bool stop_requested(struct engine *e)
 {
 	bool s;
@@ -173,13 +181,13 @@ uint64_t applied_bytes_of(struct engine *e, const struct op *o)
  * cancelled (none done). */
 void finish_op(struct engine *e, struct op *o, size_t ok, size_t total)
 {
-	_cleanup_mem_table_ struct mem_table *now = NULL;
-
 	if (o->intent_open && engine_writer_is_gone(e)) {
 		stop_op(e, o, NULL); /* a step failed for the helper's end, not the block's */
 		return;
 	}
-	hp_discover(e->backend, &now);
+	/* the report's memory figures are the live table's counts: the
+	 * executor's last writes applied, no discovery */
+	machine_sync(e);
 	pthread_mutex_lock(&e->lock);
 	if (o->cancel_requested && total > 0 && ok < total) {
 		o->state = ok > 0 ? MSG_STATE_PARTIAL : MSG_STATE_CANCELLED;
@@ -209,7 +217,7 @@ void finish_op(struct engine *e, struct op *o, size_t ok, size_t total)
 			   msg_type_name(o->msg->type), o->msg->id,
 			   msg_state_name(o->state), a, q, o->err_code[0] ? "; " : "", o->err_code[0] ? o->err_msg : "");
 	}
-	op_publish_locked(e, o, now);
+	op_publish_locked(e, o, NULL);
 	pthread_mutex_unlock(&e->lock);
 }
 

@@ -27,6 +27,9 @@ void set_outcome_error(struct outcome *oc, const struct block_result *res, const
 void count_result(struct engine *e, const struct block_result *res, double secs, bool up);
 /* memgrantd is stopping: the operation ends after the block in flight. */
 bool stop_requested(struct engine *e);
+/* The table an operation plans from: the live table as of now (pending
+ * notifications applied), copied; a discovery only without one. */
+int plan_table(struct engine *e, struct mem_table **out);
 /* Someone asked to cancel O. */
 bool cancel_requested(struct engine *e, const struct op *o);
 /* O stops before its end because memgrantd stops (T: the table it planned

@@ -88,7 +88,7 @@ int exec_run_grant(struct engine *e, struct op *o)
 	size_t n_owned = 0, n_ids = 0, ok = 0, mine = 0;
 	int r;
 
-	r = hp_discover(e->backend, &t);
+	r = plan_table(e, &t);
 	if (r < 0)
 		return abort_op(e, o, r, NULL, "cannot read the memory blocks: %s", strerror(-r));
 

@@ -115,7 +115,7 @@ int exec_run_revoke(struct engine *e, struct op *o)
 	double deadline;
 	int r;
 
-	r = hp_discover(e->backend, &t);
+	r = plan_table(e, &t);
 	if (r < 0)
 		return abort_op(e, o, r, NULL, "cannot read the memory blocks: %s", strerror(-r));
 	pthread_mutex_lock(&e->lock);

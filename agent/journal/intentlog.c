@@ -75,6 +75,7 @@ void intentlog_close(struct intentlog *il)
 	free(il->batch);
 	json_decref(il->batch_saved);
 	json_decref(il->root);
+	idmap_free(&il->owners);
 	recordlog_close(il->log);
 	if (il->dir_fd >= 0)
 		close(il->dir_fd);
@@ -152,6 +153,7 @@ int intentlog_open(const char *state_dir, const struct intentlog_options *opts, 
 			return advise(err, errlen, r);
 		}
 		il->root = rp.root;
+		il->owners_valid = false;
 		r = ilog_check_root(il->root, why, sizeof(why));
 		if (r < 0) {
 			errbuf_set(err, errlen, r, "%s/" LOG_FILE ": the replayed state is inconsistent: %s", state_dir, why);
@@ -167,6 +169,7 @@ int intentlog_open(const char *state_dir, const struct intentlog_options *opts, 
 		il->snapshot_size = data ? strlen(data) : 0;
 	} else {
 		il->root = ilog_empty_root();
+		il->owners_valid = false;
 		if (!il->root)
 			return -ENOMEM;
 		r = write_snapshot(il, true);
@@ -308,6 +311,7 @@ static int commit(struct intentlog *il, unsigned type, json_t *rec)
 	}
 	json_decref(il->root);
 	il->root = next;
+	il->owners_valid = false;
 	if (!il->in_batch)
 		(void)maybe_compact(il); /* a failed compaction leaves the log valid: retried next time */
 	return 0;
@@ -349,6 +353,7 @@ int intentlog_batch_end(struct intentlog *il)
 	if (r < 0) {
 		json_decref(il->root);
 		il->root = il->batch_saved;
+		il->owners_valid = false;
 	} else {
 		json_decref(il->batch_saved);
 	}
@@ -368,6 +373,7 @@ void intentlog_batch_abort(struct intentlog *il)
 	il->in_batch = false;
 	json_decref(il->root);
 	il->root = il->batch_saved;
+	il->owners_valid = false;
 	il->batch_saved = NULL;
 }
 
@@ -530,6 +536,31 @@ int intentlog_result(struct intentlog *il, const char *op, enum msg_state state,
 	return commit(il, ILOG_REC_RESULT, rec);
 }
 
+/* The owner of BLOCK in the current state, its place in the owner's
+ * "blocks" in *BIDX: O(1) with the index, which is built once per state
+ * (O(owned blocks)) rather than searched per block. */
+static json_t *owner_of(struct intentlog *il, uint64_t block, size_t *bidx)
+{
+	json_t *grants = json_object_get(il->root, "grants"), *g, *b;
+	uint64_t v;
+	size_t i, k;
+
+	if (!il->owners_valid) {
+		idmap_clear(&il->owners);
+		json_array_foreach(grants, i, g)
+			json_array_foreach(json_object_get(g, "blocks"), k, b)
+				if (!idmap_get(&il->owners, ilog_u64_of(b, "block"), NULL) &&
+				    idmap_put(&il->owners, ilog_u64_of(b, "block"), (uint64_t)i << 32 | k) < 0)
+					return ilog_find_owner(il->root, block, bidx); /* ENOMEM: the slow way */
+		il->owners_valid = true;
+	}
+	if (!idmap_get(&il->owners, block, &v))
+		return NULL;
+	if (bidx)
+		*bidx = (size_t)(v & UINT32_MAX);
+	return json_array_get(grants, (size_t)(v >> 32));
+}
+
 int intentlog_adopt(struct intentlog *il, const char *grant_id, const struct intentlog_done *blocks, size_t n,
 		    uint64_t *seq)
 {
@@ -545,7 +576,7 @@ int intentlog_adopt(struct intentlog *il, const char *grant_id, const struct int
 	if (!list)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
-		if (ilog_find_owner(il->root, blocks[i].block, NULL)) {
+		if (owner_of(il, blocks[i].block, NULL)) {
 			json_decref(list);
 			return -EEXIST;
 		}
@@ -566,7 +597,7 @@ int intentlog_release(struct intentlog *il, const uint64_t *blocks, size_t n)
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (!ilog_find_owner(il->root, blocks[i], NULL)) {
+		if (!owner_of(il, blocks[i], NULL)) {
 			json_decref(list);
 			return -ENOENT;
 		}
@@ -749,7 +780,7 @@ static void block_fill(const json_t *g, const json_t *b, struct intentlog_block 
 int intentlog_find_owned_block(struct intentlog *il, uint64_t block, struct intentlog_block *out)
 {
 	size_t k;
-	json_t *g = ilog_find_owner(il->root, block, &k);
+	json_t *g = owner_of(il, block, &k);
 
 	if (!g)
 		return -ENOENT;

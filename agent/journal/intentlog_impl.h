@@ -15,6 +15,7 @@
  */
 #pragma once
 
+#include "lib/idmap.h"
 #include "lib/json.h"
 #include "agent/journal/intentlog.h"
 #include "agent/journal/recordlog.h"
@@ -43,6 +44,10 @@ struct intentlog {
 	unsigned outbox_max;
 	uint64_t compact_min;
 	json_t *root;
+	/* block -> (index of its grant in root's "grants") << 32 | its index
+	 * in that grant's "blocks"; rebuilt on demand after root changed */
+	struct idmap owners;
+	bool owners_valid;
 	struct recordlog *log;
 	uint64_t snapshot_size;   /* payload of the last snapshot: the live state's size */
 	uint64_t compactions;

@@ -2,6 +2,7 @@
 #include "hotplug/sysfs/watch.h"
 #include "hotplug/sysfs/discover.h"
 
+#include "lib/idmap.h"
 #include "lib/util.h"
 
 #include <dirent.h>
@@ -41,6 +42,7 @@ struct sysfs_watch {
 	bool added_overflow;
 	struct wd_entry *wds; /* sorted by wd (inotify hands them out increasing) */
 	size_t n_wds;
+	struct idmap seen;    /* the ids of the read in progress: one look-up per event */
 };
 
 int sysfs_watch_fd(const struct sysfs_watch *w)
@@ -60,6 +62,7 @@ void sysfs_watch_free(struct sysfs_watch *w)
 		close(w->tfd);
 	free(w->added);
 	free(w->wds);
+	idmap_free(&w->seen);
 	free(w);
 }
 
@@ -122,15 +125,19 @@ static int netlink_open(struct sysfs_watch *w)
 	return w->added ? 0 : -ENOMEM;
 }
 
-static int add_id(uint64_t *ids, size_t max, size_t *n, uint64_t id, bool *overflow)
+static int add_id(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n, uint64_t id, bool *overflow)
 {
-	for (size_t i = 0; i < *n; i++)
-		if (ids[i] == id)
-			return 0;
-	if (*n == max)
+	if (idmap_get(&w->seen, id, NULL))
+		return 0;
+	if (*n == max) {
 		*overflow = true;
-	else
-		ids[(*n)++] = id;
+		return 0;
+	}
+	if (idmap_put(&w->seen, id, 0) < 0) {
+		*overflow = true; /* no memory to tell duplicates apart: re-scan */
+		return 0;
+	}
+	ids[(*n)++] = id;
 	return 0;
 }
 
@@ -164,7 +171,7 @@ static int netlink_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t
 
 	if (read(w->tfd, &expirations, sizeof(expirations)) == (ssize_t)sizeof(expirations)) {
 		for (size_t i = 0; i < w->n_added; i++)
-			add_id(ids, max, n, w->added[i], overflow);
+			add_id(w, ids, max, n, w->added[i], overflow);
 		*overflow = *overflow || w->added_overflow;
 		w->n_added = 0;
 		w->added_overflow = false;
@@ -195,7 +202,7 @@ static int netlink_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t
 		if (added)
 			added_defer(w, id);
 		else
-			add_id(ids, max, n, id, overflow);
+			add_id(w, ids, max, n, id, overflow);
 	}
 }
 
@@ -311,7 +318,7 @@ static int tree_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n
 				continue;
 			}
 			if (!e->parent) {
-				add_id(ids, max, n, e->id, overflow);
+				add_id(w, ids, max, n, e->id, overflow);
 				continue;
 			}
 			if (!ev->len)
@@ -329,7 +336,7 @@ static int tree_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n
 				if (r < 0)
 					return r;
 			}
-			add_id(ids, max, n, id, overflow);
+			add_id(w, ids, max, n, id, overflow);
 		}
 	}
 }
@@ -368,6 +375,7 @@ int sysfs_watch_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n
 
 	*n = 0;
 	*overflow = false;
+	idmap_clear(&w->seen);
 	r = w->netlink ? netlink_read(w, ids, max, n, overflow) : tree_read(w, ids, max, n, overflow);
 	if (*overflow)
 		*n = 0;

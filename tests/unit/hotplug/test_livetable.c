@@ -162,6 +162,30 @@ static void expect_change(const struct seen *s, uint64_t id, enum mem_state from
 		 mem_state_name(to));
 }
 
+/* The table's counts are what a walk of a fresh snapshot gives. */
+static void expect_counts_match(struct fx *f, uint64_t mark)
+{
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct livetable_counts c, w = { 0 };
+
+	assert_int_equal(livetable_snapshot(f->lt, &t), 0);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mem_block *b = &t->blocks[i];
+		bool on = b->configured && b->state == MEM_STATE_ONLINE;
+		w.online += on;
+		w.online_from_mark += on && b->id >= mark;
+		w.in_flight += b->configured && !on;
+		w.standby += mem_block_is_standby(b);
+	}
+	livetable_counts(f->lt, &c);
+	assert_int_equal(c.blocks, t->n);
+	assert_int_equal(c.block_size, t->block_size);
+	assert_int_equal(c.online, w.online);
+	assert_int_equal(c.online_from_mark, w.online_from_mark);
+	assert_int_equal(c.in_flight, w.in_flight);
+	assert_int_equal(c.standby, w.standby);
+}
+
 static void test_sim_outside_changes_seen(void **state)
 {
 	struct fx *f = *state;
@@ -172,9 +196,12 @@ static void test_sim_outside_changes_seen(void **state)
 	open_over_sim(f);
 	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
 	assert_false(m.configured);
+	livetable_set_mark(f->lt, 4);
+	expect_counts_match(f, 4);
 	livetable_stats(f->lt, &st0);
 	other_process(f, bring_up_16);
 	wait_for(f, 16, MEM_STATE_ONLINE, true, &s);
+	expect_counts_match(f, 4);
 	expect_change(&s, 16, MEM_STATE_OFFLINE, MEM_STATE_ONLINE);
 	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
 	assert_string_equal(m.zones, "Movable");
@@ -191,6 +218,7 @@ static void test_sim_outside_changes_seen(void **state)
 	assert_int_equal(block_offline(f->sim, 16), 0);
 	wait_for(f, 16, MEM_STATE_OFFLINE, true, &s);
 	expect_change(&s, 16, MEM_STATE_ONLINE, MEM_STATE_OFFLINE);
+	expect_counts_match(f, 4); /* 16 in flight (configured, offline), 5 standby */
 	/* nothing pending: an update reports nothing */
 	assert_int_equal(livetable_update(f->lt, record, &s), 0);
 }

@@ -1,0 +1,233 @@
+#!/bin/sh
+# Benchmark: does the cost follow the work, not the machine (issue 22)?
+#   - a grant and a revocation of 64 blocks and GET /v1/status on sims of
+#     BENCH_SCALE_MACHINES blocks (default 1000 65536 262144), with the
+#     start-up to ready of each; sysfs-shaped trees (bench/mktree.py) of
+#     BENCH_SCALE_TREES blocks (default 65536 262144): start-up to ready
+#   - grants and revocations of BENCH_SCALE_GRANTS blocks (default 512 4096
+#     16384) per block, against the same steps with memgrantctl --sim, and
+#     the system calls per block (strace -c -f) at BENCH_SCALE_STRACE (512)
+#   - RSS after BENCH_SCALE_CYCLES (6) grant+revocation cycles of
+#     BENCH_SCALE_CYCLE_BLOCKS (4096) against after the first
+# Never drops a figure silently: what it skips it says, with why.
+# Prints "FIG KEY VALUE UNIT [REFERENCE LABEL]" and "NOTE text" lines for
+# bench/run.sh, then "TARGET ..." lines, met or missed by how much.
+# A size list set empty skips that part (and says so in the targets).
+#   BUILD=build sh bench/scale.sh
+set -eu
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
+BENCH=$(cd "$(dirname "$0")" && pwd)
+CTL=$BUILD/memgrantctl
+D=$BUILD/memgrantd
+# everything in memory (sims, journals, trees): the figures here are ratios
+# between sizes, and a disk's fsyncs would only blur them (bench/run.sh
+# section 3 counts those)
+TREES=${BENCH_TREES:-/dev/shm}
+[ -d "$TREES" ] && [ -w "$TREES" ] || TREES=${TMPDIR:-/tmp}
+T=$(mktemp -d "$TREES/memgrant-scale.XXXXXX")
+TT=$T
+PIDS=
+cleanup() {
+	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+	for p in $PIDS; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+FIGS=$T/figs
+: >"$FIGS"
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", b - a }'; }
+fig() { echo "FIG $*"; echo "$*" >>"$FIGS"; }
+note() { echo "NOTE $*"; }
+val() { awk -v k="$1" '$1 == k { print $2; exit }' "$FIGS"; }
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+ms_per() { awk -v s="$1" -v n="$2" 'BEGIN { printf "%.3f", s * 1000 / n }'; }
+
+# yaml NAME BLOCKS: a sim of BLOCKS blocks of 128M, 16 of them online,
+# made here: a start-up is timed without the making of the machine
+yaml() {
+	mkdir -p "$T/$1.d"
+	"$CTL" sim init "$T/$1.d/sim.json" --online 2G --standby $((($2 - 16) * 128))M --block-size 128M >/dev/null
+	cat >"$T/$1.yaml" <<YAML
+agent: {id: scale-$1, state_dir: $T/$1.state, api_socket: $T/$1.sock, log_level: warning, user: $(id -un)}
+backend:
+  type: sim
+  sim: {state: $T/$1.d/sim.json, online: 2G, standby: $((($2 - 16) * 128))M, block_size: 128M}
+policy: {zone: movable, memmap_on_memory: always, reserve: 0, revoke_budget: 600s}
+YAML
+}
+# start NAME: memgrantd on $T/NAME.yaml; DPID, and UP the seconds to ready
+# (its API answers); 1 when it did not come up (its last lines in $T/NAME.log)
+start() {
+	t0=$(now)
+	"$D" -c "$T/$1.yaml" --foreground >"$T/$1.log" 2>&1 &
+	DPID=$!
+	PIDS="$PIDS $DPID"
+	i=0
+	until "$CTL" --socket "$T/$1.sock" status >/dev/null 2>&1; do
+		i=$((i + 1))
+		if [ $i -gt 1200 ] || ! kill -0 "$DPID" 2>/dev/null; then
+			kill "$DPID" 2>/dev/null || true
+			wait "$DPID" 2>/dev/null || true
+			return 1
+		fi
+		sleep 0.02
+	done
+	UP=$(secs "$t0" "$(now)")
+}
+stop() {
+	kill -TERM "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+timed() { # NAME CMD...: seconds of CMD against NAME's daemon
+	_n=$1
+	shift
+	_t0=$(now)
+	"$CTL" --socket "$T/$_n.sock" "$@" >"$T/$_n.out" 2>&1 || { echo "scale: $_n $*: $(tail -2 "$T/$_n.out")" >&2; return 1; }
+	secs "$_t0" "$(now)"
+}
+
+# ---- machine sizes: 64 blocks and /v1/status ---------------------------------
+for m in ${BENCH_SCALE_MACHINES-1000 65536 262144}; do
+	name=m$m
+	yaml "$name" "$m"
+	if ! start "$name"; then
+		note "sim of $m blocks: memgrantd did not come up: $(tail -1 "$T/$name.log")"
+		continue
+	fi
+	fig "startup_s@sim$m" "$UP" s
+	# the median of three of each, one block operation at a time
+	g= v=
+	for _ in 1 2 3; do
+		g="$g $(timed "$name" grant 8G --wait)"
+		v="$v $(timed "$name" revoke 8G --wait)"
+	done
+	fig "grant64_s@sim$m" "$(echo "$g" | tr ' ' '\n' | sed '/^$/d' | sort -g | sed -n 2p)" s
+	fig "revoke64_s@sim$m" "$(echo "$v" | tr ' ' '\n' | sed '/^$/d' | sort -g | sed -n 2p)" s
+	set -- $(python3 "$BENCH/apiclient.py" latency "$T/$name.sock" /v1/status 100 20)
+	fig "status_median_ms@sim$m" "$1" ms
+	fig "idle_rss_kb@sim$m" "$(rss_kb "$DPID")" kB
+	stop "$DPID"
+	rm -rf "$T/$name.d" "$T/$name.state"
+done
+
+# ---- sysfs-shaped trees: start-up to ready ------------------------------------------
+for m in ${BENCH_SCALE_TREES-65536 262144}; do
+	name=t$m
+	python3 "$BENCH/mktree.py" "$TT/$name" "$m" --online 16 --firmware
+	cat >"$T/$name.yaml" <<YAML
+agent: {id: scale-$name, state_dir: $T/$name.state, api_socket: $T/$name.sock, log_level: warning, user: $(id -un)}
+backend: {type: sysfs, root: $TT/$name}
+YAML
+	if start "$name"; then
+		fig "startup_s@tree$m" "$UP" s
+		stop "$DPID"
+	else
+		why=$(grep -m1 'max_user_watches' "$T/$name.log" || grep -v '^memgrantd: warning' "$T/$name.log" | tail -1)
+		note "tree of $m blocks: memgrantd did not start: $why"
+	fi
+	rm -rf "$TT/$name" "$T/$name.state"
+done
+
+# ---- grant sizes: per block against memgrantctl --sim steps -----------------------
+ST=${BENCH_SCALE_STRACE:-512}
+for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
+	name=g$n
+	yaml "$name" $((n + 16))
+	start "$name" || { note "grant of $n: memgrantd did not come up: $(tail -1 "$T/$name.log")"; continue; }
+	g=$(timed "$name" grant $((n * 128))M --wait)
+	v=$(timed "$name" revoke $((n * 128))M --wait)
+	stop "$DPID"
+	rm -rf "$T/$name.d" "$T/$name.state"
+	"$CTL" sim init "$T/r$n.sim" --online 2G --standby $((n * 128))M --block-size 128M >/dev/null
+	rg="16-$((n + 15))"
+	t0=$(now)
+	"$CTL" --sim "$T/r$n.sim" block memmap on "$rg" >/dev/null
+	"$CTL" --sim "$T/r$n.sim" block configure "$rg" >/dev/null
+	"$CTL" --sim "$T/r$n.sim" block online "$rg" --zone movable >/dev/null
+	rgs=$(secs "$t0" "$(now)")
+	t0=$(now)
+	"$CTL" --sim "$T/r$n.sim" block offline "$rg" >/dev/null
+	"$CTL" --sim "$T/r$n.sim" block deconfigure "$rg" >/dev/null
+	rvs=$(secs "$t0" "$(now)")
+	rm -rf "$T/r$n.sim"*
+	fig "grant_ms_per_block@$n" "$(ms_per "$g" "$n")" ms "$(ms_per "$rgs" "$n")" "memgrantctl steps"
+	fig "revoke_ms_per_block@$n" "$(ms_per "$v" "$n")" ms "$(ms_per "$rvs" "$n")" "memgrantctl steps"
+done
+
+# system calls per block: a grant and its revocation under strace -c -f
+if command -v strace >/dev/null 2>&1; then
+	n=$ST name=s$ST
+	yaml "$name" $((n + 16))
+	strace -f -c -U calls,name -o "$T/$name.strace" "$D" -c "$T/$name.yaml" --foreground >"$T/$name.log" 2>&1 &
+	spid=$!
+	PIDS="$PIDS $spid"
+	i=0
+	until "$CTL" --socket "$T/$name.sock" status >/dev/null 2>&1; do
+		i=$((i + 1)); [ $i -lt 1200 ] || break
+		sleep 0.05
+	done
+	calls() { awk '$1 ~ /^[0-9]+$/ && NF == 2 && $2 != "total" { s += $1 } END { print s + 0 }' "$1"; }
+	"$CTL" --socket "$T/$name.sock" grant $((n * 128))M --wait >/dev/null
+	"$CTL" --socket "$T/$name.sock" revoke $((n * 128))M --wait >/dev/null
+	dpid=$(cat /proc/"$spid"/task/*/children 2>/dev/null | awk '{ print $1; exit }')
+	[ -n "$dpid" ] && kill -TERM "$dpid"
+	wait "$spid" 2>/dev/null || true
+	# start-up and stop counted too: a share of them per block
+	fig "syscalls_per_block@$n" "$(awk -v c="$(calls "$T/$name.strace")" -v n=$((2 * n)) 'BEGIN { printf "%.1f", c / n }')" "calls"
+	note "syscalls_per_block: a grant and its revocation of $n blocks (start-up and stop included), per block and operation"
+	rm -rf "$T/$name.d" "$T/$name.state"
+else
+	note "strace not installed: no syscall counts"
+fi
+
+# ---- memory with history: RSS after each of six cycles ------------------------------
+C=${BENCH_SCALE_CYCLES:-6} n=${BENCH_SCALE_CYCLE_BLOCKS:-4096}
+name=c$n
+yaml "$name" $((n + 16))
+if start "$name"; then
+	fig "rss_idle_kb@cycles" "$(rss_kb "$DPID")" kB
+	fig "pss_anon_idle_kb@cycles" "$(awk '/^Pss_Anon:/ { print $2 }' /proc/"$DPID"/smaps_rollup 2>/dev/null || echo null)" kB
+	fig "threads_idle@cycles" "$(ls /proc/"$DPID"/task | wc -l)" ""
+	i=1
+	while [ $i -le "$C" ]; do
+		timed "$name" grant $((n * 128))M --wait >/dev/null && timed "$name" revoke $((n * 128))M --wait >/dev/null
+		[ $i -eq 1 ] && first=$(rss_kb "$DPID")
+		i=$((i + 1))
+	done
+	fig "rss_after_${C}_cycles_kb@$n" "$(rss_kb "$DPID")" kB "$first" "after the first"
+	stop "$DPID"
+else
+	note "cycles: memgrantd did not come up"
+fi
+
+# ---- the targets of issue 22 ------------------------------------------------------------
+# target WHAT VALUE LIMIT: "met" or "missed by N%" (VALUE <= LIMIT is met)
+target() {
+	if [ -z "$2" ] || [ -z "$3" ]; then
+		echo "TARGET $1: not measured (a figure above was skipped)"
+		return
+	fi
+	awk -v w="$1" -v v="$2" -v l="$3" 'BEGIN {
+		if (v <= l) printf "TARGET %s: met (%.3g <= %.3g)\n", w, v, l;
+		else printf "TARGET %s: MISSED by %.0f%% (%.3g > %.3g)\n", w, (v / l - 1) * 100, v, l }'
+}
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }' || true; }
+ref_of() { awk -v k="$1" '$1 == k { print $4; exit }' "$FIGS"; }
+big=262144 small=1000
+target "grant of 64 blocks at $big / at $small blocks <= 1.5x" "$(ratio "$(val grant64_s@sim$big)" "$(val grant64_s@sim$small)")" 1.5
+target "revocation of 64 blocks at $big / at $small blocks <= 1.5x" "$(ratio "$(val revoke64_s@sim$big)" "$(val revoke64_s@sim$small)")" 1.5
+target "GET /v1/status at $big / at $small blocks <= 1.5x" "$(ratio "$(val status_median_ms@sim$big)" "$(val status_median_ms@sim$small)")" 1.5
+target "grant per block at 16384 / at 512 <= 1.2x" "$(ratio "$(val grant_ms_per_block@16384)" "$(val grant_ms_per_block@512)")" 1.2
+target "revocation per block at 16384 / at 512 <= 1.2x" "$(ratio "$(val revoke_ms_per_block@16384)" "$(val revoke_ms_per_block@512)")" 1.2
+target "grant per block at 16384 / memgrantctl --sim steps <= 1.5x" "$(ratio "$(val grant_ms_per_block@16384)" "$(ref_of grant_ms_per_block@16384)")" 1.5
+target "revocation per block at 16384 / memgrantctl --sim steps <= 1.5x" "$(ratio "$(val revoke_ms_per_block@16384)" "$(ref_of revoke_ms_per_block@16384)")" 1.5
+target "system calls per block <= 30" "$(val syscalls_per_block@$ST)" 30
+target "RSS after $C cycles of $n / after the first <= 1.1x" "$(ratio "$(val "rss_after_${C}_cycles_kb@$n")" "$(ref_of "rss_after_${C}_cycles_kb@$n")")" 1.1
+target "idle RSS <= 6144 kB" "$(val rss_idle_kb@cycles)" 6144
+target "idle Pss_Anon <= 1024 kB" "$(val pss_anon_idle_kb@cycles)" 1024
+target "idle threads <= 4" "$(val threads_idle@cycles)" 4
+target "start-up to ready at $big blocks, sim <= 1 s" "$(val startup_s@sim$big)" 1
+target "start-up to ready at $big blocks, tree <= 3 s" "$(val startup_s@tree$big)" 3
