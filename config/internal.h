@@ -156,3 +156,5 @@ void cfg_agent_view(struct ctx *c, const struct mg_config *cfg, struct agent_vie
 int cfg_agent_access(const struct agent_view *v, const char *path, int mode);
 /* The files the agent opens (see check_agent.c), tried as the agent. */
 void cfg_check_agent(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v);
+/* check_creds.c: the credential files, as the agent will get them. */
+void cfg_check_credentials(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v);

@@ -5,6 +5,7 @@
 #include "agent/engine/views.h"
 
 #include "providers/wire/blockjson.h"
+#include "hotplug/livetable.h"
 #include "hotplug/policy.h"
 #include "lib/json.h"
 #include "lib/timeutil.h"
@@ -132,6 +133,99 @@ static void set_times(json_t *j, const struct intentlog_grant *g)
 	json_object_set_new(j, "updated_at", json_string(when));
 }
 
+/* The revocation that gave BLOCK back: the last one recorded after the
+ * grant (CREATED) whose report lists BLOCK done.  NULL: none did (it was
+ * taken down outside memgrant).  Returns into REVS. */
+static const char *taken_by(const struct intentlog_grant *revs, size_t n, time_t created, uint64_t block)
+{
+	const char *by = NULL;
+	time_t when = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const json_t *b;
+		size_t k;
+
+		if (revs[i].type != MSG_REVOKE || !revs[i].status || revs[i].created < created)
+			continue;
+		json_array_foreach(json_object_get(revs[i].status, "blocks"), k, b)
+			if ((uint64_t)json_integer_value(json_object_get(b, "block")) == block &&
+			    !json_is_object(json_object_get(b, "error")) && (!by || revs[i].updated >= when)) {
+				by = revs[i].id;
+				when = revs[i].updated;
+			}
+	}
+	return by;
+}
+
+/*
+ * What grant G holds now, from its last REPORT (consumed): the blocks it
+ * still owns are listed, those it had and gave back move to "given_back"
+ * with the revocation that took each (or "outside memgrant"); memory and
+ * block counts are what it holds; the state says "revoked" when it holds
+ * nothing any more, "reduced" when less than it had.  The report itself
+ * stays as "report" (history).  A grant that holds what its report says is
+ * shown as its report.  Engine lock held.
+ */
+static json_t *grant_now_locked(struct engine *e, const struct intentlog_grant *g, json_t *report)
+{
+	struct intentlog_block *owned = NULL;
+	struct intentlog_grant *revs = NULL;
+	size_t n_owned = 0, n_revs = 0, held = 0, i;
+	json_t *now = NULL, *blocks = NULL, *back = NULL, *b;
+	uint64_t bs = 0;
+
+	if (intentlog_owned_blocks(e->journal, &owned, &n_owned) < 0)
+		return report;
+	if (intentlog_list_grants(e->journal, &revs, &n_revs) < 0)
+		n_revs = 0;
+	now = json_deep_copy(report);
+	blocks = json_array();
+	back = json_array();
+	if (!now || !blocks || !back)
+		goto out;
+	json_array_foreach(json_object_get(report, "blocks"), i, b) {
+		uint64_t id = (uint64_t)json_integer_value(json_object_get(b, "block"));
+		bool mine = false;
+		const char *by;
+
+		for (size_t k = 0; k < n_owned && !mine; k++)
+			mine = owned[k].block == id && streq(owned[k].grant_id, g->id);
+		if (mine) {
+			held++;
+			json_array_append(blocks, b);
+		} else if (json_is_object(json_object_get(b, "error"))) {
+			json_array_append(blocks, b); /* never held: the report's error stays */
+		} else {
+			by = taken_by(revs, n_revs, g->created, id);
+			json_array_append_new(back, json_pack("{s:I,s:s}", "block", (json_int_t)id, "by",
+							      by ? by : "outside memgrant"));
+		}
+	}
+	if (json_array_size(back) == 0) {
+		json_decref(now);
+		now = NULL;
+		goto out;
+	}
+	livetable_lock(e->live);
+	bs = livetable_table(e->live)->block_size;
+	livetable_unlock(e->live);
+	json_object_set(now, "blocks", blocks);
+	json_object_set_new(now, "given_back", json_incref(back));
+	json_object_set_new(now, "applied_bytes", json_integer((json_int_t)(held * bs)));
+	json_object_set_new(now, "blocks_done", json_integer((json_int_t)held));
+	json_object_set_new(now, "state", json_string(held ? "reduced" : "revoked"));
+	json_object_set_new(now, "report", json_incref(report));
+out:
+	json_decref(blocks);
+	json_decref(back);
+	free(owned);
+	intentlog_grants_free(revs, n_revs);
+	if (!now)
+		return report;
+	json_decref(report);
+	return now;
+}
+
 json_t *engine_grant_json(struct engine *e, const char *id)
 {
 	struct intentlog_grant g = { 0 };
@@ -149,6 +243,8 @@ json_t *engine_grant_json(struct engine *e, const char *id)
 		}
 	} else if (intentlog_get_grant(e->journal, id, &g) == 0) {
 		j = g.status ? json_deep_copy(g.status) : NULL;
+		if (j && g.type == MSG_GRANT)
+			j = grant_now_locked(e, &g, j);
 		if (j)
 			set_times(j, &g);
 		intentlog_grant_done(&g);
