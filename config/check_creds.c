@@ -159,7 +159,8 @@ static bool check_one(struct ctx *c, const struct agent_view *v, const char *key
 	close(fd);
 regular:
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		cfg_err_at(c, cfg_where(c, key), "%s: %s is not a regular file; %s", key, path, needed);
+		cfg_err_at(c, cfg_where(c, key), "%s: %s is %s; %s", key, path,
+			   S_ISDIR(st.st_mode) ? "a folder, not a file" : "not a regular file", needed);
 		return false;
 	}
 	return true;
