@@ -30,11 +30,11 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 # (ctl/); providers/: the adapters and the wire protocol (wire/).
 LIB_SRC := $(wildcard lib/*.c)
 HOTPLUG_SRC := $(wildcard hotplug/*.c hotplug/sysfs/*.c hotplug/sim/*.c) \
-	hotplug/privsep/client.c hotplug/privsep/serve.c
+	hotplug/privsep/client.c hotplug/privsep/serve.c hotplug/privsep/creds.c
 # the helper's start and the confinement of both processes, linked into memgrantd
 PRIVSEP_AGENT_SRC := hotplug/privsep/spawn.c hotplug/privsep/sandbox.c
 CONFIG_SRC := $(wildcard config/*.c)
-AGENT_SRC := lib/log.c agent/reload.c agent/log_journald.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
+AGENT_SRC := lib/log.c agent/reload.c agent/log_journald.c agent/creds.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
 HOST_SRC := $(wildcard providers/host/*.c)
 PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/wire/*.c)
 CTL_SRC := $(wildcard agent/ctl/*.c agent/ctl/lsmem/*.c)

@@ -35,6 +35,7 @@
 #include "lib/log.h"
 #include "agent/reload.h"
 #include "agent/log_journald.h"
+#include "agent/creds.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -94,6 +95,7 @@ struct mainloop {
 	bool status_wanted;
 	bool status_due;      /* something changed since the last line sent */
 	uint64_t status_sent; /* mono_ms() of the last line sent */
+	struct agent_creds *creds;
 };
 
 #define STATUS_MIN_MS 250
@@ -132,7 +134,7 @@ static int start_hooks(struct mainloop *m, const struct mg_config *cfg)
 {
 	_cleanup_free_ char *hooks_dir = hooks_dir_for_config(m->config_path);
 	struct hooks_params hp = { .hooks = cfg->hooks, .n_hooks = cfg->n_hooks, .dir = hooks_dir,
-				   .agent_id = cfg->agent.id, .daemon = m->d };
+				   .agent_id = cfg->agent.id, .daemon = m->d, .creds = &m->creds->store };
 	int r = hooks_new(&hp, m->log, &m->hooks);
 
 	if (r == 0)
@@ -176,7 +178,11 @@ static void reload(struct mainloop *m)
 	}
 	m->log->level = (int)nc->agent.log_level;
 	api_set_body_limit(m->api, (size_t)nc->agent.api_body_limit);
-	hooks = reload_changed(m->cfg, nc, "hooks") || reload_changed(m->cfg, nc, "agent.log_level");
+	/* credential files in place are read again at their next use (a
+	 * certificate rotation); webhook secrets are read when the hooks start */
+	agent_creds_reload(m->creds, nc, m->log);
+	hooks = reload_changed(m->cfg, nc, "hooks") || reload_changed(m->cfg, nc, "agent.log_level") ||
+		agent_creds_has_secrets(nc);
 	pressure = hooks || reload_changed(m->cfg, nc, "pressure") || reload_changed(m->cfg, nc, "policy.reserve");
 	if (pressure) {
 		pressure_stop(m->pressure);
@@ -344,8 +350,9 @@ int main(int argc, char **argv)
 	size_t n_overrides = 0;
 	bool foreground = false, check_only = false, helper_gone = false;
 	struct mg_log log;
-	struct mainloop m = { .sigfd = -1, .watchdog_fd = -1, .helper_fd = -1, .log = &log };
-	struct helper helper = { .pid = 0, .fd = -1 };
+	struct agent_creds creds = { .client = { .fd = -1 } };
+	struct mainloop m = { .sigfd = -1, .watchdog_fd = -1, .helper_fd = -1, .log = &log, .creds = &creds };
+	struct helper helper = { .pid = 0, .fd = -1, .cred_fd = -1 };
 	sigset_t mask;
 	int c, r, rc = 0;
 
@@ -386,6 +393,14 @@ int main(int argc, char **argv)
 			char restart[512];
 			reload_restart_keys(restart, sizeof(restart));
 			printf("%s: OK\n", config_path);
+			if (m.cfg->providers.https.enabled && m.cfg->providers.https.cert_file) {
+				char until[64];
+				long days;
+
+				if (config_cert_days(m.cfg->providers.https.cert_file, &days, until, sizeof(until)) == 0)
+					printf("providers.https.cert_file: %s is valid until %s (%ld days left)\n",
+					       m.cfg->providers.https.cert_file, until, days);
+			}
 			/* for an operator at a terminal, about to reload; not at every
 			 * start (the unit's ExecStartPre) nor in a script.  A reload
 			 * itself names the changed keys that wait for a restart. */
@@ -423,22 +438,28 @@ int main(int argc, char **argv)
 
 	/* The privilege split (docs/security.md): the helper first, while this
 	 * is the only thread, then the rest of the agent gives up root. */
-	if (helper_arg) {
-		r = backend_start_helper(m.cfg, &log, helper_arg, &helper);
+	r = agent_creds_prepare(&creds, m.cfg, &log);
+	if (r < 0) {
+		log_err(&log, "cannot list the credential files: %s", strerror(-r));
+	} else if (helper_arg) {
+		r = backend_start_helper(m.cfg, &log, helper_arg, creds.paths, creds.store.n, &helper);
 	} else {
 		char path[4096];
 		r = helper_path(path, sizeof(path));
 		if (r < 0)
 			log_err(&log, "cannot find memgrant-helper next to memgrantd: %s", strerror(-r));
 		else
-			r = backend_start_helper(m.cfg, &log, path, &helper);
+			r = backend_start_helper(m.cfg, &log, path, creds.paths, creds.store.n, &helper);
 	}
 	if (r < 0) { /* logged where it failed: the sim, the lock, the helper itself */
+		agent_creds_done(&creds);
 		config_free(m.cfg);
 		return 1;
 	}
+	agent_creds_connect(&creds, helper.cred_fd);
 	r = drop_privileges(m.cfg, &log, helper.pid);
 	if (r < 0) {
+		agent_creds_done(&creds);
 		close(helper.fd);
 		helper_reap(&helper, &log);
 		config_free(m.cfg);
@@ -523,7 +544,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (m.cfg->providers.https.enabled) {
-		r = https_provider_start(&m.cfg->providers.https, m.cfg->agent.id, m.d, &log, &m.https);
+		r = https_provider_start(&m.cfg->providers.https, m.cfg->agent.id, m.d, &creds.store, &log, &m.https);
 		if (r < 0) {
 			log_err(&log, "cannot start the https provider: %s", strerror(-r));
 			rc = 1;
@@ -557,6 +578,7 @@ out:
 	hooks_free(m.hooks); /* runs what is queued (agent.stopping), at most HOOKS_STOP_GRACE_MS */
 	if (m.d)
 		engine_stop(m.d);
+	agent_creds_done(&creds); /* every reader stopped */
 	engine_free(m.d); /* closes the helper's socket: it ends */
 	if (helper_gone) {
 		/* one line for the whole story: the stop is not a failure of

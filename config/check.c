@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What a configuration that loads would still fail on at run time, for
- * memgrantd --check-config (and so the unit's ExecStartPre): the files the
- * HTTPS provider and the webhooks read, the programs the hooks run, and the
- * folder of the guest channel.  check_agent.c checks the agent's identity and
+ * memgrantd --check-config (and so the unit's ExecStartPre): the programs
+ * the hooks run, the network, and the folder of the guest channel.  The
+ * credential files are check_creds.c's.  check_agent.c checks the agent's identity and
  * tries the files it opens as the agent.  Each problem is a message at the key, as the
  * load's own are; nothing is created or changed.
  */
@@ -20,26 +20,6 @@
 #include <unistd.h>
 
 #include "lib/util.h"
-
-/* PATH (the value of KEY) must be a file this process can open for reading. */
-static void check_readable(struct ctx *c, const char *key, const char *path, const char *needed_for)
-{
-	struct stat st;
-	int fd, e;
-
-	if (!path || cfg_bad(c, key))
-		return;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		e = errno;
-		cfg_err_at(c, cfg_where(c, key), "%s: %s: %s (%s); %s", key, path,
-			   e == ENOENT ? "no such file" : strerror(e), errno_name(e), needed_for);
-		return;
-	}
-	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-		cfg_err_at(c, cfg_where(c, key), "%s: %s is a folder, not a file; %s", key, path, needed_for);
-	close(fd);
-}
 
 /* PATH (the value of KEY) must be a regular file the agent V may execute. */
 static void check_executable(struct ctx *c, const struct agent_view *v, const char *key, const char *path)
@@ -135,15 +115,8 @@ void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg)
 
 	if (cfg->providers.https.enabled)
 		check_network(c, "providers.https.url", refused);
-	if (cfg->providers.https.enabled) {
-		const struct mg_https_config *h = &cfg->providers.https;
-		static const char conn[] = "the agent could not connect to the control plane";
-
-		check_readable(c, "providers.https.ca_file", h->ca_file, conn);
-		check_readable(c, "providers.https.cert_file", h->cert_file, conn);
-		check_readable(c, "providers.https.key_file", h->key_file, conn);
-		check_readable(c, "providers.https.token_file", h->token_file, conn);
-	}
+	/* the TLS files, the token and webhook secrets: check_creds.c */
+	cfg_check_credentials(c, cfg, &v);
 	if (cfg->providers.channel.enabled)
 		check_folder_of(c, "providers.channel.path", cfg->providers.channel.path,
 				"this guest has no such virtio-serial port (add the channel to the domain, "
@@ -158,7 +131,5 @@ void cfg_check_runtime(struct ctx *c, const struct mg_config *cfg)
 			snprintf(key, sizeof(key), "hooks[%zu].webhook", i);
 			check_network(c, key, refused);
 		}
-		snprintf(key, sizeof(key), "hooks[%zu].secret_file", i);
-		check_readable(c, key, h->secret_file, "the webhook could not be signed");
 	}
 }

@@ -227,6 +227,15 @@ static inline void config_diag_clearp(struct config_diag *d)
 }
 #define _cleanup_config_diag_ __attribute__((cleanup(config_diag_clearp)))
 
+/* The credential files CFG names (providers.https.ca_file, cert_file,
+ * key_file, token_file, hooks[N].secret_file), added to OUT in that order
+ * (lib/credstore.h).  0 or -ENOMEM. */
+struct cred_store;
+int config_credentials(const struct mg_config *cfg, struct cred_store *out);
+/* The days left (negative: expired) until the certificate in PATH expires,
+ * and the date in UNTIL.  -EINVAL when PATH holds no PEM certificate. */
+int config_cert_days(const char *path, long *days, char *until, size_t len);
+
 const char *mg_backend_type_name(enum mg_backend_type t);
 const char *mg_memmap_policy_name(enum mg_memmap_policy p);
 const char *mg_log_level_name(enum mg_log_level l);

@@ -158,3 +158,5 @@ int cfg_agent_access(const struct agent_view *v, const char *path, int mode);
 void cfg_check_agent(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v);
 /* The sim's folders against the helper and the agent (check_sim.c). */
 void cfg_check_sim(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v);
+/* check_creds.c: the credential files, as the agent will get them. */
+void cfg_check_credentials(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v);

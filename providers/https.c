@@ -462,6 +462,7 @@ static void conn_done(struct conn *c)
 	if (c->multi)
 		curl_multi_cleanup(c->multi);
 	https_token_clear(c);
+	https_tls_clear(c);
 	c->easy = NULL;
 	c->multi = NULL;
 }
@@ -495,15 +496,24 @@ static int dup_opt(const char *s, char **out)
 	return *out ? 0 : -ENOMEM;
 }
 
+/* Read once at start, to say early what will fail (the requests read again). */
 static void check_file(struct https_provider *p, const char *key, const char *path)
 {
-	if (path && access(path, R_OK) < 0)
-		log_err(p->log, "providers.https.%s %s: %s (requests will fail until it is readable)", key, path,
-			strerror(errno));
+	char *buf = NULL;
+	size_t n = 0;
+	int r;
+
+	if (!path)
+		return;
+	r = cred_read(p->creds, path, CRED_FILE_MAX, &buf, &n);
+	cred_free(buf, n);
+	if (r < 0)
+		log_err(p->log, "providers.https.%s %s: %s (requests will fail until it is readable%s)", key, path,
+			strerror(-r), r == -EACCES ? "; see Credentials in docs/security.md" : "");
 }
 
 int https_provider_start(const struct mg_https_config *cfg, const char *agent_id, struct engine *d,
-			 const struct mg_log *log, struct https_provider **out)
+			 struct cred_store *creds, const struct mg_log *log, struct https_provider **out)
 {
 	struct https_provider *p;
 	pthread_condattr_t ca;
@@ -529,6 +539,7 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	pthread_cond_init(&p->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	p->d = d;
+	p->creds = creds;
 	p->log = log;
 	p->insecure = strncasecmp(cfg->url, "http://", 7) == 0;
 	p->wait_s = (long)(cfg->wait_ms / 1000);

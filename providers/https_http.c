@@ -111,65 +111,139 @@ void https_token_clear(struct conn *c)
 	c->token_loaded = false;
 }
 
-/* Refreshes the token when the file changed.  0 (c->token set), or -errno
- * with WHY filled (never containing the token). */
-static int token_refresh(struct https_provider *p, struct conn *c, char *why, size_t whylen)
+/* The token's text checked: printable, no spaces, not empty.  BUF is
+ * NUL-terminated at N (trailing white space already cut). */
+static int token_check(struct https_provider *p, const char *buf, size_t n, char *why, size_t whylen)
 {
-	struct stat st;
-	_cleanup_fclose_ FILE *f = NULL;
-	char *buf;
-	size_t n;
-
-	if (stat(p->token_file, &st) < 0) {
-		int e = errno;
-		snprintf(why, whylen, "token_file %s: %s", p->token_file, strerror(e));
-		https_token_clear(c);
-		return -e;
-	}
-	if (c->token_loaded && st.st_ino == c->token_ino && st.st_size == c->token_size &&
-	    st.st_mtim.tv_sec == c->token_mtime.tv_sec && st.st_mtim.tv_nsec == c->token_mtime.tv_nsec)
-		return 0;
-	https_token_clear(c);
-	if (st.st_size > TOKEN_MAX) {
-		snprintf(why, whylen, "token_file %s: %lld bytes, a token is at most %d", p->token_file,
-			 (long long)st.st_size, TOKEN_MAX);
-		return -EFBIG;
-	}
-	f = fopen(p->token_file, "re");
-	if (!f) {
-		int e = errno;
-		snprintf(why, whylen, "token_file %s: %s", p->token_file, strerror(e));
-		return -e;
-	}
-	buf = calloc(1, TOKEN_MAX + 1);
-	if (!buf)
-		return -ENOMEM;
-	n = fread(buf, 1, TOKEN_MAX, f);
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-		n--;
-	buf[n] = '\0';
 	for (size_t i = 0; i < n; i++) {
 		/* RFC 6750 b64token characters; anything else would break the header */
 		unsigned char ch = (unsigned char)buf[i];
 		if (ch <= ' ' || ch >= 0x7f) {
-			explicit_bzero(buf, TOKEN_MAX);
-			free(buf);
 			snprintf(why, whylen, "token_file %s: byte %zu is not a token character (the token is not shown)",
 				 p->token_file, i + 1);
 			return -EINVAL;
 		}
 	}
 	if (n == 0) {
-		free(buf);
 		snprintf(why, whylen, "token_file %s is empty", p->token_file);
 		return -ENODATA;
+	}
+	return 0;
+}
+
+/* Refreshes the token: after a reload, and when a file the agent reads
+ * itself changed (a root-only one is read through the helper and cannot be
+ * watched).  0 (c->token set), or -errno with WHY filled (never containing
+ * the token). */
+static int token_refresh(struct https_provider *p, struct conn *c, char *why, size_t whylen)
+{
+	const struct cred_file *f = cred_store_find(p->creds, p->token_file);
+	bool served = f && f->served && p->creds->fetch;
+	unsigned gen = cred_generation(p->creds);
+	struct stat st = { 0 };
+	char *buf = NULL;
+	size_t n = 0;
+	int r;
+
+	/* a file the agent can see is watched; one in a root-only folder
+	 * (served by the helper) is read again at reloads only */
+	if (stat(p->token_file, &st) < 0) {
+		int e = errno;
+
+		if (!served || e != EACCES) {
+			snprintf(why, whylen, "token_file %s: %s", p->token_file, strerror(e));
+			https_token_clear(c);
+			return -e;
+		}
+		if (c->token_loaded && c->token_gen == gen)
+			return 0;
+		st = (struct stat){ 0 };
+	} else if (c->token_loaded && c->token_gen == gen && st.st_ino == c->token_ino &&
+		   st.st_size == c->token_size && st.st_mtim.tv_sec == c->token_mtime.tv_sec &&
+		   st.st_mtim.tv_nsec == c->token_mtime.tv_nsec) {
+		return 0;
+	}
+	https_token_clear(c);
+	r = cred_read(p->creds, p->token_file, TOKEN_MAX, &buf, &n);
+	if (r == -EFBIG) {
+		snprintf(why, whylen, "token_file %s: a token is at most %d bytes", p->token_file, TOKEN_MAX);
+		return r;
+	}
+	if (r < 0) {
+		snprintf(why, whylen, "token_file %s: %s%s", p->token_file, strerror(-r),
+			 r == -EACCES ? " (see Credentials in docs/security.md)" : "");
+		return r;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+		buf[--n] = '\0';
+	r = token_check(p, buf, n, why, whylen);
+	if (r < 0) {
+		cred_free(buf, n);
+		return r;
 	}
 	c->token = buf;
 	c->token_ino = st.st_ino;
 	c->token_size = st.st_size;
 	c->token_mtime = st.st_mtim;
+	c->token_gen = gen;
 	c->token_loaded = true;
 	log_info(p->log, "https %s: bearer token read from %s (%zu characters)", c->name, p->token_file, n);
+	return 0;
+}
+
+/* --- the TLS files ------------------------------------------------------------ */
+
+void https_tls_clear(struct conn *c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(c->tls); i++) {
+		cred_free(c->tls[i], c->tls_len[i]);
+		c->tls[i] = NULL;
+		c->tls_len[i] = 0;
+	}
+	c->tls_loaded = false;
+}
+
+/* Reads the CA, certificate and key (credstore.h) when not read yet or a
+ * reload happened since; after a reload the next request opens a new
+ * connection, so that it presents the new certificate.  0, or -errno with
+ * WHY naming the key and the file. */
+static int tls_refresh(struct https_provider *p, struct conn *c, char *why, size_t whylen)
+{
+	const char *key[3] = { "ca_file", "cert_file", "key_file" };
+	const char *path[3] = { p->ca_file, p->cert_file, p->key_file ? p->key_file : p->cert_file };
+	unsigned gen = cred_generation(p->creds);
+	char *buf[3] = { NULL };
+	size_t len[3] = { 0 };
+	int r = 0;
+
+	if (c->tls_loaded && c->tls_gen == gen)
+		return 0;
+	for (size_t i = 0; i < 3 && r == 0; i++) {
+		if (!path[i] || (i == 2 && !p->cert_file))
+			continue;
+		r = cred_read(p->creds, path[i], CRED_FILE_MAX, &buf[i], &len[i]);
+		if (r < 0)
+			snprintf(why, whylen, "%s %s: %s%s", i == 2 && !p->key_file ? "cert_file (the key)" : key[i],
+				 path[i], strerror(-r),
+				 r == -EACCES ? " (see Credentials in docs/security.md)" : "");
+	}
+	if (r < 0) {
+		for (size_t i = 0; i < 3; i++)
+			cred_free(buf[i], len[i]);
+		return r;
+	}
+	if (c->tls_loaded) {
+		c->fresh = true;
+		log_info(p->log, "https %s: credential files read again after a reload; the next connection uses them",
+			 c->name);
+	}
+	https_tls_clear(c);
+	for (size_t i = 0; i < 3; i++) {
+		c->tls[i] = buf[i];
+		c->tls_len[i] = len[i];
+	}
+	c->tls_gen = gen;
+	c->tls_loaded = true;
 	return 0;
 }
 
@@ -243,11 +317,24 @@ static void set_common(struct https_provider *p, struct conn *c, struct response
 	curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (p->ca_file)
-		curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file);
-	if (p->cert_file) {
-		curl_easy_setopt(e, CURLOPT_SSLCERT, p->cert_file);
-		curl_easy_setopt(e, CURLOPT_SSLKEY, p->key_file ? p->key_file : p->cert_file);
+	/* the files' contents, not their paths: the agent may not be able to
+	 * open them itself (root-only keys, credstore.h) */
+	if (c->tls[0]) {
+		struct curl_blob b = { .data = c->tls[0], .len = c->tls_len[0], .flags = CURL_BLOB_COPY };
+		curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
+	}
+	if (c->tls[1] && c->tls[2]) {
+		struct curl_blob cb = { .data = c->tls[1], .len = c->tls_len[1], .flags = CURL_BLOB_COPY };
+		struct curl_blob kb = { .data = c->tls[2], .len = c->tls_len[2], .flags = CURL_BLOB_COPY };
+		curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cb);
+		curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &kb);
+	}
+	if (c->fresh) {
+		/* a reload: neither the kept-alive connection nor a TLS session
+		 * made with the old certificate serves this request */
+		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+		curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+		c->fresh = false;
 	}
 	curl_easy_setopt(e, CURLOPT_USERAGENT, "memgrantd/" MEMGRANT_VERSION);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
@@ -314,6 +401,9 @@ int https_request(struct https_provider *p, struct conn *c, const char *method, 
 		if (r < 0)
 			return r;
 	}
+	r = tls_refresh(p, c, why, whylen);
+	if (r < 0)
+		return r;
 	set_common(p, c, resp, timeout_ms);
 	h = add_header(h, &ok, "Accept: application/json");
 	if (c->token)

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "agent/engine/engine.h"
+#include "lib/credstore.h"
 #include "lib/json.h"
 #include "lib/log.h"
 
@@ -48,6 +49,13 @@ struct conn {
 	off_t token_size;
 	bool token_loaded;
 	int token_err;                  /* last error logged for the token file, 0 none */
+	unsigned token_gen;             /* the credential generation it was read at */
+	/* the TLS files' contents (credstore.h), read again after a reload */
+	char *tls[3];                   /* ca, cert, key; NULL: not configured */
+	size_t tls_len[3];
+	bool tls_loaded;
+	unsigned tls_gen;
+	bool fresh;                     /* the next request opens a new connection */
 	/* backoff and the once-per-change log */
 	unsigned backoff_ms;
 	unsigned failures;
@@ -60,6 +68,7 @@ struct https_provider {
 	char *agent;                    /* URL-escaped agent id */
 	char *agent_id;
 	char *ca_file, *cert_file, *key_file, *token_file;
+	struct cred_store *creds;       /* how they are read (may be NULL) */
 	long wait_s;
 	bool insecure;
 	unsigned backoff_cap_ms;
@@ -107,6 +116,7 @@ bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *c
 			 long retry_after_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 void https_succeeded(struct https_provider *p, struct conn *c);
 void https_token_clear(struct conn *c);
+void https_tls_clear(struct conn *c);
 /* Does METHOD URL with BODY (NULL: none) and IDEMPOTENCY_KEY (NULL: none).
  * 0 with RESP filled (a transport failure is RESP->cc != CURLE_OK), or -errno
  * for a local problem (out of memory, token file) described in WHY. */

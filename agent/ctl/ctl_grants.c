@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* memgrantctl grants [ID] [--json]: every grant and revocation the journal
- * keeps, or one of them in detail. */
+ * keeps, or one of them in detail: for a grant that gave memory back, what
+ * it holds now, what it gave back and to which revocation, and its report
+ * as history (the engine's grant view, docs/api/local.openapi.yaml). */
 #include <curl/curl.h>
 #include <getopt.h>
 #include <libsmartcols.h>
@@ -50,6 +52,38 @@ static void block_ranges(json_t *blocks, bool failed, char *buf, size_t len)
 	words_block_list_format(ids, n, buf, len);
 }
 
+/* "given back:  28-35 by r-2", one line per revocation (or "outside
+ * memgrant"), in the order they first appear. */
+static void given_back_lines(json_t *back)
+{
+	size_t n = json_array_size(back);
+	_cleanup_free_ uint64_t *ids = calloc(n + 1, sizeof(*ids));
+	_cleanup_free_ bool *seen = calloc(n + 1, sizeof(*seen));
+	char list[512];
+
+	if (!ids || !seen)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const char *by = json_string_value(json_object_get(json_array_get(back, i), "by"));
+		size_t k = 0;
+
+		if (seen[i] || !by)
+			continue;
+		for (size_t j = i; j < n; j++) {
+			json_t *b = json_array_get(back, j);
+			const char *o = json_string_value(json_object_get(b, "by"));
+
+			if (!seen[j] && o && streq(o, by)) {
+				seen[j] = true;
+				ids[k++] = (uint64_t)json_integer_value(json_object_get(b, "block"));
+			}
+		}
+		qsort(ids, k, sizeof(*ids), by_id);
+		words_block_list_format(ids, k, list, sizeof(list));
+		printf("  given back:  %s %s%s\n", list, streq(by, "outside memgrant") ? "" : "by ", by);
+	}
+}
+
 /* One grant or revocation in detail: GET /v1/grants/ID. */
 static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 {
@@ -75,14 +109,30 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 	block_ranges(json_object_get(g, "blocks"), false, blocks, sizeof(blocks));
 	block_ranges(json_object_get(g, "blocks"), true, not_done, sizeof(not_done));
 	printf("%s %s\n", json_string_value(json_object_get(g, "kind")), json_string_value(json_object_get(g, "id")));
-	printf("  state:       %s\n", json_string_value(json_object_get(g, "state")));
-	printf("  source:      %s, generation %lld\n", json_string_value(json_object_get(g, "source")),
-	       (long long)json_integer_value(json_object_get(g, "generation")));
-	printf("  memory:      %s of %s\n", app, req);
-	printf("  blocks:      %lld of %lld%s%s%s%s%s\n", (long long)json_integer_value(json_object_get(g, "blocks_done")),
-	       (long long)json_integer_value(json_object_get(g, "blocks_total")), blocks[0] ? ": " : "", blocks,
-	       not_done[0] ? (blocks[0] ? " (not done: " : ": not done: ") : "", not_done,
-	       not_done[0] && blocks[0] ? ")" : "");
+	if (json_is_array(json_object_get(g, "given_back"))) {
+		json_t *rep = json_object_get(g, "report");
+		char had[16];
+
+		size_format((uint64_t)json_integer_value(json_object_get(rep, "applied_bytes")), had, sizeof(had));
+		printf("  state:       %s (its report: %s, %s applied)\n", json_string_value(json_object_get(g, "state")),
+		       json_string_value(json_object_get(rep, "state")), had);
+		printf("  source:      %s, generation %lld\n", json_string_value(json_object_get(g, "source")),
+		       (long long)json_integer_value(json_object_get(g, "generation")));
+		printf("  memory:      %s held, of %s requested\n", app, req);
+		printf("  blocks:      %lld held%s%s%s%s%s\n", (long long)json_integer_value(json_object_get(g, "blocks_done")),
+		       blocks[0] ? ": " : "", blocks, not_done[0] ? (blocks[0] ? " (not done: " : ": not done: ") : "",
+		       not_done, not_done[0] && blocks[0] ? ")" : "");
+		given_back_lines(json_object_get(g, "given_back"));
+	} else {
+		printf("  state:       %s\n", json_string_value(json_object_get(g, "state")));
+		printf("  source:      %s, generation %lld\n", json_string_value(json_object_get(g, "source")),
+		       (long long)json_integer_value(json_object_get(g, "generation")));
+		printf("  memory:      %s of %s\n", app, req);
+		printf("  blocks:      %lld of %lld%s%s%s%s%s\n", (long long)json_integer_value(json_object_get(g, "blocks_done")),
+		       (long long)json_integer_value(json_object_get(g, "blocks_total")), blocks[0] ? ": " : "", blocks,
+		       not_done[0] ? (blocks[0] ? " (not done: " : ": not done: ") : "", not_done,
+		       not_done[0] && blocks[0] ? ")" : "");
+	}
 	/* times, when memgrantd reports them */
 	json_object_foreach(g, key, v)
 		if (json_is_string(v) && ((strlen(key) > 3 && streq(key + strlen(key) - 3, "_at")) || streq(key, "time"))) {

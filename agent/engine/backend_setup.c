@@ -96,10 +96,11 @@ int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 	return 0;
 }
 
-int backend_start_helper(const struct mg_config *cfg, const struct mg_log *log, const char *path, struct helper *out)
+int backend_start_helper(const struct mg_config *cfg, const struct mg_log *log, const char *path,
+			 const char *const *cred_paths, size_t n_creds, struct helper *out)
 {
 	struct helper_spec spec = { .state_dir = cfg->agent.state_dir, .root = cfg->backend.root,
-				    .seccomp = cfg->agent.seccomp };
+				    .seccomp = cfg->agent.seccomp, .cred_paths = cred_paths, .n_creds = n_creds };
 
 	if (cfg->backend.type == MG_BACKEND_SIM) {
 		int r = backend_prepare_sim(&cfg->backend.sim, log);

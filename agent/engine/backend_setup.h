@@ -15,6 +15,8 @@
  */
 #pragma once
 
+#include <stddef.h>
+
 struct engine;
 struct hp_backend;
 struct mg_config;
@@ -30,7 +32,9 @@ int backend_open(const struct mg_config *cfg, const struct mg_log *log, int help
  * helper does this before the split; tests and demos). */
 int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log);
 /* Starts the privileged helper PATH (hotplug/privsep/spawn.h) for the
- * backend CFG names, the sim prepared first; logs what failed. */
-int backend_start_helper(const struct mg_config *cfg, const struct mg_log *log, const char *path, struct helper *out);
+ * backend CFG names, the sim prepared first, with the credential list
+ * CRED_PATHS (N_CREDS entries, may be 0; spawn.h); logs what failed. */
+int backend_start_helper(const struct mg_config *cfg, const struct mg_log *log, const char *path,
+			 const char *const *cred_paths, size_t n_creds, struct helper *out);
 void backend_take_over_onlining(struct engine *e);
 void backend_give_back_onlining(struct engine *e);

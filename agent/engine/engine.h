@@ -285,12 +285,25 @@ static inline const char *engine_blocks_grant(const struct engine_blocks *b, siz
 /* A grant or revocation as GET /v1/grants lists it: its last status report
  * (the running operation's progress from memory, others from the journal),
  * when it was recorded and last changed, the blocks it owns now. */
+struct engine_given_back {
+	uint64_t block;
+	char by[64];                /* the revocation that took it; "" outside memgrant */
+};
 struct engine_grant_row {
 	bool has_report;            /* false: recorded without a report */
-	struct report report;
+	struct report report;       /* engine_grant(): what a grant holds now (has_now) */
 	time_t created, updated;
 	size_t owned_blocks;
+	/* engine_grant() of a grant that gave blocks back: REPORT lists only
+	 * the blocks it holds, with its figures; HISTORY is its last report */
+	bool has_now;
+	size_t held_blocks;         /* 0: "revoked", else "reduced" */
+	struct report history;
+	struct engine_given_back *given_back; /* own */
+	size_t n_given_back;
 };
+/* Releases what a row owns. */
+void engine_grant_row_clear(struct engine_grant_row *row);
 /* ID's row: 0, -ENOENT no such request, -ENOMEM. */
 int engine_grant(struct engine *e, const char *id, struct engine_grant_row *out);
 /* Every row the journal keeps, oldest first: 0 or -errno (*OUT freed with

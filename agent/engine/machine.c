@@ -220,6 +220,15 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 		struct op *o = e->running;
 		o->applied_bytes = o->applied_bytes >= bs ? o->applied_bytes - bs : 0;
 		op_add_decision(o, "block %llu was taken down outside memgrant (%s)", (unsigned long long)block, state);
+		/* its report lists what the grant holds: the block as it is now */
+		for (size_t k = 0; k < o->n_outcomes; k++)
+			if (o->outcomes[k].block == block) {
+				o->outcomes[k].configured = !gone && now->configured;
+				snprintf(o->outcomes[k].state, sizeof(o->outcomes[k].state), "%s",
+					 gone ? "offline" : mem_state_name(now->state));
+				o->outcomes[k].zone[0] = '\0';
+				o->outcomes[k].changed = true;
+			}
 	}
 	if (intentlog_get_grant(e->journal, grant_id, &g) < 0)
 		return;

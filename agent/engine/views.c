@@ -122,6 +122,87 @@ static int row_report_locked(const struct op *o, const struct intentlog_grant *g
 	return 0;
 }
 
+/* The revocation that gave BLOCK back: the last one recorded after the
+ * grant (CREATED) whose report lists BLOCK done.  Empty: none did (it was
+ * taken down outside memgrant).  Engine lock held. */
+static void taken_by(const struct intentlog_grant *revs, size_t n, time_t created, uint64_t block, char *by,
+		     size_t len)
+{
+	time_t when = 0;
+
+	by[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_report_ struct report rep = { 0 };
+		const struct report_block *b;
+
+		if (revs[i].type != MSG_REVOKE || !revs[i].status || revs[i].created < created ||
+		    intentlog_grant_report(&revs[i], &rep) < 0)
+			continue;
+		b = report_find_block(&rep, block);
+		if (b && !b->error_code[0] && (!by[0] || revs[i].updated >= when)) {
+			snprintf(by, len, "%s", revs[i].id);
+			when = revs[i].updated;
+		}
+	}
+}
+
+/*
+ * What grant G holds now, in ROW (its report, filled): the blocks it still
+ * owns stay in the report, those it had and gave back move to given_back
+ * with the revocation that took each ("" for outside memgrant); memory and
+ * block counts become what it holds; the state says "revoked" when it holds
+ * nothing any more, "reduced" when less than it had.  The report as it was
+ * stays in ROW->history.  A grant that holds what its report says is left
+ * as it is.  Engine lock held.
+ */
+static int grant_now_locked(struct engine *e, const struct intentlog_grant *g, struct engine_grant_row *row)
+{
+	_cleanup_free_ struct intentlog_block *owned = NULL;
+	struct intentlog_grant *revs = NULL;
+	size_t n_owned = 0, n_revs = 0, held = 0, kept = 0;
+	struct report *r = &row->report;
+	int rc = 0;
+
+	if (intentlog_owned_blocks(e->journal, &owned, &n_owned) < 0)
+		return 0;
+	if (intentlog_list_grants(e->journal, &revs, &n_revs) < 0)
+		n_revs = 0;
+	row->given_back = calloc(r->n_blocks + 1, sizeof(*row->given_back));
+	if (!row->given_back || report_copy(&row->history, r) < 0) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < r->n_blocks; i++) {
+		const struct report_block *b = &r->blocks[i];
+		bool mine = false;
+
+		for (size_t k = 0; k < n_owned && !mine; k++)
+			mine = owned[k].block == b->block && streq(owned[k].grant_id, g->id);
+		if (mine || b->error_code[0]) { /* held, or never held: the report's error stays */
+			held += mine;
+			r->blocks[kept++] = *b;
+			continue;
+		}
+		struct engine_given_back *gb = &row->given_back[row->n_given_back++];
+		gb->block = b->block;
+		taken_by(revs, n_revs, g->created, b->block, gb->by, sizeof(gb->by));
+	}
+	if (!row->n_given_back) {
+		report_clear(&row->history);
+		free(row->given_back);
+		row->given_back = NULL;
+		goto out;
+	}
+	r->n_blocks = kept;
+	r->applied_bytes = held * r->block_size;
+	r->blocks_done = held;
+	row->has_now = true;
+	row->held_blocks = held;
+out:
+	intentlog_grants_free(revs, n_revs);
+	return rc;
+}
+
 int engine_grant(struct engine *e, const char *id, struct engine_grant_row *out)
 {
 	struct intentlog_grant g = { 0 };
@@ -137,20 +218,34 @@ int engine_grant(struct engine *e, const char *id, struct engine_grant_row *out)
 		r = row_report_locked(e->running, &g, out);
 		if (r == 0 && !out->has_report)
 			r = -ENOENT; /* nothing to show */
+		if (r == 0 && g.type == MSG_GRANT && !(e->running && streq(e->running->msg->id, id)))
+			r = grant_now_locked(e, &g, out);
 		intentlog_grant_done(&g);
 	}
 	pthread_mutex_unlock(&e->lock);
 	if (out->report.agent == NULL)
 		out->report.agent = e->agent_id;
+	if (out->history.agent == NULL)
+		out->history.agent = e->agent_id;
 	if (r < 0)
-		report_clear(&out->report);
+		engine_grant_row_clear(out);
 	return r;
+}
+
+void engine_grant_row_clear(struct engine_grant_row *row)
+{
+	report_clear(&row->report);
+	report_clear(&row->history);
+	free(row->given_back);
+	row->given_back = NULL;
+	row->n_given_back = 0;
+	row->has_now = false;
 }
 
 void engine_grant_rows_free(struct engine_grant_row *rows, size_t n)
 {
 	for (size_t i = 0; rows && i < n; i++)
-		report_clear(&rows[i].report);
+		engine_grant_row_clear(&rows[i]);
 	free(rows);
 }
 

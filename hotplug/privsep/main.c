@@ -5,7 +5,11 @@
  * as fd 3; it is not meant to be run by hand.
  *
  *   memgrant-helper --sysfs ROOT | --sim STATE  [--seccomp kill|log|off] [--log-level N]
+ *                   [--credential PATH | --credential ""]...
  *
+ * Each --credential names, in order, a file of the credential list
+ * (creds.h) it serves on fd 5; an empty one holds the place of a file it
+ * does not serve.
  * It opens the backend for writing, drops every capability, loads its
  * seccomp filter, says hello and serves hotplug/privsep/serve.h's requests
  * until the socket closes (exit 0).  A malformed request: one log line,
@@ -18,6 +22,7 @@
 #include <signal.h>
 
 #include "hotplug/privsep/serve.h"
+#include "hotplug/privsep/creds.h"
 #include "hotplug/sim/sim.h"
 #include "lib/util.h"
 #include "lib/log.h"
@@ -37,6 +42,7 @@ int main(int argc, char **argv)
 		{ "sim", required_argument, NULL, 's' },
 		{ "seccomp", required_argument, NULL, 'S' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "credential", required_argument, NULL, 'C' },
 		{ 0 }
 	};
 	struct sigaction sa = { .sa_handler = on_alarm };
@@ -45,6 +51,9 @@ int main(int argc, char **argv)
 	_cleanup_backend_ struct hp_backend *w = NULL;
 	_cleanup_hp_path_ struct hp_path *tree = NULL;
 	struct mg_log log;
+	const char *cred_paths[PH_CRED_MAX];
+	struct ph_cred_list creds = { .fd = -1, .paths = cred_paths };
+	bool too_many = false;
 	int level = LOG_INFO, c, r;
 	sigset_t none;
 	char why[256] = "";
@@ -64,12 +73,23 @@ int main(int argc, char **argv)
 				bad_seccomp = optarg; /* refused once the log is set up */
 			break;
 		case 'l': level = atoi(optarg); break;
+		case 'C':
+			if (creds.n == PH_CRED_MAX) {
+				too_many = true;
+				break;
+			}
+			cred_paths[creds.n++] = *optarg ? optarg : NULL;
+			break;
 		default: return 1;
 		}
 	}
 	log_init(&log, "memgrantd", level);
 	if (!root == !sim || optind != argc) {
 		log_err(&log, "privileged helper: usage: memgrant-helper --sysfs ROOT | --sim STATE (started by memgrantd)");
+		return 1;
+	}
+	if (too_many) {
+		log_err(&log, "privileged helper: more than %d --credential files", PH_CRED_MAX);
 		return 1;
 	}
 	if (bad_seccomp) {
@@ -110,7 +130,10 @@ int main(int argc, char **argv)
 	if (privhelper_hello(HELPER_FD, r) < 0 || r < 0)
 		return 1;
 	malloc_trim(0); /* building the filter left freed heap behind */
-	r = privhelper_serve(HELPER_FD, w, tree, why, sizeof(why));
+	/* memgrantd passes the credential channel only with a list */
+	if (creds.n > 0)
+		creds.fd = PH_CRED_FD;
+	r = privhelper_serve(HELPER_FD, &creds, w, tree, why, sizeof(why));
 	if (r == 0)
 		return 0;
 	if (r == -EPROTO)

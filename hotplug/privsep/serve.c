@@ -7,6 +7,7 @@
  * such a request and nothing it asks for afterwards can be trusted.
  */
 #include "hotplug/privsep/serve.h"
+#include "hotplug/privsep/creds.h"
 #include "lib/util.h"
 
 #include <inttypes.h>
@@ -148,8 +149,11 @@ int privhelper_hello(int fd, int err)
 	return send_reply(fd, err);
 }
 
-int privhelper_serve(int fd, struct hp_backend *writer, struct hp_path *root, char *why, size_t whylen)
+int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
+		     char *why, size_t whylen)
 {
+	int cred_fd = creds ? creds->fd : -1;
+
 	for (;;) {
 		/* one byte more than a request, so that a longer one shows */
 		union {
@@ -166,6 +170,26 @@ int privhelper_serve(int fd, struct hp_backend *writer, struct hp_path *root, ch
 		ssize_t n;
 		int r;
 
+		if (cred_fd >= 0) {
+			/* a credential request is answered between two block requests */
+			struct pollfd pf[2] = { { .fd = fd, .events = POLLIN }, { .fd = cred_fd, .events = POLLIN } };
+
+			if (poll(pf, 2, -1) < 0) {
+				if (errno == EINTR)
+					continue;
+				r = -errno;
+				snprintf(why, whylen, "poll: %s", strerror(errno));
+				return r;
+			}
+			if (pf[1].revents) {
+				r = ph_cred_answer(cred_fd, creds->paths, creds->n, why, whylen);
+				if (r < 0)
+					return r;
+				if (r == 0)
+					cred_fd = -1; /* closed: the block channel goes on */
+				continue;
+			}
+		}
 		memset(&buf, 0, sizeof(buf));
 		n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
 		if (n < 0) {

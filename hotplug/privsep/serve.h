@@ -76,7 +76,8 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
 
 /*
  * Serves requests on FD (the helper's end of the socketpair) until the peer
- * closes it: each valid request is performed on WRITER, which writes under
+ * closes it, and those of the credential channel CREDS (NULL: none, see
+ * creds.h) while it is open: each valid request is performed on WRITER, which writes under
  * ROOT.  Returns 0 at end of file, -EPROTO for a bad request and -errno for a
  * broken socket, with WHY saying what happened.
  *
@@ -86,7 +87,13 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
  * handler without SA_RESTART so that the kernel ends the offline with EINTR,
  * which is what the reply then says.
  */
-int privhelper_serve(int fd, struct hp_backend *writer, struct hp_path *root, char *why, size_t whylen);
+struct ph_cred_list {
+	int fd;                    /* the credential channel (creds.h), -1: none */
+	const char *const *paths;  /* by index; NULL entries are not served */
+	size_t n;
+};
+int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
+		     char *why, size_t whylen);
 
 /* Sends the hello (ERR: 0 or a negative errno). */
 int privhelper_hello(int fd, int err);

@@ -5,6 +5,7 @@
 #include "hotplug/privsep/spawn.h"
 #include "hotplug/privsep/sandbox.h"
 #include "hotplug/privsep/serve.h"
+#include "hotplug/privsep/creds.h"
 #include "hotplug/sim/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
@@ -90,11 +91,11 @@ static int place_fd(int fd, int target)
  * a killed agent would go on with a write nobody waits for.
  */
 __attribute__((noreturn))
-static void exec_helper(int fd, int lock_fd, pid_t parent, const char *path, const struct helper_spec *spec,
+static void exec_helper(int fd, int lock_fd, int cred_fd, pid_t parent, const char *path, const struct helper_spec *spec,
 			const struct mg_log *log)
 {
 	char level[16];
-	const char *argv[10];
+	const char *argv[12 + 2 * PH_CRED_MAX];
 	int n = 0, null;
 
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
@@ -102,9 +103,13 @@ static void exec_helper(int fd, int lock_fd, pid_t parent, const char *path, con
 	/* out of the way of 3 and 4 first, in case either already sits there */
 	fd = fcntl(fd, F_DUPFD_CLOEXEC, 10);
 	lock_fd = fcntl(lock_fd, F_DUPFD_CLOEXEC, 10);
+	if (cred_fd >= 0)
+		cred_fd = fcntl(cred_fd, F_DUPFD_CLOEXEC, 10);
 	if (fd < 0 || lock_fd < 0 || place_fd(fd, 3) < 0 || place_fd(lock_fd, 4) < 0)
 		_exit(1);
-	if (close_range(5, ~0U, 0) < 0)
+	if (spec->n_creds && (cred_fd < 0 || place_fd(cred_fd, PH_CRED_FD) < 0))
+		_exit(1);
+	if (close_range(spec->n_creds ? PH_CRED_FD + 1 : 5, ~0U, 0) < 0)
 		_exit(1);
 	null = open("/dev/null", O_RDWR);
 	if (null >= 0) {
@@ -126,6 +131,10 @@ static void exec_helper(int fd, int lock_fd, pid_t parent, const char *path, con
 	argv[n++] = spec->seccomp == MG_SECCOMP_OFF ? "off" : spec->seccomp == MG_SECCOMP_LOG ? "log" : "kill";
 	argv[n++] = "--log-level";
 	argv[n++] = level;
+	for (size_t i = 0; i < spec->n_creds && i < PH_CRED_MAX; i++) {
+		argv[n++] = "--credential";
+		argv[n++] = spec->cred_paths[i] ? spec->cred_paths[i] : "";
+	}
 	argv[n] = NULL;
 	execv(path, (char *const *)argv);
 	log_err(log, "privileged helper: cannot execute %s: %s", path, strerror(errno));
@@ -135,7 +144,7 @@ static void exec_helper(int fd, int lock_fd, pid_t parent, const char *path, con
 int helper_start(const struct helper_spec *spec, const struct mg_log *log, const char *path, struct helper *out)
 {
 	_cleanup_close_ int lock_fd = -1;
-	int sv[2];
+	int sv[2], cv[2] = { -1, -1 };
 	struct ph_reply hello;
 	ssize_t n;
 	pid_t pid, parent = getpid();
@@ -149,6 +158,19 @@ int helper_start(const struct helper_spec *spec, const struct mg_log *log, const
 		log_err(log, "privileged helper: socketpair: %s", strerror(errno));
 		return -errno;
 	}
+	if (spec->n_creds > PH_CRED_MAX) {
+		log_err(log, "privileged helper: %zu credential files, at most %d", spec->n_creds, PH_CRED_MAX);
+		close(sv[0]);
+		close(sv[1]);
+		return -E2BIG;
+	}
+	if (spec->n_creds && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) < 0) {
+		int r = -errno;
+		log_err(log, "privileged helper: socketpair: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return r;
+	}
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
@@ -156,15 +178,24 @@ int helper_start(const struct helper_spec *spec, const struct mg_log *log, const
 		log_err(log, "privileged helper: fork: %s", strerror(errno));
 		close(sv[0]);
 		close(sv[1]);
+		if (cv[0] >= 0) {
+			close(cv[0]);
+			close(cv[1]);
+		}
 		return r;
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		exec_helper(sv[1], lock_fd, parent, path, spec, log);
+		if (cv[0] >= 0)
+			close(cv[0]);
+		exec_helper(sv[1], lock_fd, cv[1], parent, path, spec, log);
 	}
 	close(sv[1]);
+	if (cv[1] >= 0)
+		close(cv[1]);
 	out->pid = pid;
 	out->fd = sv[0];
+	out->cred_fd = cv[0];
 	do
 		n = recv(out->fd, &hello, sizeof(hello), 0);
 	while (n < 0 && errno == EINTR);
@@ -173,6 +204,9 @@ int helper_start(const struct helper_spec *spec, const struct mg_log *log, const
 		int status = 0;
 		close(out->fd);
 		out->fd = -1;
+		if (out->cred_fd >= 0)
+			close(out->cred_fd);
+		out->cred_fd = -1;
 		/* a helper that exits logged why itself (main.c, exec_helper()): one
 		 * line per failure; only a death by a signal is ours to tell */
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

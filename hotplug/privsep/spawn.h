@@ -14,6 +14,9 @@
  * when the agent is killed.  A sim the configuration describes is created
  * (and its faults set) here, before the fork.
  *
+ * With a credential list, a second socketpair (the helper's fd 5) carries
+ * creds.h's requests; its other end is OUT->cred_fd.
+ *
  * One helper per state directory: it holds an flock on
  * STATE_DIR/helper.lock for its whole life (fd 4), and helper_start()
  * waits (up to 30 s, then -EBUSY) for a helper left by a killed memgrantd
@@ -39,7 +42,8 @@
 
 struct helper {
 	pid_t pid;
-	int fd; /* the agent's end of the socketpair */
+	int fd;      /* the agent's end of the socketpair */
+	int cred_fd; /* the agent's end of the credential channel (creds.h), -1: no list */
 };
 
 /* What the helper serves: the sim's state file (created by the caller
@@ -49,6 +53,10 @@ struct helper_spec {
 	const char *sim_state;         /* the sim's state file, or NULL: sysfs */
 	const char *root;              /* sysfs: "/" or a test tree */
 	enum mg_seccomp_action seccomp;
+	/* the credential list (creds.h), fixed for the helper's life; a NULL
+	 * entry holds the place of a file it does not serve */
+	const char *const *cred_paths;
+	size_t n_creds;                /* at most PH_CRED_MAX */
 };
 
 int helper_start(const struct helper_spec *spec, const struct mg_log *log, const char *path, struct helper *out);

@@ -437,6 +437,7 @@ int hooks_new(const struct hooks_params *p, const struct mg_log *log, struct hoo
 		} else if (c->webhook) {
 			struct webhook_params wp = { .url = c->webhook,
 						     .secret_file = c->secret_file,
+						     .creds = p->creds,
 						     .insecure_http = c->insecure_http,
 						     .timeout_ms = e->timeout_ms };
 			r = webhook_new(&wp, p->daemon, log, &e->webhook);

@@ -57,6 +57,7 @@ struct hooks_params {
 	size_t output_max;            /* 0: HOOKS_OUTPUT_MAX_DEFAULT */
 	const char *agent_id;         /* "agent" of every event */
 	struct engine *daemon;        /* transitions to follow, outboxes for webhooks; NULL: hooks_fire() only */
+	struct cred_store *creds;     /* how webhook secrets are read (lib/credstore.h); NULL: directly */
 };
 
 /* Checks and copies P; reads webhook secrets (-errno naming nothing: the

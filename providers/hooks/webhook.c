@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "lib/credstore.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
@@ -120,17 +121,18 @@ int webhook_new(const struct webhook_params *p, struct engine *d, const struct m
 		char *buf = NULL;
 		size_t n = 0;
 
-		r = file_read_all(p->secret_file, WEBHOOK_SECRET_MAX, &buf, &n);
+		/* a root-only secret comes through the helper (credstore.h) */
+		r = cred_read(p->creds, p->secret_file, WEBHOOK_SECRET_MAX, &buf, &n);
 		if (r < 0) {
-			log_err(log, "webhook %s: cannot read the secret %s: %s", p->url, p->secret_file,
-				strerror(-r));
+			log_err(log, "webhook %s: cannot read the secret %s: %s%s", p->url, p->secret_file,
+				strerror(-r), r == -EACCES ? " (see Credentials in docs/security.md)" : "");
 			goto fail;
 		}
 		/* `echo key > file` is the common way to write one */
 		if (n > 0 && buf[n - 1] == '\n')
 			n--;
 		if (n == 0) {
-			free(buf);
+			cred_free(buf, 1);
 			log_err(log, "webhook %s: the secret %s is empty", p->url, p->secret_file);
 			r = -EINVAL;
 			goto fail;

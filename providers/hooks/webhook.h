@@ -33,12 +33,14 @@
 #define WEBHOOK_DEST_MAX 32
 #define WEBHOOK_SECRET_MAX 4096
 
+struct cred_store;
 struct engine;
 struct webhook;
 
 struct webhook_params {
 	const char *url;
 	const char *secret_file; /* NULL: unsigned */
+	struct cred_store *creds; /* how the secret is read (lib/credstore.h); NULL: directly */
 	bool insecure_http;
 	uint64_t timeout_ms;     /* per attempt */
 };

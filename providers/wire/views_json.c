@@ -137,8 +137,27 @@ json_t *views_grant_json(const struct engine_grant_row *row)
 {
 	json_t *j = row->has_report ? report_to_json(&row->report) : json_object();
 
-	if (j)
-		set_times(j, row);
+	if (!j)
+		return NULL;
+	set_times(j, row);
+	if (row->has_now) {
+		/* what the grant holds now; its last report as history */
+		json_t *back = json_array(), *hist = report_to_json(&row->history);
+
+		for (size_t i = 0; back && i < row->n_given_back; i++)
+			json_array_append_new(back, json_pack("{s:I,s:s}", "block", (json_int_t)row->given_back[i].block,
+							      "by", row->given_back[i].by[0] ? row->given_back[i].by
+											    : "outside memgrant"));
+		if (!back || !hist) {
+			json_decref(back);
+			json_decref(hist);
+			json_decref(j);
+			return NULL;
+		}
+		json_object_set_new(j, "state", json_string(row->held_blocks ? "reduced" : "revoked"));
+		json_object_set_new(j, "given_back", back);
+		json_object_set_new(j, "report", hist);
+	}
 	return j;
 }
 
@@ -177,7 +196,7 @@ json_t *views_engine_grant(struct engine *e, const char *id)
 	if (engine_grant(e, id, &row) < 0)
 		return NULL;
 	j = views_grant_json(&row);
-	report_clear(&row.report);
+	engine_grant_row_clear(&row);
 	return j;
 }
 

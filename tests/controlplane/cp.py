@@ -33,6 +33,7 @@ Usage: cp.py --dir DIR [--cert F --key F] [--client-ca F] [--token T]
 It writes DIR/cp.json {"port": N, "admin_port": M} once both sides listen.
 """
 import argparse
+import hashlib
 import json
 import os
 import socket
@@ -104,6 +105,13 @@ class Handler(BaseHTTPRequestHandler):
                     self.server.st.tls_errors.append(str(e))
                 log("TLS handshake refused: %s", e)
                 raise
+        # which client certificate this connection presented (mTLS): the
+        # SHA-256 of its DER, recorded with every poll, status and inventory
+        self.client_cert = None
+        if ctx is not None:
+            der = self.request.getpeercert(binary_form=True)
+            if der:
+                self.client_cert = hashlib.sha256(der).hexdigest()
         self.server.track(self.request, True)
         super().setup()
 
@@ -213,6 +221,7 @@ class Handler(BaseHTTPRequestHandler):
                     break
                 st.cond.wait(left)
             st.polls.append({"agent": agent, "after": after, "wait": wait, "limit": limit,
+                             "client_cert": self.client_cert,
                              "answer": len(batch) if batch is not None else 204})
         if batch is None:
             self.send_response(204)
@@ -245,7 +254,7 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(body, dict):
                 st.last[str(body.get("id"))] = body.get("state")
             st.statuses.append({"agent": agent, "key": key, "duplicate": dup, "body": body,
-                                "schema_errors": errs, "t": time.time()})
+                                "schema_errors": errs, "t": time.time(), "client_cert": self.client_cert})
             st.cond.notify_all()
         for e in errs:
             log("status %s: schema: %s", key, e)
@@ -265,7 +274,8 @@ class Handler(BaseHTTPRequestHandler):
         errs = schemacheck.validate(body, "inventory", self.server.st.schema)
         st = self.server.st
         with st.cond:
-            st.inventories.append({"agent": agent, "body": body, "schema_errors": errs, "t": time.time()})
+            st.inventories.append({"agent": agent, "body": body, "schema_errors": errs, "t": time.time(),
+                                   "client_cert": self.client_cert})
             st.cond.notify_all()
         for e in errs:
             log("inventory: schema: %s", e)

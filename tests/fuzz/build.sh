@@ -29,9 +29,9 @@ esac
 command -v "$CLANG" >/dev/null 2>&1 || { echo "build.sh: $CLANG not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
 
 pc() { pkg-config "$@" 2>/dev/null || true; }
-CFLAGS="-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -ffunction-sections -fdata-sections -I. $(pc --cflags jansson yaml-0.1 libcurl)"
-LIBS="$(pc --libs jansson yaml-0.1 libcurl)"
-[ -n "$LIBS" ] || LIBS="-ljansson -lyaml -lcurl"
+CFLAGS="-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -ffunction-sections -fdata-sections -I. $(pc --cflags jansson yaml-0.1 libcurl libcrypto)"
+LIBS="$(pc --libs jansson yaml-0.1 libcurl libcrypto)"
+[ -n "$LIBS" ] || LIBS="-ljansson -lyaml -lcurl -lcrypto"
 LIBSRC="lib/errname.c lib/size.c lib/fileio.c lib/timeutil.c hotplug/words.c hotplug/block.c" # message.c and config use the words and the block model
 LIMIT="-max_total_time=$SECONDS_EACH"
 [ -n "${FUZZ_RUNS:-}" ] && LIMIT="-runs=$FUZZ_RUNS"

@@ -127,7 +127,13 @@ kill $CURL_PID 2>/dev/null
 stop_daemon
 start_daemon
 expect_eq "queued-1 after restart" "$(jget "$($CTL grants queued-1 --json)" state)" cancelled
-expect_eq "run-1 after restart" "$(jget "$($CTL grants run-1 --json)" state)" partial
+# run-1 gave blocks back to back-1: it reads what it holds now, its report
+# (partial) is kept as history
+g=$($CTL grants run-1 --json)
+expect_eq "run-1 after restart" "$(jget "$g" state)" reduced
+expect_eq "run-1's report after restart" "$(jget "$g" report.state)" partial
+expect_eq "run-1 holds after restart" "$(jget "$g" blocks_done)" $((done_ - back))
+expect_eq "run-1 gave back to" "$(jget "$g" given_back.0.by)" back-1
 expect_eq "back-1 after restart" "$(jget "$($CTL grants back-1 --json)" state)" partial
 expect_eq "nothing resumed" "$(jget "$($CTL status --json)" running)" null
 stop_daemon

@@ -49,9 +49,11 @@ expect_eq "messages" "$(echo "$out" | grep -c 'memgrant.yaml:')" 8
 grep -q "override 'providers.https.ca_file=/nonexistent/ca.pem': providers.https.ca_file: /nonexistent/ca.pem: no such file" "$T/o.out" ||
 	fail "override position: $(cat "$T/o.out")"
 
-# all there: OK
-for f in ca.pem client.pem token; do echo x > "$T/tls/$f"; done
-echo key > "$T/key.pem"
+# all there: OK (a real pair: the key must be the certificate's)
+sh "$(dirname "$0")/../controlplane/mkcerts.sh" "$T/certs" || fail "cannot make test certificates"
+cp "$T/certs/ca.pem" "$T/certs/client.pem" "$T/tls/"
+cp "$T/certs/client.key" "$T/key.pem"
+echo x > "$T/tls/token"
 echo s > "$T/secret"
 mkdir -p "$T/virtio-ports"
 chmod 0755 "$T/hook.sh"

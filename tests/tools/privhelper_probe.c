@@ -182,7 +182,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_init(&log, "memgrantd", LOG_DEBUG);
-	r = backend_start_helper(cfg, &log, argv[0], &h);
+	r = backend_start_helper(cfg, &log, argv[0], NULL, 0, &h);
 	if (r < 0) {
 		fprintf(stderr, "privhelper_probe: the helper did not start: %s\n", strerror(-r));
 		config_free(cfg);

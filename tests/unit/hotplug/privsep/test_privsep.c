@@ -63,7 +63,7 @@ static int setup(void **state)
 		if (hp_sysfs_open(f->root, &w) < 0)
 			_exit(1);
 		privhelper_hello(sv[1], 0);
-		r = privhelper_serve(sv[1], w, f->path, why, sizeof(why));
+		r = privhelper_serve(sv[1], NULL, w, f->path, why, sizeof(why));
 		_exit(r == 0 ? 0 : r == -EPROTO ? 2 : 3);
 	}
 	close(sv[1]);
