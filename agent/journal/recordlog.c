@@ -109,7 +109,10 @@ int recordlog_scan(const void *image, size_t len, recordlog_cb cb, void *ctx, st
 	memset(out, 0, sizeof(*out));
 	if (len == 0)
 		return errbuf_set(err, errlen, -EBADMSG, "empty file (truncated?)");
+	/* a newer format is "MGJLOG" and two digits above ours; other bytes
+	 * there are no journal at all (and not printable in the line) */
 	if (len >= RECORDLOG_FILE_MAGIC_LEN && memcmp(buf, RECORDLOG_FILE_MAGIC, 6) == 0 &&
+	    buf[6] >= '0' && buf[6] <= '9' && buf[7] >= '0' && buf[7] <= '9' &&
 	    memcmp(buf, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN) > 0)
 		return errbuf_set(err, errlen, -EBADMSG,
 				  "journal format \"%.8s\" is newer than this memgrant's \"%s\": "

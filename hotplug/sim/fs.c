@@ -31,6 +31,10 @@
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 
+#ifndef RUNSTATEDIR
+#define RUNSTATEDIR "/run" /* the build sets it (Makefile) */
+#endif
+
 void sim_fs_free(struct sim_fs *fs)
 {
 	if (!fs)
@@ -271,7 +275,7 @@ int sim_fs_open(const char *state_path, const char *tree, bool create_tree, stru
 		size_t errlen)
 {
 	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
-	_cleanup_free_ char *abs = sim_absolute(state_path), *dir = NULL, *base = NULL, *deftree = NULL;
+	_cleanup_free_ char *abs = sim_absolute(state_path), *dir = NULL, *base = NULL;
 	char dummy[8];
 	int r;
 

@@ -19,7 +19,7 @@
  *     sim_marker_format.
  * No crash, no leak whatever the bytes.
  * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: hotplug/sim/state.c
+ * Sources: hotplug/sim/state.c hotplug/sim/fs.c
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,9 +43,9 @@ static void check_block(const struct sim_settings *s, const struct sim_block *b)
 {
 	if (b->state != MEM_STATE_OFFLINE && b->state != MEM_STATE_ONLINE && b->state != MEM_STATE_GOING_OFFLINE)
 		abort();
-	if ((unsigned)b->zone >= ZONE_COUNT)
+	if ((unsigned)b->zone >= MEM_ZONE_COUNT)
 		abort();
-	if (b->state != MEM_STATE_OFFLINE && (!b->configured || b->zone == ZONE_NONE))
+	if (b->state != MEM_STATE_OFFLINE && (!b->configured || b->zone == MEM_ZONE_NONE))
 		abort();
 	if (!s->has_firmware && !b->configured)
 		abort();
@@ -58,7 +58,7 @@ static void check_summary(const struct sim_block *all, uint64_t n)
 	sim_summary_compute(all, n, &sum);
 	if (sum.online_mm + sum.online_nomm > n || sum.conf_nomm > n)
 		abort();
-	for (int z = ZONE_DMA; z < ZONE_COUNT; z++)
+	for (int z = 0; z < MEM_ZONE_COUNT; z++)
 		if (sum.sp.lo[z] < sum.sp.hi[z] && sum.sp.hi[z] > n)
 			abort();
 }
@@ -180,7 +180,7 @@ static void fuzz_summary(const uint8_t *data, size_t size)
 		s.n_blocks = v;
 	if (sim_summary_parse(&s, (const char *)data, size, &sum) < 0)
 		return;
-	if (sum.sp.lo[ZONE_NONE] != UINT64_MAX || sum.sp.hi[ZONE_NONE] != 0)
+	if (sum.sp.lo[MEM_ZONE_NONE] != UINT64_MAX || sum.sp.hi[MEM_ZONE_NONE] != 0)
 		abort();
 	len = sim_summary_format(&s, &sum, text);
 	if (len > SIM_SUMMARY_MAX || sim_summary_parse(&s, text, len, &again) != 0 ||
