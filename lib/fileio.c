@@ -64,15 +64,11 @@ int file_write_atomic(const char *path, const void *data, size_t len, int mode)
 	return fsync_parent_dir(path);
 }
 
-int file_read_all(const char *path, size_t max, char **out, size_t *out_len)
+int fd_read_all(int fd, size_t max, char **out, size_t *out_len)
 {
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0, cap = 4096;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	buf = malloc(cap + 1);
 	if (!buf)
 		return -ENOMEM;
@@ -104,6 +100,15 @@ int file_read_all(const char *path, size_t max, char **out, size_t *out_len)
 		*out_len = len;
 	*out = TAKE_PTR(buf);
 	return 0;
+}
+
+int file_read_all(const char *path, size_t max, char **out, size_t *out_len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	return fd_read_all(fd, max, out, out_len);
 }
 
 int mkdir_p(const char *path, int mode)

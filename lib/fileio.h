@@ -7,7 +7,8 @@
  * fsync it, rename it over PATH, fsync the directory.  Returns 0 or -errno.
  *
  * file_read_all(): reads a whole file (up to MAX bytes) into a NUL-terminated
- * malloc'd buffer.  -EFBIG when it is larger than MAX.
+ * malloc'd buffer.  -EFBIG when it is larger than MAX.  fd_read_all(): the
+ * same from an open descriptor (read to its end; the caller closes it).
  */
 #pragma once
 
@@ -15,6 +16,7 @@
 
 int file_write_atomic(const char *path, const void *data, size_t len, int mode);
 int file_read_all(const char *path, size_t max, char **out, size_t *out_len);
+int fd_read_all(int fd, size_t max, char **out, size_t *out_len);
 int mkdir_p(const char *path, int mode);
 int rm_rf(const char *path);
 /* NAME in the folder DFD and what it holds, through descriptors only: no

@@ -342,7 +342,10 @@ void api_pending_event_locked(struct api *a, struct conn *n, uint32_t events)
 {
 	int r = head_ready(a, n->fd);
 
-	(void)events;
+	/* a peer that hung up with half a head in the socket sends no more:
+	 * what it left would keep MSG_PEEK answering until the deadline */
+	if (r == 0 && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		r = -1;
 	if (r < 0)
 		api_conn_close_pending_locked(a, n, NULL, NULL);
 	else if (r > 0)

@@ -235,40 +235,10 @@ static int tree_safe(int fd)
 int sim_fs_read_desc(const struct sim_fs *fs, size_t max, char **out, size_t *len)
 {
 	_cleanup_close_ int fd = sim_openat(fs->top, fs->name, O_RDONLY, 0);
-	_cleanup_free_ char *buf = NULL;
-	size_t n = 0, cap = 4096;
 
 	if (fd < 0)
 		return fd;
-	buf = malloc(cap + 1);
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t got;
-
-		if (n == cap) {
-			char *nb;
-			if (cap >= max)
-				return -EFBIG;
-			cap = cap * 2 > max ? max : cap * 2;
-			nb = realloc(buf, cap + 1);
-			if (!nb)
-				return -ENOMEM;
-			buf = nb;
-		}
-		got = read(fd, buf + n, cap - n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			break;
-		n += (size_t)got;
-	}
-	buf[n] = '\0';
-	*out = TAKE_PTR(buf);
-	*len = n;
-	return 0;
+	return fd_read_all(fd, max, out, len);
 }
 
 int sim_fs_open(const char *state_path, const char *tree, bool create_tree, struct sim_fs **out, char *err,
