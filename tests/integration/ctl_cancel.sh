@@ -39,15 +39,15 @@ expect_eq "queued-1 applied" "$(jget "$g" applied_bytes)" 0
 python3 - $CTL <<'PY' > "$T/inflight" || fail "in flight: $(cat "$T/inflight")"
 import json, subprocess, sys, time
 seen = 0
-for _ in range(40):
+for i in range(400):  # a loaded machine may miss many looks: on until one saw it
     m = json.loads(subprocess.run(sys.argv[1:] + ["status", "--json"], capture_output=True, text=True).stdout)["memory"]
     assert m["online_bytes"] + m["standby_bytes"] + m["in_flight_bytes"] == m["total_bytes"], m
     seen += m["in_flight_bytes"] > 0
     tot = m["total_bytes"]
-    if seen >= 2:
+    if seen >= 2 or (seen and i >= 40):
         break
     time.sleep(0.03)
-assert seen, "no block seen in flight in 40 looks at a grant of 300 ms steps"
+assert seen, "no block seen in flight in 400 looks at a grant of 300 ms steps"
 print(tot)
 PY
 tot=$(cat "$T/inflight")
