@@ -122,27 +122,22 @@ static int row_report_locked(const struct op *o, const struct intentlog_grant *g
 	return 0;
 }
 
-/* The revocation that gave BLOCK back: the last one recorded after the
- * grant (CREATED) whose report lists BLOCK done.  Empty: none did (it was
- * taken down outside memgrant).  Engine lock held. */
-static void taken_by(const struct intentlog_grant *revs, size_t n, time_t created, uint64_t block, char *by,
-		     size_t len)
+/* The revocation that gave BLOCK back: the last one, among REVS[FROM..N)
+ * (the journal's requests in the order they were accepted: those after the
+ * grant), whose report lists BLOCK done.  Empty: none did (it was taken
+ * down outside memgrant).  Engine lock held. */
+static void taken_by(const struct intentlog_grant *revs, size_t n, size_t from, uint64_t block, char *by, size_t len)
 {
-	time_t when = 0;
-
 	by[0] = '\0';
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = from; i < n; i++) {
 		_cleanup_report_ struct report rep = { 0 };
 		const struct report_block *b;
 
-		if (revs[i].type != MSG_REVOKE || !revs[i].status || revs[i].created < created ||
-		    intentlog_grant_report(&revs[i], &rep) < 0)
+		if (revs[i].type != MSG_REVOKE || !revs[i].status || intentlog_grant_report(&revs[i], &rep) < 0)
 			continue;
 		b = report_find_block(&rep, block);
-		if (b && !b->error_code[0] && (!by[0] || revs[i].updated >= when)) {
+		if (b && !b->error_code[0])
 			snprintf(by, len, "%s", revs[i].id);
-			when = revs[i].updated;
-		}
 	}
 }
 
@@ -159,7 +154,7 @@ static int grant_now_locked(struct engine *e, const struct intentlog_grant *g, s
 {
 	_cleanup_free_ struct intentlog_block *owned = NULL;
 	struct intentlog_grant *revs = NULL;
-	size_t n_owned = 0, n_revs = 0, held = 0, kept = 0;
+	size_t n_owned = 0, n_revs = 0, held = 0, kept = 0, after = 0;
 	struct report *r = &row->report;
 	int rc = 0;
 
@@ -167,6 +162,12 @@ static int grant_now_locked(struct engine *e, const struct intentlog_grant *g, s
 		return 0;
 	if (intentlog_list_grants(e->journal, &revs, &n_revs) < 0)
 		n_revs = 0;
+	/* accepted after G: by the journal's order, not by time (seconds tie) */
+	for (size_t k = 0; k < n_revs; k++)
+		if (streq(revs[k].id, g->id)) {
+			after = k + 1;
+			break;
+		}
 	row->given_back = calloc(r->n_blocks + 1, sizeof(*row->given_back));
 	if (!row->given_back || report_copy(&row->history, r) < 0) {
 		rc = -ENOMEM;
@@ -185,7 +186,7 @@ static int grant_now_locked(struct engine *e, const struct intentlog_grant *g, s
 		}
 		struct engine_given_back *gb = &row->given_back[row->n_given_back++];
 		gb->block = b->block;
-		taken_by(revs, n_revs, g->created, b->block, gb->by, sizeof(gb->by));
+		taken_by(revs, n_revs, after, b->block, gb->by, sizeof(gb->by));
 	}
 	if (!row->n_given_back) {
 		report_clear(&row->history);
