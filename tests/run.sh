@@ -3,27 +3,35 @@
 # and closes with "N passed, N failed" (and skipped, when some were).
 # An integration script is one test: exit 0 passes, 77 skips, anything else fails.
 # Logs of each run are kept under $BUILD/test-logs/.
+#
+# Tests run TEST_JOBS at a time (default: two per CPU; 1 runs them one by
+# one): most of them wait on a daemon far more than they compute.  A script
+# whose header has the line "# test-runner: alone" (one that loads the machine
+# itself, or counts what a loaded machine would disturb) runs after the others,
+# with nothing beside it.  Each test's result is printed whole when it ends.
 set -u
 BUILD=${BUILD:-build}
 logs=$BUILD/test-logs
-mkdir -p "$logs"
-passed=0 failed=0 skipped=0
-failed_names=
+runner=$0
 
-for t in "$@"; do
+# run_one TEST: runs one test, writes its counts to $logs/NAME.counts
+# ("passed failed skipped") and prints its result block in one write.
+run_one() {
+	t=$1
 	name=$(basename "$t")
 	log=$logs/$name.log
+	out=$logs/$name.out
 	t0=$(date +%s)
 	case $t in
 	*.sh)
-		printf '%-40s ' "$name"
 		BUILD=$BUILD timeout 600 sh "$t" >"$log" 2>&1
 		rc=$?
 		case $rc in
-		0) echo "ok ($(( $(date +%s) - t0 ))s)"; passed=$((passed + 1)) ;;
-		77) echo "skipped: $(tail -n 1 "$log")"; skipped=$((skipped + 1)) ;;
-		*) echo "FAILED (exit $rc, log $log)"; tail -n 30 "$log" | sed 's/^/    /'
-		   failed=$((failed + 1)); failed_names="$failed_names $name" ;;
+		0) printf '%-40s ok (%ss)\n' "$name" "$(( $(date +%s) - t0 ))" >"$out"; c="1 0 0" ;;
+		77) printf '%-40s skipped: %s\n' "$name" "$(tail -n 1 "$log")" >"$out"; c="0 0 1" ;;
+		*) { printf '%-40s FAILED (exit %s, log %s)\n' "$name" "$rc" "$log"
+		     tail -n 30 "$log" | sed 's/^/    /'; } >"$out"
+		   c="0 1 0" ;;
 		esac
 		;;
 	*)
@@ -43,17 +51,55 @@ for t in "$@"; do
 			why=$(sed -n 's/^.*SKIPPED: //p' "$log" | tail -n 1)
 			skips=", $s skipped${why:+ ($why)}"
 		fi
-		printf '%-40s %s passed, %s failed%s (%ss)\n' "$name" "$p" "$f" "$skips" "$(( $(date +%s) - t0 ))"
-		if [ "$f" -ne 0 ]; then
+		{ printf '%-40s %s passed, %s failed%s (%ss)\n' "$name" "$p" "$f" "$skips" "$(( $(date +%s) - t0 ))"
+		  if [ "$f" -ne 0 ]; then
 			grep -E '^\[  (FAILED|ERROR)|^\[ +ERROR|Failure|error:|ERROR' "$log" | head -n 20 | sed 's/^/    /'
 			tail -n 15 "$log" | sed 's/^/    /'
-			failed_names="$failed_names $name"
-		fi
-		passed=$((passed + p))
-		failed=$((failed + f))
-		skipped=$((skipped + s))
+		  fi; } >"$out"
+		c="$p $f $s"
 		;;
 	esac
+	echo "$c" >"$logs/$name.counts"
+	cat "$out"
+}
+
+if [ "${1:-}" = --one ]; then
+	run_one "$2"
+	exit 0
+fi
+
+mkdir -p "$logs"
+jobs=${TEST_JOBS:-$(( $(nproc 2>/dev/null || echo 1) * 2 ))}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+for t in "$@"; do
+	rm -f "$logs/$(basename "$t").counts"
+done
+
+together= alone=
+for t in "$@"; do
+	if case $t in *.sh) grep -q '^# test-runner: alone' "$t" ;; *) false ;; esac; then
+		alone="$alone $t"
+	else
+		together="$together $t"
+	fi
+done
+# shellcheck disable=SC2086
+printf '%s\n' $together | xargs -r -P "$jobs" -n 1 sh "$runner" --one
+for t in $alone; do
+	sh "$runner" --one "$t"
+done
+
+passed=0 failed=0 skipped=0 failed_names=
+for t in "$@"; do
+	name=$(basename "$t")
+	if [ -r "$logs/$name.counts" ]; then
+		read -r p f s <"$logs/$name.counts"
+	else
+		echo "$name: no result (the runner was stopped?)"
+		p=0 f=1 s=0
+	fi
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+	[ "$f" -ne 0 ] && failed_names="$failed_names $name"
 done
 
 [ -n "$failed_names" ] && echo "failing:$failed_names"

@@ -7,7 +7,8 @@
 #
 # Every tests/fuzz/fuzz_NAME.c is a harness; the sources it needs besides
 # lib/ are listed in its header comment on a line " * Sources: a.c b.c".
-# FUZZ_RUNS=N runs each N inputs instead of SECONDS.
+# FUZZ_RUNS=N runs each N inputs instead of SECONDS.  FUZZ_JOBS harnesses
+# build and run at a time (default: one per CPU).
 # Needs clang and its runtime (Debian: apt-get install clang libclang-rt-14-dev,
 # plus libjansson-dev libyaml-dev libcurl4-openssl-dev).  Work files go to
 # $BUILD/fuzz (default build/fuzz): binaries, the growing corpus, and crash
@@ -36,17 +37,42 @@ LIBSRC="lib/errname.c lib/size.c lib/fileio.c lib/timeutil.c hotplug/words.c hot
 LIMIT="-max_total_time=$SECONDS_EACH"
 [ -n "${FUZZ_RUNS:-}" ] && LIMIT="-runs=$FUZZ_RUNS"
 
-mkdir -p "$OUT/artifacts"
-for h in $HARNESSES; do
-	[ -f "tests/fuzz/fuzz_$h.c" ] || { echo "build.sh: no harness tests/fuzz/fuzz_$h.c" >&2; exit 2; }
+JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $JOBS in *[!0-9]* | '' | 0) JOBS=1 ;; esac
+
+# each_harness FUNCTION: FUNCTION NAME for every harness, JOBS at a time;
+# fails when one of them failed
+each_harness() {
+	fn=$1 bad=0 n=0 pids=
+	for h in $HARNESSES; do
+		$fn "$h" &
+		pids="$pids $!"
+		n=$((n + 1))
+		if [ $n -ge "$JOBS" ]; then
+			for p in $pids; do wait "$p" || bad=1; done
+			pids= n=0
+		fi
+	done
+	for p in $pids; do wait "$p" || bad=1; done
+	return $bad
+}
+
+build_one() {
+	h=$1
 	src=$(sed -n 's/^ \* Sources: //p' "tests/fuzz/fuzz_$h.c")
 	echo "  FUZZCC  $OUT/fuzz_$h"
 	# shellcheck disable=SC2086 # word splitting of the flag lists is wanted
-	$CLANG $CFLAGS -Wl,--gc-sections -o "$OUT/fuzz_$h" "tests/fuzz/fuzz_$h.c" $src $LIBSRC $LIBS || exit 2
-done
+	$CLANG $CFLAGS -Wl,--gc-sections -o "$OUT/fuzz_$h" "tests/fuzz/fuzz_$h.c" $src $LIBSRC $LIBS
+}
 
-rc=0
+mkdir -p "$OUT/artifacts"
 for h in $HARNESSES; do
+	[ -f "tests/fuzz/fuzz_$h.c" ] || { echo "build.sh: no harness tests/fuzz/fuzz_$h.c" >&2; exit 2; }
+done
+each_harness build_one || exit 2
+
+run_one() {
+	h=$1
 	work=$OUT/corpus-$h
 	mkdir -p "$work"
 	# seeds: our corpus, and for the config the shipped file and every fixture
@@ -69,9 +95,12 @@ for h in $HARNESSES; do
 		>"$OUT/$h.log" 2>&1; then
 		echo "FAIL: fuzz_$h found a problem; see $OUT/$h.log and $OUT/artifacts/$h-*"
 		grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$OUT/$h.log" | head -5
-		rc=1
+		return 1
 	else
 		echo "fuzz_$h: $(grep -E '^stat::number_of_executed_units|^stat::new_units_added' "$OUT/$h.log" | tr '\n' ' ')"
 	fi
-done
+}
+
+rc=0
+each_harness run_one || rc=1
 exit $rc

@@ -173,7 +173,7 @@ def probe(ctl, secs, out, priv):
     every = float(os.environ.get("PROBE_EVERY", "1"))
     end = time.monotonic() + secs
     with open(out, "a") as f:
-        while time.monotonic() < end:
+        while True:  # at least one probe, however late this process got the CPU
             t0 = time.monotonic()
             try:
                 p = subprocess.run(priv + ctl.split() + ["status", "--json"], stdout=subprocess.DEVNULL,
@@ -184,6 +184,8 @@ def probe(ctl, secs, out, priv):
             took = time.monotonic() - t0
             f.write(json.dumps({"t": time.time(), "rc": rc, "s": round(took, 3), "err": err[:200]}) + "\n")
             f.flush()
+            if time.monotonic() >= end:
+                break
             left = every - took
             if left > 0:
                 time.sleep(left)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-runner: alone (it loads the machine with attackers and counts answers within 1 s)
 # Hostile local clients cannot lock operators out of the API.  Attackers,
 # each under a uid of its own (api_socket_mode "0666" lets them connect): a
 # slowloris (500 connections trickling a request), an SSE flood (300

@@ -15,13 +15,10 @@ fail=0 n=0
 "$CTL" sim init "$sim" --online 2G --standby 2G --block-size 128M
 "$CTL" --sim "$sim" block configure 16
 
-snapshot() {
+snapshot() { # the file, and every file of its tree and state folder: names and contents
 	{
-		cat "$1"
-		find "$1.tree" "$1.d" -type f 2>/dev/null | LC_ALL=C sort | while read -r f; do
-			echo "== $f"
-			cat "$f"
-		done
+		sha256sum "$1"
+		find "$1.tree" "$1.d" -type f -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 -r sha256sum
 	} | sha256sum
 }
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-runner: alone (it samples an operation in flight: a loaded machine makes the samples too slow to see it)
 # memgrantctl cancel ID and POST /v1/grants/ID/cancel:
 #  - a queued grant ends cancelled at once (exit 0), nothing applied;
 #  - a running grant stops after the block in flight and ends partial

@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-runner: alone (it samples an operation in flight: a loaded machine makes the samples too slow to see it)
 # While an operation runs, the blocks it has done are its own in memory,
 # although nothing is journaled per block: one intent before the first kernel
 # write, one result after the last (docs/journal.md).  During a slow grant,

@@ -10,9 +10,9 @@ python3 - "$T/notify.sock" "$T/notify.log" <<'PY' &
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
-s.settimeout(15)
+s.settimeout(120)  # until STOPPING=1; a loaded machine may be slow to get there
 with open(sys.argv[2], "w") as log:
-    end = time.time() + 15
+    end = time.time() + 300
     while time.time() < end:
         try:
             msg = s.recv(4096).decode()
