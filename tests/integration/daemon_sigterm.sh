@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-runner: alone (it stops the daemon partway through a grant: a loaded machine may finish the grant first)
 # SIGTERM finishes the block operation in progress and stops the grant
 # there, exits 0, logs how many blocks were done (the count the sim shows),
 # and the grant resumes at the next start.
