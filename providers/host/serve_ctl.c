@@ -377,12 +377,14 @@ static void dc_op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int6
 				d->rec.ranges[d->rec.n_ranges++] = d->rec.op_range;
 			}
 		}
-		if (!got && m->state == MSG_STATE_REJECTED && !d->rec.op_has_range && !d->hv.always_plugged &&
+		if (!got && m->state == MSG_STATE_REJECTED && !d->hv.always_plugged &&
 		    d->deadline >= 0 && now + 500 < d->deadline) {
 			/* virtio-mem plugs the device's blocks first and adds the guest's memory
-			 * block after: a grant sent the moment the device reached its size can
-			 * find nothing offline yet (seen under TCG).  Ask again, with a new
-			 * generation, until the online deadline. */
+			 * block after, and a DIMM's blocks appear when the guest has handled
+			 * the ACPI notification: a grant sent the moment the device reached
+			 * its size can find nothing offline yet ("0B offline available",
+			 * "block 40 does not exist", both seen under TCG).  Ask again, with a
+			 * new generation, until the online deadline. */
 			dc_emit(c, d, "grant.retry", json_pack("{s:s,s:s,s:I}", "id", m->id, "state", state, "asked_bytes",
 							     (json_int_t)d->rec.op_bytes));
 			if (dc_new_op_id(c, d) == 0 && dc_journal(c, d) == 0) {

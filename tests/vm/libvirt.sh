@@ -13,7 +13,7 @@
 # and XDG_RUNTIME_DIR in the run's own directory, so nothing of the machine's
 # libvirt is used or changed and the service runs without root.
 # BUILD, VM_WORK, QEMU as tests/vm/run.sh; LIBVIRTD: the daemon (default
-# libvirtd from PATH or /usr/sbin); VM_TIMEOUT: seconds for the whole run (300).
+# libvirtd from PATH or /usr/sbin); VM_TIMEOUT: seconds for the whole run (600; about 4 min on an idle 2-core machine).
 set -u
 cd "$(dirname "$0")/../.."
 TOP=$(pwd)
@@ -102,7 +102,7 @@ as() {
 }
 vsh() { as virsh -q -c "$URI" "$@"; }
 
-WATCHDOG_S=${VM_TIMEOUT:-300}
+WATCHDOG_S=${VM_TIMEOUT:-600}
 ( trap 'kill $sp 2>/dev/null; exit 0' TERM
   sleep "$WATCHDOG_S" & sp=$!
   wait $sp && echo "FAIL: the libvirt test took longer than ${WATCHDOG_S}s" && kill -TERM $$ ) &
@@ -466,6 +466,66 @@ echo "$e"
 MT5=$(memtotal_kb $DOM)
 [ "$MT5" = "$MT0" ] && [ "$(vm_current $DOM)" = "0 0" ] || fail "after the shrink: MemTotal $MT5, device $(vm_current $DOM)"
 echo "MemTotal $MT5 kB, device $(vm_current $DOM)"
+serve_stop TERM
+
+# --- 5. the DIMM backend on the same guest (its <maxMemory slots='4'>) -------------------------
+dimm_cfg() { # FILE MAX
+	cat > "$1" <<YAML
+connect: "$URI"
+state_dir: $S/hs
+events: $S/events.jsonl
+interval: 1s
+host: {reserve: 0, budget: 2G}
+defaults: {hypervisor: auto, max: 0}
+domains:
+  $DOM: {hypervisor: dimm, dimm_size: 128M, min: 0, max: $2, step: 128M, shrink_step: 128M, reserve: 256M,
+         grow_cooldown: 2s, shrink_cooldown: 2s, slack_after: 1h, online_deadline: 30s, unplug_deadline: 10s,
+         revoke_backoff: 3s, revoke_backoff_max: 3s, zone: movable}
+YAML
+	chown $RUN_UID:$RUN_GID "$1"
+}
+dimms() { vsh dumpxml $DOM | grep -c "<memory model='dimm'"; }
+dimm_cfg "$S/dimm.yaml" 128M
+dimm_cfg "$S/dimm-max0.yaml" 0
+step "DIMM backend: the service (hypervisor: dimm, dimm_size 128M) attaches one DIMM on the guest's request"
+serve_start "$S/dimm.yaml"
+t=$(date +%s%N)
+hog $((64 * 1024))
+ev 40 decision domain=$DOM action=grow; echo "$EV"
+ev 40 grant.applied domain=$DOM; echo "$EV"
+echo "DIMM granted $(ms "$t") ms after the hog; took_ms $(evfield "$EV" took_ms)"
+MT6=$(memtotal_kb $DOM)
+DHB=$(hot_blocks $DOM $FIRST_HOT)
+echo "MemTotal +$(( (MT6 - MT0) / 1024 ))M, DIMMs attached: $(dimms), online hot blocks: $DHB"
+[ $(( (MT6 - MT0) * 1024 )) -eq $(( 128 << 20 )) ] || fail "the DIMM grant moved MemTotal by $(( MT6 - MT0 )) kB"
+[ "$(dimms)" = 1 ] || fail "$(dimms) DIMMs attached, wanted 1"
+for b in $DHB; do [ "${b#*:}" = Movable ] || fail "DIMM block ${b%%:*} is in ${b#*:}"; done
+g $DOM "rm -f /hog/fill"
+
+step "the guest refuses the eject (/sys/firmware/acpi/hotplug/memory/enabled = 0); max: 0 asks for the DIMM back"
+g $DOM "echo 0 > /sys/firmware/acpi/hotplug/memory/enabled && cat /sys/firmware/acpi/hotplug/memory/enabled"
+serve_stop TERM
+t=$(date +%s%N)
+serve_start "$S/dimm-max0.yaml"
+ev 40 revoke.offline domain=$DOM; echo "$EV"
+ev 60 unplug.partial domain=$DOM; echo "$EV"
+echo "detach refused, seen $(ms "$t") ms after the restart"
+ev 40 grant.applied domain=$DOM; echo "$EV"
+MT7=$(memtotal_kb $DOM)
+echo "granted back: MemTotal +$(( (MT7 - MT0) / 1024 ))M, DIMMs attached: $(dimms), service granted $(sfield $DOM granted_bytes)"
+[ "$(dimms)" = 1 ] || fail "the refused DIMM is gone from the XML"
+[ $(( (MT7 - MT0) * 1024 )) -eq $(( 128 << 20 )) ] || fail "after the refused eject MemTotal moved by $(( MT7 - MT0 )) kB"
+[ "$(sfield $DOM granted_bytes)" = $(( 128 << 20 )) ] || fail "the refused DIMM is not granted back"
+
+step "the guest allows ejects again: the next try detaches the DIMM"
+t=$(date +%s%N)
+g $DOM "echo 1 > /sys/firmware/acpi/hotplug/memory/enabled"
+ev 60 unplugged domain=$DOM; echo "$EV"
+echo "DIMM detached $(ms "$t") ms after the guest allowed it (took_ms $(evfield "$EV" took_ms): revoke, detach, DEVICE_REMOVED)"
+MT8=$(memtotal_kb $DOM)
+[ "$(dimms)" = 0 ] || fail "$(dimms) DIMMs still attached"
+[ "$MT8" = "$MT0" ] || fail "MemTotal $MT8 kB after the detach, $MT0 at boot"
+[ "$(sfield $DOM granted_bytes)" = 0 ] || fail "the service still counts $(sfield $DOM granted_bytes)"
 serve_stop TERM
 vsh destroy $DOM >/dev/null
 

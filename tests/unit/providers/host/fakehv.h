@@ -245,6 +245,7 @@ static inline int fh_plug(void *impl, const char *dom, const struct serve_policy
 			*out = *r;
 		d->plugged += bytes;
 		d->requested += bytes;
+		d->blocks_at = f->now + d->blocks_delay_ms;
 		return 0;
 	}
 	if (d->requested + bytes > d->max) {

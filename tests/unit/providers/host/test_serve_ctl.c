@@ -157,6 +157,29 @@ static void test_grant_before_blocks(void **state)
 	assert_true(d->grants_seen >= 2);
 }
 
+/* The same with a DIMM: attached at once, its blocks later (ACPI): the grant of its range is retried. */
+static void test_dimm_grant_before_blocks(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_DIMM);
+	struct dom_view v;
+
+	d->blocks_delay_ms = 2500;
+	d->online_ms = 0;
+	f->cfg.defaults.dimm_size = 256 * M;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 256 * M);
+	fh_run(f, 6000);
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 256 * M);
+	assert_int_equal(d->n_dimms, 1);
+	assert_true(fh_events_named(f, "vm", "grant.retry") >= 1);
+	assert_int_equal(fh_events_named(f, "vm", "plugged_not_usable"), 0);
+}
+
 /* A shrink the floor refuses for as long as the hog stays (above max, no
  * offer) is said once per shrink cooldown, not at every tick. */
 static void test_standing_refusal_once(void **state)
@@ -481,6 +504,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dimm_refused_and_hung_detach, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dry_run, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grant_before_blocks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dimm_grant_before_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_standing_refusal_once, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
