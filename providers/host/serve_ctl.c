@@ -397,6 +397,8 @@ static void dc_op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int6
 		     json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", m->id, "state", state, "bytes", (json_int_t)got,
 			       "asked_bytes", (json_int_t)d->rec.op_bytes, "took_ms", (json_int_t)(now - d->request_at)));
 		if (got == d->rec.op_bytes) {
+			/* what the guest asked while this grow was in flight was this grow */
+			d->request = 0;
 			dc_go_idle(c, d, now);
 		} else if (d->rec.op_has_range && got) {
 			/* a DIMM half applied: its grant goes back whole, then the DIMM */

@@ -135,6 +135,11 @@ void ctl_tick(struct ctl *c, int64_t now)
 			deadline_passed(c, d, now);
 		if (d->rec.phase == PH_PLUGGING)
 			inflight += d->rec.op_bytes;
+		/* a plug whose size event went to a killed predecessor (resumed in
+		 * plugging with the device already there): no event will come */
+		if (d->rec.phase == PH_PLUGGING && d->hv_known && d->hv.kind != HV_DIMM && !d->hv.always_plugged &&
+		    d->hv.plugged >= d->rec.target)
+			dc_start_grant(c, d, d->rec.op_bytes, now);
 		if (d->rec.phase == PH_GRANTING && d->regrant_at > 0 && now >= d->regrant_at && d->synced) {
 			d->regrant_at = 0;
 			dc_send_op(c, d, now);

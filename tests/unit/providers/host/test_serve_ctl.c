@@ -355,6 +355,56 @@ static void test_restart_mid_grow(void **state)
 	assert_int_equal(d->requested, 512 * M);
 }
 
+/* kill -9 while plugging; the device got there while the service was down,
+ * so no size event comes: the restarted service grants from the device's
+ * size at once (not at the plug deadline), and only once. */
+static void test_restart_mid_plug(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	struct dom_view v;
+
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 512 * M);
+	for (int i = 0; i < 30 && fh_view(f, "vm").phase != PH_PLUGGING; i++)
+		fh_run(f, 100);
+	assert_int_equal(fh_view(f, "vm").phase, PH_PLUGGING);
+	ctl_free(f->ctl);
+	f->ctl = NULL;
+	d->out_len = 0;
+	d->plugged = d->requested; /* the device finished; its event went to the dead service */
+	d->last_event_size = d->plugged;
+	f->now += 2000;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 4000); /* far below the plug deadline */
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 512 * M);
+	assert_int_equal(d->online_granted, 512 * M);
+	assert_int_equal(f->plugs, 1);
+	assert_int_equal(d->plugged, 512 * M);
+}
+
+/* The guest asks again while its grow is in flight: that was the same need, one grow. */
+static void test_request_during_grow(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 512 * M);
+	for (int i = 0; i < 30 && fh_view(f, "vm").phase != PH_PLUGGING; i++)
+		fh_run(f, 100);
+	fh_advice(d, "request", 512 * M);
+	fh_run(f, 12000); /* past the grow cooldown */
+	assert_int_equal(fh_view(f, "vm").granted, 512 * M);
+	assert_int_equal(f->plugs, 1);
+}
+
 /* After a restart with memory plugged that nobody granted: unplugged. */
 static void test_reconcile_plugged_ungranted(void **state)
 {
@@ -506,6 +556,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_grant_before_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dimm_grant_before_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_standing_refusal_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_mid_plug, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_request_during_grow, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
