@@ -68,7 +68,7 @@ PROGRAMS := $(B)/memgrantd $(B)/memgrant-helper $(B)/memgrantctl $(if $(and $(fi
 UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
-.PHONY: all programs check check-vm check-unit check-hotplug demo install clean distclean deps bench
+.PHONY: all programs check check-vm check-libvirt check-unit check-hotplug demo install clean distclean deps bench
 all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
 # what `make install` installs, without the tests (the packages build this)
 programs: $(PROGRAMS)
@@ -178,6 +178,11 @@ bench: all
 # a real kernel under QEMU (TCG): tests/vm/run.sh, docs/vm-test.md
 check-vm: all
 	$(Q)BUILD=$(B) tests/vm/run.sh
+
+# the autoscaling loop (memgrant-host serve) on libvirt's QEMU driver under
+# TCG; exits 77 (skip) without libvirtd, QEMU or the kernel package
+check-libvirt: all
+	$(Q)BUILD=$(B) tests/vm/libvirt.sh
 
 check-unit: $(UNIT)
 	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh $(UNIT)

@@ -187,6 +187,7 @@ void dc_set_phase(struct dom *d, enum dom_phase ph, int64_t now, int64_t within)
 	d->phase_at = now;
 	d->deadline = within > 0 ? now + within : -1;
 	d->op_sent = false;
+	d->regrant_at = 0;
 	if (ph == PH_IDLE) {
 		d->rec.op_has_range = false;
 		d->rec.take_back = false;
@@ -376,10 +377,28 @@ static void dc_op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int6
 				d->rec.ranges[d->rec.n_ranges++] = d->rec.op_range;
 			}
 		}
+		if (!got && m->state == MSG_STATE_REJECTED && !d->hv.always_plugged &&
+		    d->deadline >= 0 && now + 500 < d->deadline) {
+			/* virtio-mem plugs the device's blocks first and adds the guest's memory
+			 * block after, and a DIMM's blocks appear when the guest has handled
+			 * the ACPI notification: a grant sent the moment the device reached
+			 * its size can find nothing offline yet ("0B offline available",
+			 * "block 40 does not exist", both seen under TCG).  Ask again, with a
+			 * new generation, until the online deadline. */
+			dc_emit(c, d, "grant.retry", json_pack("{s:s,s:s,s:I}", "id", m->id, "state", state, "asked_bytes",
+							     (json_int_t)d->rec.op_bytes));
+			if (dc_new_op_id(c, d) == 0 && dc_journal(c, d) == 0) {
+				d->op_sent = false;
+				d->regrant_at = now + (d->p->query_interval < 500 ? d->p->query_interval : 500);
+				return;
+			}
+		}
 		dc_emit(c, d, m->state == MSG_STATE_APPLIED ? "grant.applied" : "grant.incomplete",
 		     json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", m->id, "state", state, "bytes", (json_int_t)got,
 			       "asked_bytes", (json_int_t)d->rec.op_bytes, "took_ms", (json_int_t)(now - d->request_at)));
 		if (got == d->rec.op_bytes) {
+			/* what the guest asked while this grow was in flight was this grow */
+			d->request = 0;
 			dc_go_idle(c, d, now);
 		} else if (d->rec.op_has_range && got) {
 			/* a DIMM half applied: its grant goes back whole, then the DIMM */
@@ -686,6 +705,7 @@ int ctl_domain_add(struct ctl *c, const char *domain, int64_t now)
 	d->p = p;
 	d->slack_since = -1;
 	d->deadline = -1;
+	d->refused_at = -1;
 	d->tokens = (p->lines_per_s ? p->lines_per_s : 50) * 4.0;
 	d->tokens_at = now;
 	d->grow_ok_at = d->shrink_ok_at = now;
@@ -697,6 +717,7 @@ int ctl_domain_add(struct ctl *c, const char *domain, int64_t now)
 		/* replay the operation in flight with its own id and generation */
 		d->phase_at = now;
 		d->deadline = now + (d->rec.phase == PH_GRANTING ? p->online_deadline : p->unplug_deadline);
+		d->request_at = now; /* took_ms of the replayed operation counts from here */
 		dc_emit(c, d, "resumed", json_pack("{s:s,s:I}", "op", d->rec.op_id, "bytes", (json_int_t)d->rec.op_bytes));
 	}
 	dc_emit(c, d, "domain.added", json_pack("{s:s}", "hypervisor", d->hv_known ? hv_kind_name(d->hv.kind) : "unknown"));

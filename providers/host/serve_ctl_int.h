@@ -20,6 +20,8 @@ struct dom {
 	uint64_t nonce, agent_generation;
 	bool op_sent;
 	int64_t op_sent_at;
+	int64_t regrant_at;          /* >0: send the grant again then (its blocks were not there yet) */
+	int64_t refused_at;          /* the last shrink.refused without an offer (-1 none) */
 	/* what the agent said */
 	bool have_status, reconciled;
 	uint64_t block, agent_granted, mem_total, mem_available;

@@ -135,6 +135,15 @@ void ctl_tick(struct ctl *c, int64_t now)
 			deadline_passed(c, d, now);
 		if (d->rec.phase == PH_PLUGGING)
 			inflight += d->rec.op_bytes;
+		/* a plug whose size event went to a killed predecessor (resumed in
+		 * plugging with the device already there): no event will come */
+		if (d->rec.phase == PH_PLUGGING && d->hv_known && d->hv.kind != HV_DIMM && !d->hv.always_plugged &&
+		    d->hv.plugged >= d->rec.target)
+			dc_start_grant(c, d, d->rec.op_bytes, now);
+		if (d->rec.phase == PH_GRANTING && d->regrant_at > 0 && now >= d->regrant_at && d->synced) {
+			d->regrant_at = 0;
+			dc_send_op(c, d, now);
+		}
 		if (d->synced && (now >= d->query_at || (d->query_out && now - d->query_at > 4 * d->p->query_interval))) {
 			_cleanup_json_ json_t *q = json_pack("{s:s}", "type", "query");
 			if (!d->query_out || now - d->query_at > 4 * d->p->query_interval)
@@ -157,15 +166,20 @@ void ctl_tick(struct ctl *c, int64_t now)
 		} else {
 			law_decide(d->p, &in, &lo);
 		}
-		if (lo.refused_floor) {
+		/* each offer gets its answer; a standing refusal (slack, above max) is
+		 * said once per shrink cooldown, not at every tick */
+		if (lo.refused_floor &&
+		    (d->offer || d->refused_at < 0 || now - d->refused_at >= d->p->shrink_cooldown)) {
 			d->v.refused_floor++;
 			dc_emit(c, d, "shrink.refused", json_pack("{s:s,s:I,s:I,s:I}", "why", lo.why, "offer", (json_int_t)d->offer,
 							       "floor_total", (json_int_t)lo.floor_total, "allowed",
 							       (json_int_t)(lo.action == LAW_SHRINK ? lo.bytes : 0)));
 			dc_say(c, d, LOG_NOTICE, "%s", lo.why);
-			if (lo.action != LAW_SHRINK)
-				d->offer = 0;
+			if (!d->offer)
+				d->refused_at = now;
 		}
+		if (lo.refused_floor && lo.action != LAW_SHRINK)
+			d->offer = 0;
 		if (lo.action == LAW_SHRINK)
 			dc_start_shrink(c, d, lo.bytes, lo.why, now);
 		else if (lo.action == LAW_GROW) {

@@ -7,6 +7,10 @@
 # OUT          the initramfs to write
 # The programs' shared libraries are found with ldd and copied with the
 # dynamic loader, at the paths ldd prints.
+# Environment (the libvirt test, tests/vm/libvirt.sh, uses both):
+# MKINITRAMFS_EXTRA_MODULES  more modules under drivers/ (e.g. "virtio/virtio_mem"),
+#                            loaded by init after the virtio ones, in this order
+# MKINITRAMFS_CONFIG         the agent's memgrant.yaml instead of the built-in one
 set -eu
 BUILD=$1 KTREE=$2 BUSYBOX=$3 OUT=$4
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -49,6 +53,19 @@ for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_modern_dev virtio/vi
 		exit 1
 	fi
 done
+: > "$R/modules/extra.list"
+for m in ${MKINITRAMFS_EXTRA_MODULES:-}; do
+	name=$(basename "$m")
+	if [ -f "$kdir/$m.ko" ]; then
+		cp "$kdir/$m.ko" "$R/modules/$name.ko"
+	elif [ -f "$kdir/$m.ko.xz" ]; then
+		xz -dc "$kdir/$m.ko.xz" > "$R/modules/$name.ko"
+	else
+		echo "mkinitramfs: extra module $m not found under $kdir" >&2
+		exit 1
+	fi
+	echo "$name" >> "$R/modules/extra.list"
+done
 
 cp "$HERE/init" "$R/init"
 chmod 0755 "$R/init"
@@ -75,5 +92,9 @@ providers:
   channel:
     path: /dev/virtio-ports/org.memgrant.0
 YAML
+
+if [ -n "${MKINITRAMFS_CONFIG:-}" ]; then
+	cp "$MKINITRAMFS_CONFIG" "$R/etc/memgrant/memgrant.yaml"
+fi
 
 (cd "$R" && find . | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) | gzip -1 > "$OUT"

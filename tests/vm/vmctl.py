@@ -6,6 +6,11 @@
   vmctl.py guest SOCK TIMEOUT COMMAND        run COMMAND in the guest (tests/vm/init serves
                                              it), print its output, exit with its status
   vmctl.py wait-guest SOCK TIMEOUT           until the guest's control port answers
+  vmctl.py wait-event FILE FROM TIMEOUT EVENT [KEY=VALUE ...]
+                                             until a line after line FROM of the JSON-lines
+                                             file FILE has "event": EVENT and each KEY
+                                             (a.b for nested) equal to VALUE; prints
+                                             "LINENO JSON" (memgrant-host serve's events)
 
 Exit status: the command's (guest), 0 (qmp, device-del, wait-guest done),
 1 (QMP error, no event, guest did not answer in time), 2 (usage).
@@ -110,6 +115,41 @@ def guest(path, timeout, command):
         s.close()
 
 
+def wait_event(path, start, timeout, name, conds):
+    """The first event NAME after line START whose fields match CONDS."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path, errors="replace") as f:
+                lines = f.read().split("\n")
+        except FileNotFoundError:
+            lines = []
+        # the last piece is an unfinished line (or empty): not read yet
+        for n, line in enumerate(lines[:-1], 1):
+            if n <= start or not line.strip():
+                continue
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("event") != name:
+                continue
+            ok = True
+            for k, want in conds:
+                v = e
+                for part in k.split("."):
+                    v = v.get(part) if isinstance(v, dict) else None
+                got = str(v).lower() if isinstance(v, bool) else str(v)
+                if got != want:
+                    ok = False
+                    break
+            if ok:
+                return n, line
+        if time.monotonic() >= end:
+            return None, None
+        time.sleep(0.05)
+
+
 def main(argv):
     if len(argv) < 3:
         die(__doc__, 2)
@@ -154,6 +194,18 @@ def main(argv):
                 pass
             time.sleep(0.5)
         die("the guest's control port did not answer within %ss" % argv[3])
+    if cmd == "wait-event":
+        if len(argv) < 6:
+            die("usage: wait-event FILE FROM TIMEOUT EVENT [KEY=VALUE ...]", 2)
+        conds = [tuple(a.split("=", 1)) for a in argv[6:]]
+        if any(len(c) != 2 for c in conds):
+            die("wait-event: conditions are KEY=VALUE", 2)
+        n, line = wait_event(path, int(argv[3]), float(argv[4]), argv[5], conds)
+        if n is None:
+            die("no event %s %s after line %s of %s within %ss" % (argv[5], " ".join(argv[6:]), argv[3], path,
+                                                                      argv[4]))
+        print(n, line)
+        return 0
     die("unknown command %s" % cmd, 2)
 
 

@@ -60,6 +60,8 @@ struct fh_dom {
 	uint64_t boot, used_mem, online_granted, pinned;
 	int64_t online_ms;
 	bool never_online, dead, connected;
+	int64_t blocks_delay_ms;  /* virtio-mem: the guest adds its memory block this long after a plug */
+	int64_t blocks_at;
 	uint64_t last_gen;
 	struct fh_grant ops[64];
 	size_t n_ops;
@@ -188,7 +190,7 @@ static inline void fh_guest_work(struct fh *f, struct fh_dom *d)
 		if (!g->is_revoke) {
 			if (d->never_online)
 				continue;
-			if (fh_offline_plugged(d) >= g->bytes) {
+			if (fh_offline_plugged(d) >= g->bytes && f->now >= d->blocks_at) {
 				g->applied = g->bytes;
 				d->online_granted += g->bytes;
 				snprintf(g->state, sizeof(g->state), "applied");
@@ -243,6 +245,7 @@ static inline int fh_plug(void *impl, const char *dom, const struct serve_policy
 			*out = *r;
 		d->plugged += bytes;
 		d->requested += bytes;
+		d->blocks_at = f->now + d->blocks_delay_ms;
 		return 0;
 	}
 	if (d->requested + bytes > d->max) {
@@ -250,6 +253,7 @@ static inline int fh_plug(void *impl, const char *dom, const struct serve_policy
 		return -ERANGE;
 	}
 	d->requested += bytes;
+	d->blocks_at = f->now + d->blocks_delay_ms;
 	return 0;
 }
 

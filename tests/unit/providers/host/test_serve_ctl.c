@@ -130,6 +130,80 @@ static void test_shrink_and_floor(void **state)
 	assert_false(d->panicked);
 }
 
+/* The device reports the plug before the guest has added the memory block
+ * (virtio-mem, seen under TCG): the grant is rejected, sent again with a new
+ * generation, and applied; nothing is taken back. */
+static void test_grant_before_blocks(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	struct dom_view v;
+
+	d->blocks_delay_ms = 2500;
+	d->online_ms = 0;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 256 * M);
+	fh_run(f, 6000);
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 256 * M);
+	assert_int_equal(d->online_granted, 256 * M);
+	assert_true(fh_events_named(f, "vm", "grant.retry") >= 1);
+	assert_int_equal(fh_events_named(f, "vm", "grant.applied"), 1);
+	assert_int_equal(fh_events_named(f, "vm", "plugged_not_usable"), 0);
+	assert_int_equal(d->plugged, 256 * M);
+	assert_true(d->grants_seen >= 2);
+}
+
+/* The same with a DIMM: attached at once, its blocks later (ACPI): the grant of its range is retried. */
+static void test_dimm_grant_before_blocks(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_DIMM);
+	struct dom_view v;
+
+	d->blocks_delay_ms = 2500;
+	d->online_ms = 0;
+	f->cfg.defaults.dimm_size = 256 * M;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 256 * M);
+	fh_run(f, 6000);
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 256 * M);
+	assert_int_equal(d->n_dimms, 1);
+	assert_true(fh_events_named(f, "vm", "grant.retry") >= 1);
+	assert_int_equal(fh_events_named(f, "vm", "plugged_not_usable"), 0);
+}
+
+/* A shrink the floor refuses for as long as the hog stays (above max, no
+ * offer) is said once per shrink cooldown, not at every tick. */
+static void test_standing_refusal_once(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+
+	f->cfg.defaults.shrink_cooldown = 30000;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 512 * M);
+	fh_run(f, 5000);
+	assert_int_equal(fh_view(f, "vm").granted, 512 * M);
+	d->used_mem = 1400 * M;
+	f->cfg.defaults.max = 0; /* the operator lowers max while the guest needs it all */
+	fh_run(f, 60000);
+	assert_int_equal(fh_view(f, "vm").granted, 512 * M);
+	assert_int_equal(d->revokes_seen, 0);
+	/* the cooldown after the grow, then once more 30 s later: 600 ticks, 2 refusals */
+	assert_int_equal(fh_events_named(f, "vm", "shrink.refused"), 2);
+	assert_false(d->panicked);
+}
+
 /* Plugged, never onlined: reported and taken back. */
 static void test_plugged_not_onlined(void **state)
 {
@@ -281,6 +355,56 @@ static void test_restart_mid_grow(void **state)
 	assert_int_equal(d->requested, 512 * M);
 }
 
+/* kill -9 while plugging; the device got there while the service was down,
+ * so no size event comes: the restarted service grants from the device's
+ * size at once (not at the plug deadline), and only once. */
+static void test_restart_mid_plug(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	struct dom_view v;
+
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 512 * M);
+	for (int i = 0; i < 30 && fh_view(f, "vm").phase != PH_PLUGGING; i++)
+		fh_run(f, 100);
+	assert_int_equal(fh_view(f, "vm").phase, PH_PLUGGING);
+	ctl_free(f->ctl);
+	f->ctl = NULL;
+	d->out_len = 0;
+	d->plugged = d->requested; /* the device finished; its event went to the dead service */
+	d->last_event_size = d->plugged;
+	f->now += 2000;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 4000); /* far below the plug deadline */
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 512 * M);
+	assert_int_equal(d->online_granted, 512 * M);
+	assert_int_equal(f->plugs, 1);
+	assert_int_equal(d->plugged, 512 * M);
+}
+
+/* The guest asks again while its grow is in flight: that was the same need, one grow. */
+static void test_request_during_grow(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 512 * M);
+	for (int i = 0; i < 30 && fh_view(f, "vm").phase != PH_PLUGGING; i++)
+		fh_run(f, 100);
+	fh_advice(d, "request", 512 * M);
+	fh_run(f, 12000); /* past the grow cooldown */
+	assert_int_equal(fh_view(f, "vm").granted, 512 * M);
+	assert_int_equal(f->plugs, 1);
+}
+
 /* After a restart with memory plugged that nobody granted: unplugged. */
 static void test_reconcile_plugged_ungranted(void **state)
 {
@@ -429,6 +553,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_guest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dimm_refused_and_hung_detach, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dry_run, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grant_before_blocks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dimm_grant_before_blocks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_standing_refusal_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_mid_plug, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_request_during_grow, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
