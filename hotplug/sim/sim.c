@@ -412,6 +412,14 @@ struct sim_backend {
 	char *state_path;
 	struct sim_fs *fs; /* opened once: nothing is looked up by path again */
 	struct sim_watch *watch;
+	/* The descriptor as last read for read_block, with the identity of the
+	 * file it came from: a block read costs one stat of the descriptor
+	 * and its records file, not a parse of the descriptor and two opens
+	 * of the state directory (the descriptor is only ever replaced by
+	 * rename, so a new version is a new inode or a new mtime). */
+	pthread_mutex_t rd_lock;
+	struct sim_settings *rd_s;
+	struct stat rd_st;
 };
 
 static int check_exists(const struct sim_settings *s, const struct sim_block *b, enum hp_attr attr,
@@ -607,6 +615,13 @@ static void fill_block(const struct sim_settings *s, const struct sim_spans *sp,
 		sim_valid_zones(s, sp, id, b, out->zones, sizeof(out->zones));
 }
 
+void sim_block_to_mem(const struct sim_fs *fs, const struct sim_settings *s, const struct sim_spans *sp,
+		      uint64_t id, struct sim_block *b, struct mem_block *out)
+{
+	settle_dead_offline(fs, b, 1);
+	fill_block(s, sp, id, b, out);
+}
+
 static int sim_discover(struct hp_backend *hb, struct mem_table **out)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
@@ -642,32 +657,67 @@ static int sim_discover(struct hp_backend *hb, struct mem_table **out)
 	return 0;
 }
 
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The descriptor for a read, under rd_lock: the cached one while the file is
+ * the same, else loaded again. */
+static int reader_settings_locked(struct sim_backend *sb, const struct sim_settings **out)
+{
+	struct sim_settings *s = NULL;
+	struct stat st;
+	int r;
+
+	if (fstatat(sb->fs->top, sb->fs->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!sb->rd_s || !same_file(&st, &sb->rd_st)) {
+		r = sim_settings_load(sb->fs, &s, NULL, 0);
+		if (r < 0)
+			return r;
+		sim_settings_free(sb->rd_s);
+		sb->rd_s = s;
+		sb->rd_st = st;
+	}
+	*out = sb->rd_s;
+	return 0;
+}
+
 static int sim_read_block(struct hp_backend *hb, uint64_t id, struct mem_block *out)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
-	_cleanup_settings_ struct sim_settings *s = NULL;
+	const struct sim_settings *s = NULL;
 	_cleanup_free_ struct sim_block *all = NULL;
 	struct sim_block chunk[SIM_CHUNK], *b = &chunk[id % SIM_CHUNK];
-	struct sim_summary sum;
+	struct sim_summary sum = { 0 };
 	int r;
 
-	r = sim_settings_load(sb->fs, &s, NULL, 0);
+	pthread_mutex_lock(&sb->rd_lock);
+	r = reader_settings_locked(sb, &s);
 	if (r < 0)
-		return r;
+		goto out;
+	r = -ENOENT;
 	if (id >= s->n_blocks)
-		return -ENOENT;
-	if (s->v1_blocks || sim_summary_load(s, &sum) < 0) {
+		goto out;
+	r = s->v1_blocks ? -EINVAL : sim_chunk_load(s, id / SIM_CHUNK, chunk, NULL, 0);
+	/* the spans only matter for a configured block's valid_zones */
+	if (r == 0 && b->configured && sim_summary_load(s, &sum) < 0)
+		r = -EINVAL;
+	if (r < 0) {
 		r = sim_records_load(s, &all, NULL, 0);
 		if (r < 0)
-			return r;
+			goto out;
 		sim_summary_compute(all, s->n_blocks, &sum);
 		b = &all[id];
-	} else if ((r = sim_chunk_load(s, id / SIM_CHUNK, chunk, NULL, 0)) < 0) {
-		return r;
 	}
 	settle_dead_offline(sb->fs, b, 1);
 	fill_block(s, &sum.sp, id, b, out);
-	return 0;
+	r = 0;
+out:
+	pthread_mutex_unlock(&sb->rd_lock);
+	return r;
 }
 
 static int sim_read_auto_online(struct hp_backend *hb, char *buf, size_t len)
@@ -706,11 +756,20 @@ static int sim_watch_read_op(struct hp_backend *hb, uint64_t *ids, size_t max, s
 	return sim_watch_read(sb->watch, ids, max, n, overflow);
 }
 
+static int sim_watch_row_op(struct hp_backend *hb, uint64_t id, struct mem_block *out)
+{
+	struct sim_backend *sb = (struct sim_backend *)hb;
+
+	return sb->watch ? sim_watch_row(sb->watch, id, out) : -ENODATA;
+}
+
 static void sim_close(struct hp_backend *hb)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
 
 	sim_watch_free(sb->watch);
+	sim_settings_free(sb->rd_s);
+	pthread_mutex_destroy(&sb->rd_lock);
 	sim_fs_free(sb->fs);
 	free(sb->base.root);
 	free(sb->state_path);
@@ -725,6 +784,7 @@ static const struct hp_backend_ops sim_ops = {
 	.read_auto_online = sim_read_auto_online,
 	.watch_open = sim_watch_open_op,
 	.watch_read = sim_watch_read_op,
+	.watch_row = sim_watch_row_op,
 	.close = sim_close,
 };
 
@@ -778,6 +838,7 @@ int hp_sim_open(const char *state_path, struct hp_backend **out)
 	sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return -ENOMEM;
+	pthread_mutex_init(&sb->rd_lock, NULL);
 	sb->base.ops = &sim_ops;
 	sb->base.root = strdup(fs->tree_path);
 	sb->state_path = strdup(state_path);

@@ -230,4 +230,11 @@ struct sim_watch;
 int sim_watch_open(const struct sim_fs *fs, const char *state_path, struct sim_watch **out);
 int sim_watch_fd(const struct sim_watch *w);
 int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bool *overflow);
+/* Block ID as the watch last read it (its records as reported, the spans
+ * of all of them); -ENODATA before the first read. */
+int sim_watch_row(struct sim_watch *w, uint64_t id, struct mem_block *out);
+/* A block's struct mem_block from its record B (going-offline settled when
+ * no writer holds the lock) under settings S and spans SP. */
+void sim_block_to_mem(const struct sim_fs *fs, const struct sim_settings *s, const struct sim_spans *sp,
+		      uint64_t id, struct sim_block *b, struct mem_block *out);
 void sim_watch_free(struct sim_watch *w);

@@ -43,6 +43,17 @@ void sim_watch_free(struct sim_watch *w)
 	free(w);
 }
 
+int sim_watch_row(struct sim_watch *w, uint64_t id, struct mem_block *out)
+{
+	struct sim_block b;
+
+	if (!w->s || !w->cache || id >= w->s->n_blocks)
+		return -ENODATA;
+	b = w->cache[id];
+	sim_block_to_mem(w->fs, w->s, &w->sp, id, &b, out);
+	return 0;
+}
+
 int sim_watch_fd(const struct sim_watch *w)
 {
 	return w->fd;
