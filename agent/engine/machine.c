@@ -157,7 +157,7 @@ int machine_open(struct engine *e)
 
 		if (!f || fscanf(f, "%ld", &max) != 1)
 			max = -1;
-		log_err(&e->log, "cannot watch the memory blocks of %s: a tree needs an inotify watch per block directory (firmware and device), "
+		log_err(&e->log, "cannot watch the memory blocks of %s: a tree needs an inotify watch per block (its devices directory, or its firmware one while it has none), "
 			"more than fs.inotify.max_user_watches (%ld, for all of this user's processes) allows; "
 			"raise it (sysctl fs.inotify.max_user_watches) for a tree of this size",
 			e->backend->root, max);
