@@ -43,14 +43,6 @@ struct sysfs_watch {
 	struct wd_entry *wds; /* sorted by wd (inotify hands them out increasing) */
 	size_t n_wds;
 	struct idmap seen;    /* the ids of the read in progress: one look-up per event */
-	/* One watch per block, so that a tree of 262,144 blocks fits the
-	 * default fs.inotify.max_user_watches: its devices directory while it
-	 * has one, else its firmware directory.  A configured block's firmware
-	 * entry says nothing the devices side does not: config shows as the
-	 * devices directory coming and going (seen on the parent), and
-	 * memmap_on_memory only changes while deconfigured (C12). */
-	struct idmap dev_on;  /* blocks whose devices directory is watched */
-	struct idmap fw_wd;   /* block -> wd of its firmware directory's watch */
 };
 
 int sysfs_watch_fd(const struct sysfs_watch *w)
@@ -71,8 +63,6 @@ void sysfs_watch_free(struct sysfs_watch *w)
 	free(w->added);
 	free(w->wds);
 	idmap_free(&w->seen);
-	idmap_free(&w->dev_on);
-	idmap_free(&w->fw_wd);
 	free(w);
 }
 
@@ -265,38 +255,26 @@ static struct wd_entry *wd_find(struct sysfs_watch *w, int wd)
 	return NULL;
 }
 
-/* Watches block ID's directory NAME on the devices side (FW false) or the
- * firmware side, keeping one watch per block (dev_on, fw_wd). */
+/*
+ * Block directories: only the devices side (sys/devices/system/memory/memoryN),
+ * one watch per configured block, so that a tree of 262,144 standby blocks
+ * needs a handful of watches and one of any size fits
+ * fs.inotify.max_user_watches as long as its configured blocks do.  That is
+ * what the kernel's uevents say on the real root too: a block configured or
+ * deconfigured shows as its devices directory coming and going (seen on the
+ * parent), and a firmware-side change of a deconfigured block
+ * (memmap_on_memory) is seen at the next re-scan only (backend.h).
+ */
 static int watch_block_dir(struct sysfs_watch *w, bool fw, const char *name, uint64_t id)
 {
 	char rel[320];
-	uint64_t old;
 	int wd;
 
-	if (fw && idmap_get(&w->dev_on, id, NULL))
-		return 0; /* the devices side speaks for it */
-	snprintf(rel, sizeof(rel), "%s/%s", fw ? FW_DIR : DEV_DIR, name);
-	wd = wd_add(w, rel, &(struct wd_entry){ .fw = fw, .id = id });
-	if (wd <= 0)
-		return wd;
 	if (fw)
-		return idmap_put(&w->fw_wd, id, (uint64_t)wd);
-	if (idmap_put(&w->dev_on, id, 0) < 0)
-		return -ENOMEM;
-	if (idmap_get(&w->fw_wd, id, &old)) {
-		/* its IN_IGNORED drops the entry */
-		(void)inotify_rm_watch(w->fd, (int)old);
-		idmap_del(&w->fw_wd, id);
-	}
-	return 0;
-}
-
-/* Block ID's devices directory NAME went away: its firmware side is watched again. */
-static int dev_dir_gone(struct sysfs_watch *w, const char *name, uint64_t id)
-{
-	if (!idmap_del(&w->dev_on, id))
 		return 0;
-	return watch_block_dir(w, true, name, id);
+	snprintf(rel, sizeof(rel), "%s/%s", DEV_DIR, name);
+	wd = wd_add(w, rel, &(struct wd_entry){ .id = id });
+	return wd < 0 ? wd : 0;
 }
 
 static int watch_parent(struct sysfs_watch *w, bool fw)
@@ -368,11 +346,6 @@ static int tree_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n
 			if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && (ev->mask & IN_ISDIR)) {
 				bool fw = e->fw; /* wd_add may move the entries */
 				int r = watch_block_dir(w, fw, ev->name, id);
-
-				if (r < 0)
-					return r;
-			} else if ((ev->mask & (IN_DELETE | IN_MOVED_FROM)) && (ev->mask & IN_ISDIR) && !e->fw) {
-				int r = dev_dir_gone(w, ev->name, id);
 
 				if (r < 0)
 					return r;
