@@ -412,14 +412,7 @@ struct sim_backend {
 	char *state_path;
 	struct sim_fs *fs; /* opened once: nothing is looked up by path again */
 	struct sim_watch *watch;
-	/* The descriptor as last read for read_block, with the identity of the
-	 * file it came from: a block read costs one stat of the descriptor
-	 * and its records file, not a parse of the descriptor and two opens
-	 * of the state directory (the descriptor is only ever replaced by
-	 * rename, so a new version is a new inode or a new mtime). */
-	pthread_mutex_t rd_lock;
-	struct sim_settings *rd_s;
-	struct stat rd_st;
+	struct sim_reader rd; /* read_block's cache of the descriptor (read.c) */
 };
 
 static int check_exists(const struct sim_settings *s, const struct sim_block *b, enum hp_attr attr,
@@ -657,67 +650,11 @@ static int sim_discover(struct hp_backend *hb, struct mem_table **out)
 	return 0;
 }
 
-static bool same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* The descriptor for a read, under rd_lock: the cached one while the file is
- * the same, else loaded again. */
-static int reader_settings_locked(struct sim_backend *sb, const struct sim_settings **out)
-{
-	struct sim_settings *s = NULL;
-	struct stat st;
-	int r;
-
-	if (fstatat(sb->fs->top, sb->fs->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!sb->rd_s || !same_file(&st, &sb->rd_st)) {
-		r = sim_settings_load(sb->fs, &s, NULL, 0);
-		if (r < 0)
-			return r;
-		sim_settings_free(sb->rd_s);
-		sb->rd_s = s;
-		sb->rd_st = st;
-	}
-	*out = sb->rd_s;
-	return 0;
-}
-
 static int sim_read_block(struct hp_backend *hb, uint64_t id, struct mem_block *out)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
-	const struct sim_settings *s = NULL;
-	_cleanup_free_ struct sim_block *all = NULL;
-	struct sim_block chunk[SIM_CHUNK], *b = &chunk[id % SIM_CHUNK];
-	struct sim_summary sum = { 0 };
-	int r;
 
-	pthread_mutex_lock(&sb->rd_lock);
-	r = reader_settings_locked(sb, &s);
-	if (r < 0)
-		goto out;
-	r = -ENOENT;
-	if (id >= s->n_blocks)
-		goto out;
-	r = s->v1_blocks ? -EINVAL : sim_chunk_load(s, id / SIM_CHUNK, chunk, NULL, 0);
-	/* the spans only matter for a configured block's valid_zones */
-	if (r == 0 && b->configured && sim_summary_load(s, &sum) < 0)
-		r = -EINVAL;
-	if (r < 0) {
-		r = sim_records_load(s, &all, NULL, 0);
-		if (r < 0)
-			goto out;
-		sim_summary_compute(all, s->n_blocks, &sum);
-		b = &all[id];
-	}
-	settle_dead_offline(sb->fs, b, 1);
-	fill_block(s, &sum.sp, id, b, out);
-	r = 0;
-out:
-	pthread_mutex_unlock(&sb->rd_lock);
-	return r;
+	return sim_reader_read(&sb->rd, sb->fs, id, out);
 }
 
 static int sim_read_auto_online(struct hp_backend *hb, char *buf, size_t len)
@@ -768,8 +705,7 @@ static void sim_close(struct hp_backend *hb)
 	struct sim_backend *sb = (struct sim_backend *)hb;
 
 	sim_watch_free(sb->watch);
-	sim_settings_free(sb->rd_s);
-	pthread_mutex_destroy(&sb->rd_lock);
+	sim_reader_fini(&sb->rd);
 	sim_fs_free(sb->fs);
 	free(sb->base.root);
 	free(sb->state_path);
@@ -838,7 +774,7 @@ int hp_sim_open(const char *state_path, struct hp_backend **out)
 	sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return -ENOMEM;
-	pthread_mutex_init(&sb->rd_lock, NULL);
+	sim_reader_init(&sb->rd);
 	sb->base.ops = &sim_ops;
 	sb->base.root = strdup(fs->tree_path);
 	sb->state_path = strdup(state_path);
