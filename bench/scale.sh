@@ -6,7 +6,8 @@
 #     BENCH_SCALE_TREES blocks (default 65536 262144): start-up to ready
 #   - grants and revocations of BENCH_SCALE_GRANTS blocks (default 512 4096
 #     16384) per block, against the same steps with memgrantctl --sim, and
-#     the system calls per block (strace -c -f) at BENCH_SCALE_STRACE (512)
+#     the system calls per block (strace -f, memgrantd apart from its
+#     helper) at BENCH_SCALE_STRACE (4096)
 #   - RSS after BENCH_SCALE_CYCLES (6) grant+revocation cycles of
 #     BENCH_SCALE_CYCLE_BLOCKS (4096) against after the first
 # Never drops a figure silently: what it skips it says, with why.
@@ -132,7 +133,7 @@ YAML
 done
 
 # ---- grant sizes: per block against memgrantctl --sim steps -----------------------
-ST=${BENCH_SCALE_STRACE:-512}
+ST=${BENCH_SCALE_STRACE:-4096}
 for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
 	name=g$n
 	yaml "$name" $((n + 16))
@@ -157,11 +158,18 @@ for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
 	fig "revoke_ms_per_block@$n" "$(ms_per "$v" "$n")" ms "$(ms_per "$rvs" "$n")" "memgrantctl steps"
 done
 
-# system calls per block: a grant and its revocation under strace -c -f
+note "grants on sysfs trees: skipped: a tree made by bench/mktree.py has no kernel behind it (a write to config or state changes that file and nothing else: a grant fails at its first online); tests/tools/simfs serves a sim as a tree over FUSE, and its writes are the sim's, whose figures are above"
+
+# system calls per block: a grant and its revocation under strace -f, every
+# call counted by process: memgrantd's threads (the agent: its reads of the
+# machine, notifications, journal, API) apart from memgrant-helper's (the
+# writes; on the sim, the sim's own rendering of each write, about 50 calls
+# a write: lock, records, summary, tree files, which the kernel does in one
+# call on real sysfs)
 if command -v strace >/dev/null 2>&1; then
 	n=$ST name=s$ST
 	yaml "$name" $((n + 16))
-	strace -f -c -U calls,name -o "$T/$name.strace" "$D" -c "$T/$name.yaml" --foreground >"$T/$name.log" 2>&1 &
+	strace -f -qq -o "$T/$name.trace" "$D" -c "$T/$name.yaml" --foreground >"$T/$name.log" 2>&1 &
 	spid=$!
 	PIDS="$PIDS $spid"
 	i=0
@@ -169,16 +177,22 @@ if command -v strace >/dev/null 2>&1; then
 		i=$((i + 1)); [ $i -lt 1200 ] || break
 		sleep 0.05
 	done
-	calls() { awk '$1 ~ /^[0-9]+$/ && NF == 2 && $2 != "total" { s += $1 } END { print s + 0 }' "$1"; }
 	"$CTL" --socket "$T/$name.sock" grant $((n * 128))M --wait >/dev/null
 	"$CTL" --socket "$T/$name.sock" revoke $((n * 128))M --wait >/dev/null
 	dpid=$(cat /proc/"$spid"/task/*/children 2>/dev/null | awk '{ print $1; exit }')
 	[ -n "$dpid" ] && kill -TERM "$dpid"
 	wait "$spid" 2>/dev/null || true
-	# start-up and stop counted too: a share of them per block
-	fig "syscalls_per_block@$n" "$(awk -v c="$(calls "$T/$name.strace")" -v n=$((2 * n)) 'BEGIN { printf "%.1f", c / n }')" "calls"
-	note "syscalls_per_block: a grant and its revocation of $n blocks (start-up and stop included), per block and operation"
-	rm -rf "$T/$name.d" "$T/$name.state"
+	# the helper is the process that ran execve(...memgrant-helper...); a
+	# call strace split in two (unfinished / resumed) counts once
+	set -- $(awk -v n=$((2 * n)) '
+		/execve\(".*memgrant-helper"/ { helper[$1] = 1 }
+		/resumed>/ { next }
+		{ calls[$1]++ }
+		END { for (p in calls) if (p in helper) h += calls[p]; else a += calls[p]
+		      printf "%.1f %.1f\n", a / n, h / n }' "$T/$name.trace")
+	fig "syscalls_per_block@$n" "$1" "calls" "$2" "memgrant-helper (the sim's writes)"
+	note "syscalls_per_block: memgrantd's system calls for a grant and its revocation of $n blocks (start-up and stop included), per block and operation; memgrant-helper's (the writes, on the sim the sim's own work) apart"
+	rm -rf "$T/$name.d" "$T/$name.state" "$T/$name.trace"
 else
 	note "strace not installed: no syscall counts"
 fi
@@ -187,7 +201,9 @@ fi
 C=${BENCH_SCALE_CYCLES:-6} n=${BENCH_SCALE_CYCLE_BLOCKS:-4096}
 name=c$n
 yaml "$name" $((n + 16))
-if start "$name"; then
+if [ "$C" -lt 1 ]; then
+	note "cycles: skipped (BENCH_SCALE_CYCLES=$C)"
+elif start "$name"; then
 	fig "rss_idle_kb@cycles" "$(rss_kb "$DPID")" kB
 	fig "pss_anon_idle_kb@cycles" "$(awk '/^Pss_Anon:/ { print $2 }' /proc/"$DPID"/smaps_rollup 2>/dev/null || echo null)" kB
 	fig "threads_idle@cycles" "$(ls /proc/"$DPID"/task | wc -l)" ""
@@ -224,7 +240,7 @@ target "grant per block at 16384 / at 512 <= 1.2x" "$(ratio "$(val grant_ms_per_
 target "revocation per block at 16384 / at 512 <= 1.2x" "$(ratio "$(val revoke_ms_per_block@16384)" "$(val revoke_ms_per_block@512)")" 1.2
 target "grant per block at 16384 / memgrantctl --sim steps <= 1.5x" "$(ratio "$(val grant_ms_per_block@16384)" "$(ref_of grant_ms_per_block@16384)")" 1.5
 target "revocation per block at 16384 / memgrantctl --sim steps <= 1.5x" "$(ratio "$(val revoke_ms_per_block@16384)" "$(ref_of revoke_ms_per_block@16384)")" 1.5
-target "system calls per block <= 30" "$(val syscalls_per_block@$ST)" 30
+target "system calls per block of memgrantd (its helper's writes apart) <= 30" "$(val syscalls_per_block@$ST)" 30
 target "RSS after $C cycles of $n / after the first <= 1.1x" "$(ratio "$(val "rss_after_${C}_cycles_kb@$n")" "$(ref_of "rss_after_${C}_cycles_kb@$n")")" 1.1
 target "idle RSS <= 6144 kB" "$(val rss_idle_kb@cycles)" 6144
 target "idle Pss_Anon <= 1024 kB" "$(val pss_anon_idle_kb@cycles)" 1024

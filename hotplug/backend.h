@@ -75,6 +75,12 @@ struct hp_backend_ops {
 	 */
 	int (*watch_open)(struct hp_backend *b);
 	int (*watch_read)(struct hp_backend *b, uint64_t *ids, size_t max, size_t *n, bool *overflow);
+	/* Optional: block ID (one the last watch_read stored) as the
+	 * notification's own read of it found it, after the change: what
+	 * read_block would return, without reading again.  -ENODATA (or no
+	 * op): call read_block.  sim backend: the records file the watch
+	 * read to find the changed blocks. */
+	int (*watch_row)(struct hp_backend *b, uint64_t id, struct mem_block *out);
 	void (*close)(struct hp_backend *b);
 };
 
@@ -118,6 +124,10 @@ static inline int hp_watch_read(struct hp_backend *b, uint64_t *ids, size_t max,
 				bool *overflow)
 {
 	return b->ops->watch_read ? b->ops->watch_read(b, ids, max, n, overflow) : -EOPNOTSUPP;
+}
+static inline int hp_watch_row(struct hp_backend *b, uint64_t id, struct mem_block *out)
+{
+	return b->ops->watch_row ? b->ops->watch_row(b, id, out) : -ENODATA;
 }
 static inline int hp_read_block(struct hp_backend *b, uint64_t id, struct mem_block *out)
 {

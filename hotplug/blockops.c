@@ -2,8 +2,10 @@
 /*
  * Block primitives: one block up or down, with undo (contract in blockops.h).
  *
- * Every decision is taken from a fresh read of the block, never from what
- * the caller believes.  Undo runs in reverse order and its first failure is
+ * Every decision is taken from the kernel's state of the block: the
+ * reader's (blockops.h; the agent's live table, kept current from the
+ * kernel's notifications and re-read after each change) or a read of the
+ * backend, never from what the caller believes.  Undo runs in reverse order and its first failure is
  * reported in undo_err; the original failure is what the caller gets back.
  */
 #include "hotplug/blockops.h"
@@ -54,15 +56,43 @@ static void read_after(struct hp_backend *b, uint64_t id, struct block_result *r
 		res->after = m;
 }
 
+/* The block's state before the first write or after write STEP. */
+static int read_state(struct hp_backend *b, const struct block_reader *rd, uint64_t id, enum block_step step,
+		      struct mem_block *out)
+{
+	return rd && rd->read ? rd->read(rd->ctx, b, id, step, out) : hp_read_block(b, id, out);
+}
+
+/* After the last write STEP succeeded: res->after from the reader. */
+static void state_after(struct hp_backend *b, const struct block_reader *rd, uint64_t id, enum block_step step,
+			struct block_result *res)
+{
+	struct mem_block m;
+
+	if (read_state(b, rd, id, step, &m) == 0)
+		res->after = m;
+}
+
 int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_type type,
 		   struct block_result *res)
+{
+	return block_bring_up_r(b, NULL, id, memmap, type, res);
+}
+
+int block_take_down(struct hp_backend *b, uint64_t id, struct block_result *res)
+{
+	return block_take_down_r(b, NULL, id, res);
+}
+
+int block_bring_up_r(struct hp_backend *b, const struct block_reader *rd, uint64_t id, int memmap,
+		     enum online_type type, struct block_result *res)
 {
 	struct mem_block m;
 	bool set_memmap = false, configured_now = false;
 	int r;
 
 	memset(res, 0, sizeof(*res));
-	r = hp_read_block(b, id, &m);
+	r = read_state(b, rd, id, STEP_NONE, &m);
 	if (r < 0)
 		return failed(res, STEP_READ, r);
 	res->after = m;
@@ -95,7 +125,7 @@ int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_ty
 		}
 		configured_now = true;
 		res->steps_done |= 1u << STEP_CONFIGURE;
-		r = hp_read_block(b, id, &m);
+		r = read_state(b, rd, id, STEP_CONFIGURE, &m);
 		if (r < 0)
 			return failed(res, STEP_READ, r);
 		res->after = m;
@@ -117,7 +147,7 @@ int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_ty
 		return failed(res, STEP_ONLINE, r);
 	}
 	res->steps_done |= 1u << STEP_ONLINE;
-	read_after(b, id, res);
+	state_after(b, rd, id, STEP_ONLINE, res);
 	return 0;
 }
 
@@ -131,7 +161,7 @@ static enum online_type type_for_zone(const char *zone)
 	return ONLINE_DEFAULT;
 }
 
-int block_take_down(struct hp_backend *b, uint64_t id, struct block_result *res)
+int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint64_t id, struct block_result *res)
 {
 	struct mem_block m;
 	bool offlined = false;
@@ -139,7 +169,7 @@ int block_take_down(struct hp_backend *b, uint64_t id, struct block_result *res)
 	int r;
 
 	memset(res, 0, sizeof(*res));
-	r = hp_read_block(b, id, &m);
+	r = read_state(b, rd, id, STEP_NONE, &m);
 	if (r < 0)
 		return failed(res, STEP_READ, r);
 	res->after = m;
@@ -170,6 +200,6 @@ int block_take_down(struct hp_backend *b, uint64_t id, struct block_result *res)
 		}
 		res->steps_done |= 1u << STEP_DECONFIGURE;
 	}
-	read_after(b, id, res);
+	state_after(b, rd, id, m.in_firmware ? STEP_DECONFIGURE : STEP_OFFLINE, res);
 	return 0;
 }

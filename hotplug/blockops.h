@@ -7,6 +7,10 @@
  * Down: offline -> config=0
  *
  * Steps already in the wanted state are skipped (read before write).
+ * Where the block's state comes from is the caller's (struct block_reader):
+ * before the first write and after each write that changes it; the plain
+ * block_bring_up()/block_take_down() read the backend every time.  After a
+ * failed step the backend itself is always read.
  * The result says which step failed with which errno and whether the undo
  * succeeded; the return value is 0 or that errno.  A step that fails with
  * HP_EWRITER_GONE (backend.h) is not undone: nothing can be written any more.
@@ -37,6 +41,15 @@ struct block_result {
 
 const char *block_step_name(enum block_step s); /* "memmap_on_memory", "configure", ... */
 
+/* The state of block ID before any write (AFTER = STEP_NONE) or after the
+ * write AFTER succeeded, into OUT: 0 or -errno, as hp_read_block(). */
+struct block_reader {
+	int (*read)(void *ctx, struct hp_backend *b, uint64_t id, enum block_step after, struct mem_block *out);
+	void *ctx;
+};
+int block_bring_up_r(struct hp_backend *b, const struct block_reader *rd, uint64_t id, int memmap,
+		     enum online_type type, struct block_result *res);
+int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint64_t id, struct block_result *res);
 /* Make block ID online with MEMMAP (0/1; -1 keep whatever it has) in zone TYPE. */
 int block_bring_up(struct hp_backend *b, uint64_t id, int memmap, enum online_type type,
 		   struct block_result *res);

@@ -301,7 +301,10 @@ int livetable_update(struct livetable *lt, lt_change_fn fn, void *data)
 		const struct mem_block *cur = mem_table_find(lt->t, lt->ids[k]);
 		struct mem_block m;
 
-		r = hp_read_block(lt->b, lt->ids[k], &m);
+		/* the notification's own read when it carries one (uevents, not re-reads) */
+		r = hp_watch_row(lt->b, lt->ids[k], &m);
+		if (r == -ENODATA)
+			r = hp_read_block(lt->b, lt->ids[k], &m);
 		if (r == -ENOENT)
 			r = cur ? changes_add(&c, cur, NULL) : 0;
 		else if (r < 0)

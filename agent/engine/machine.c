@@ -157,7 +157,7 @@ int machine_open(struct engine *e)
 
 		if (!f || fscanf(f, "%ld", &max) != 1)
 			max = -1;
-		log_err(&e->log, "cannot watch the memory blocks of %s: a tree needs an inotify watch per block directory (firmware and device), "
+		log_err(&e->log, "cannot watch the memory blocks of %s: a tree needs an inotify watch per block (its devices directory, or its firmware one while it has none), "
 			"more than fs.inotify.max_user_watches (%ld, for all of this user's processes) allows; "
 			"raise it (sysctl fs.inotify.max_user_watches) for a tree of this size",
 			e->backend->root, max);
@@ -308,11 +308,41 @@ void machine_sync(struct engine *e)
 	if (!e->live)
 		return;
 	p = (struct pollfd){ .fd = livetable_fd(e->live), .events = POLLIN };
-	if (poll(&p, 1, 0) <= 0)
-		return;
+	/* the lock first: the watcher may have taken the notifications off
+	 * the fd and not applied them yet */
 	pthread_mutex_lock(&e->machine_update_lock);
-	livetable_update(e->live, e->machine_started ? on_change : NULL, e);
+	if (poll(&p, 1, 0) > 0)
+		livetable_update(e->live, e->machine_started ? on_change : NULL, e);
 	pthread_mutex_unlock(&e->machine_update_lock);
+}
+
+/* Whether M shows the effect of write STEP (which succeeded). */
+static bool shows_write(const struct mem_block *m, enum block_step step)
+{
+	switch (step) {
+	case STEP_NONE: return true;
+	case STEP_CONFIGURE: return m->configured;
+	case STEP_ONLINE: return m->configured && m->state == MEM_STATE_ONLINE;
+	case STEP_OFFLINE: return m->state == MEM_STATE_OFFLINE;
+	case STEP_DECONFIGURE: return !m->configured;
+	default: return false;
+	}
+}
+
+int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum block_step after,
+			struct mem_block *out)
+{
+	struct engine *e = engine;
+	struct mem_block m;
+
+	if (e->live) {
+		machine_sync(e);
+		if (livetable_find(e->live, block, &m) == 0 && shows_write(&m, after)) {
+			*out = m;
+			return 0;
+		}
+	}
+	return hp_read_block(b, block, out);
 }
 
 static void *watcher_main(void *arg)

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "hotplug/block.h"
+#include "hotplug/blockops.h"
 
 struct engine;
 
@@ -36,6 +37,14 @@ void machine_free(struct engine *e);
 
 /* Applies pending notifications now (cheap when none); without e->lock. */
 void machine_sync(struct engine *e);
+/* The executor's struct block_reader (hotplug/blockops.h): the kernel's
+ * state of BLOCK from the live table once pending notifications are
+ * applied, before the first write (AFTER = STEP_NONE) and after a write
+ * whose effect the table shows (the watcher read the block after that
+ * write); read from the backend when there is no table, no row, or the
+ * table does not show the effect (no notification yet).  Without e->lock. */
+int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum block_step after,
+			struct mem_block *out);
 /* A copy of the table; -errno when there is no table. */
 int machine_snapshot(struct engine *e, struct mem_table **out);
 

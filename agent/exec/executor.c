@@ -249,6 +249,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 {
 	bool up = s->kind == ILOG_UP;
 	struct budget_timer bt = { 0 };
+	struct block_reader rd = { .read = machine_block_state, .ctx = e };
 	double t0;
 
 	memset(res, 0, sizeof(*res));
@@ -261,10 +262,12 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	t0 = mono_s();
 	if (s->deadline > 0)
 		budget_arm(e, &bt, s->deadline);
+	/* the kernel's answers from the live table where it has them (the
+	 * watcher reads each block after each change anyway) */
 	if (up)
-		block_bring_up(e->backend, s->block, s->memmap, s->online, res);
+		block_bring_up_r(e->backend, &rd, s->block, s->memmap, s->online, res);
 	else
-		block_take_down(e->backend, s->block, res);
+		block_take_down_r(e->backend, &rd, s->block, res);
 	budget_disarm(e, &bt);
 	if (res->err == -HP_EWRITER_GONE) {
 		/* not an outcome of the block: nothing counted or recorded; the

@@ -448,7 +448,8 @@ static size_t name_foreign_standby(struct engine *e, const struct intentlog_open
 	char why[192];
 
 	list[0] = '\0';
-	if (hp_discover(e->backend, &t) < 0)
+	/* the live table (recovery's own writes applied), not another discovery */
+	if (plan_table(e, &t) < 0)
 		return 0;
 	ids = calloc(t->n + 1, sizeof(*ids));
 	if (!ids)

@@ -48,6 +48,11 @@ static int ps_watch_open(struct hp_backend *b)
 	return hp_watch_open(of(b)->reader);
 }
 
+static int ps_watch_row(struct hp_backend *b, uint64_t id, struct mem_block *out)
+{
+	return hp_watch_row(of(b)->reader, id, out);
+}
+
 static int ps_watch_read(struct hp_backend *b, uint64_t *ids, size_t max, size_t *n, bool *overflow)
 {
 	return hp_watch_read(of(b)->reader, ids, max, n, overflow);
@@ -204,6 +209,7 @@ int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out)
 		.read_auto_online = ps_read_auto_online,
 		.watch_open = ps_watch_open,
 		.watch_read = ps_watch_read,
+		.watch_row = ps_watch_row,
 		.close = ps_close,
 	};
 	p->base.ops = &p->ops;

@@ -412,6 +412,7 @@ struct sim_backend {
 	char *state_path;
 	struct sim_fs *fs; /* opened once: nothing is looked up by path again */
 	struct sim_watch *watch;
+	struct sim_reader rd; /* read_block's cache of the descriptor (read.c) */
 };
 
 static int check_exists(const struct sim_settings *s, const struct sim_block *b, enum hp_attr attr,
@@ -607,6 +608,13 @@ static void fill_block(const struct sim_settings *s, const struct sim_spans *sp,
 		sim_valid_zones(s, sp, id, b, out->zones, sizeof(out->zones));
 }
 
+void sim_block_to_mem(const struct sim_fs *fs, const struct sim_settings *s, const struct sim_spans *sp,
+		      uint64_t id, struct sim_block *b, struct mem_block *out)
+{
+	settle_dead_offline(fs, b, 1);
+	fill_block(s, sp, id, b, out);
+}
+
 static int sim_discover(struct hp_backend *hb, struct mem_table **out)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
@@ -645,29 +653,8 @@ static int sim_discover(struct hp_backend *hb, struct mem_table **out)
 static int sim_read_block(struct hp_backend *hb, uint64_t id, struct mem_block *out)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
-	_cleanup_settings_ struct sim_settings *s = NULL;
-	_cleanup_free_ struct sim_block *all = NULL;
-	struct sim_block chunk[SIM_CHUNK], *b = &chunk[id % SIM_CHUNK];
-	struct sim_summary sum;
-	int r;
 
-	r = sim_settings_load(sb->fs, &s, NULL, 0);
-	if (r < 0)
-		return r;
-	if (id >= s->n_blocks)
-		return -ENOENT;
-	if (s->v1_blocks || sim_summary_load(s, &sum) < 0) {
-		r = sim_records_load(s, &all, NULL, 0);
-		if (r < 0)
-			return r;
-		sim_summary_compute(all, s->n_blocks, &sum);
-		b = &all[id];
-	} else if ((r = sim_chunk_load(s, id / SIM_CHUNK, chunk, NULL, 0)) < 0) {
-		return r;
-	}
-	settle_dead_offline(sb->fs, b, 1);
-	fill_block(s, &sum.sp, id, b, out);
-	return 0;
+	return sim_reader_read(&sb->rd, sb->fs, id, out);
 }
 
 static int sim_read_auto_online(struct hp_backend *hb, char *buf, size_t len)
@@ -706,11 +693,19 @@ static int sim_watch_read_op(struct hp_backend *hb, uint64_t *ids, size_t max, s
 	return sim_watch_read(sb->watch, ids, max, n, overflow);
 }
 
+static int sim_watch_row_op(struct hp_backend *hb, uint64_t id, struct mem_block *out)
+{
+	struct sim_backend *sb = (struct sim_backend *)hb;
+
+	return sb->watch ? sim_watch_row(sb->watch, id, out) : -ENODATA;
+}
+
 static void sim_close(struct hp_backend *hb)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
 
 	sim_watch_free(sb->watch);
+	sim_reader_fini(&sb->rd);
 	sim_fs_free(sb->fs);
 	free(sb->base.root);
 	free(sb->state_path);
@@ -725,6 +720,7 @@ static const struct hp_backend_ops sim_ops = {
 	.read_auto_online = sim_read_auto_online,
 	.watch_open = sim_watch_open_op,
 	.watch_read = sim_watch_read_op,
+	.watch_row = sim_watch_row_op,
 	.close = sim_close,
 };
 
@@ -778,6 +774,7 @@ int hp_sim_open(const char *state_path, struct hp_backend **out)
 	sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return -ENOMEM;
+	sim_reader_init(&sb->rd);
 	sb->base.ops = &sim_ops;
 	sb->base.root = strdup(fs->tree_path);
 	sb->state_path = strdup(state_path);

@@ -8,6 +8,7 @@
  *   sim_tree.c   the sysfs-shaped tree rendered from the records
  *   sim_watch.c  change notifications (inotify on the state directory)
  *   sim_kernel.c parsing of written values and the waits of a write
+ *   sim_read.c   one block read (read_block), the descriptor cached
  *   sim.c        the kernel's rules and the backend
  *
  * On disk (sim.h describes the promise):
@@ -30,7 +31,9 @@
 
 #include "hotplug/block.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -230,4 +233,25 @@ struct sim_watch;
 int sim_watch_open(const struct sim_fs *fs, const char *state_path, struct sim_watch **out);
 int sim_watch_fd(const struct sim_watch *w);
 int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bool *overflow);
+/* Block ID as the watch last read it (its records as reported, the spans
+ * of all of them); -ENODATA before the first read. */
+int sim_watch_row(struct sim_watch *w, uint64_t id, struct mem_block *out);
+/* read_block's view of the sim (read.c): the descriptor as last read, with
+ * the identity of the file it came from, so that a block read costs a stat
+ * of the descriptor and its records file (the summary too for a configured
+ * block), not a parse of the descriptor and two opens of the state
+ * directory: the descriptor is only ever replaced by rename or rewritten,
+ * so a new version is a new inode, size or mtime.  Thread-safe. */
+struct sim_reader {
+	pthread_mutex_t lock;
+	struct sim_settings *s;
+	struct stat st;
+};
+void sim_reader_init(struct sim_reader *rd);
+void sim_reader_fini(struct sim_reader *rd);
+int sim_reader_read(struct sim_reader *rd, const struct sim_fs *fs, uint64_t id, struct mem_block *out);
+/* A block's struct mem_block from its record B (going-offline settled when
+ * no writer holds the lock) under settings S and spans SP. */
+void sim_block_to_mem(const struct sim_fs *fs, const struct sim_settings *s, const struct sim_spans *sp,
+		      uint64_t id, struct sim_block *b, struct mem_block *out);
 void sim_watch_free(struct sim_watch *w);

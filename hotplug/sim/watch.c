@@ -25,6 +25,7 @@ struct sim_watch {
 	char *desc_name;           /* base name of the descriptor */
 	int fd;                    /* inotify */
 	int wd_dir, wd_desc;
+	int wd_file;               /* the descriptor itself: written in place */
 	struct sim_settings *s;    /* descriptor as last read */
 	struct sim_block *cache;   /* records as last reported */
 	struct sim_spans sp;       /* spans of the cache */
@@ -41,6 +42,17 @@ void sim_watch_free(struct sim_watch *w)
 	sim_settings_free(w->s);
 	free(w->cache);
 	free(w);
+}
+
+int sim_watch_row(struct sim_watch *w, uint64_t id, struct mem_block *out)
+{
+	struct sim_block b;
+
+	if (!w->s || !w->cache || id >= w->s->n_blocks)
+		return -ENODATA;
+	b = w->cache[id];
+	sim_block_to_mem(w->fs, w->s, &w->sp, id, &b, out);
+	return 0;
 }
 
 int sim_watch_fd(const struct sim_watch *w)
@@ -94,7 +106,7 @@ int sim_watch_open(const struct sim_fs *fs, const char *state_path, struct sim_w
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->wd_dir = w->wd_desc = -1;
+	w->wd_dir = w->wd_desc = w->wd_file = -1;
 	w->fs = fs;
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	copy = strdup(state_path);
@@ -106,7 +118,12 @@ int sim_watch_open(const struct sim_fs *fs, const char *state_path, struct sim_w
 		return r;
 	}
 	strcpy(copy, state_path);
-	w->wd_desc = inotify_add_watch(w->fd, dirname(copy), IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR);
+	/* Not IN_CLOSE_WRITE on the folder: every write of the sim closes its
+	 * lock file there, a wake-up per block step for nothing.  The
+	 * descriptor's own inode is watched for that instead, and watched
+	 * again whenever a new one is renamed or created in its place. */
+	w->wd_desc = inotify_add_watch(w->fd, dirname(copy), IN_MOVED_TO | IN_CREATE | IN_ONLYDIR);
+	w->wd_file = inotify_add_watch(w->fd, w->state_path, IN_CLOSE_WRITE | IN_DONT_FOLLOW);
 	r = w->wd_desc < 0 ? -errno : reload(w);
 	if (r < 0) {
 		sim_watch_free(w);
@@ -219,8 +236,16 @@ int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bo
 			p += sizeof(*ev) + ev->len;
 			if (ev->mask & IN_Q_OVERFLOW) {
 				lost = true;
+			} else if (ev->wd == w->wd_file) {
+				if (ev->mask & IN_IGNORED)
+					w->wd_file = -1; /* replaced: the folder's event re-aims it */
+				else
+					desc = true;
 			} else if (ev->wd == w->wd_desc) {
-				desc = desc || (ev->len && streq(ev->name, w->desc_name));
+				if (ev->len && streq(ev->name, w->desc_name)) {
+					desc = true;
+					w->wd_file = inotify_add_watch(w->fd, w->state_path, IN_CLOSE_WRITE | IN_DONT_FOLLOW);
+				}
 			} else if (ev->wd == w->wd_dir) {
 				if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
 					lost = true; /* a new machine: sim init */

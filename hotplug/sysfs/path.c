@@ -95,6 +95,12 @@ int hp_read_at(int dirfd, const char *rel, char *buf, size_t len)
 		if (r == 0)
 			break;
 		n += (size_t)r;
+		/* A short read that ends a line is the whole value: sysfs hands
+		 * out an attribute in one read, a regular file reads short only
+		 * at its end.  Saves the read of the end per file (a discovery
+		 * reads two files per block). */
+		if (n < len - 1 && buf[n - 1] == '\n')
+			break;
 	}
 	while (n > 0 && buf[n - 1] == '\n')
 		n--;

@@ -225,7 +225,7 @@ static int wd_add(struct sysfs_watch *w, const char *rel, const struct wd_entry 
 		if (w->wds[i - 1].wd == wd) {
 			w->wds[i - 1] = *e; /* the same directory again */
 			w->wds[i - 1].wd = wd;
-			return 0;
+			return wd;
 		}
 	nw = realloc(w->wds, (w->n_wds + 1) * sizeof(*nw));
 	if (!nw)
@@ -235,7 +235,7 @@ static int wd_add(struct sysfs_watch *w, const char *rel, const struct wd_entry 
 	w->wds[i] = *e;
 	w->wds[i].wd = wd;
 	w->n_wds++;
-	return 0;
+	return wd;
 }
 
 static struct wd_entry *wd_find(struct sysfs_watch *w, int wd)
@@ -255,12 +255,26 @@ static struct wd_entry *wd_find(struct sysfs_watch *w, int wd)
 	return NULL;
 }
 
+/*
+ * Block directories: only the devices side (sys/devices/system/memory/memoryN),
+ * one watch per configured block, so that a tree of 262,144 standby blocks
+ * needs a handful of watches and one of any size fits
+ * fs.inotify.max_user_watches as long as its configured blocks do.  That is
+ * what the kernel's uevents say on the real root too: a block configured or
+ * deconfigured shows as its devices directory coming and going (seen on the
+ * parent), and a firmware-side change of a deconfigured block
+ * (memmap_on_memory) is seen at the next re-scan only (backend.h).
+ */
 static int watch_block_dir(struct sysfs_watch *w, bool fw, const char *name, uint64_t id)
 {
 	char rel[320];
+	int wd;
 
-	snprintf(rel, sizeof(rel), "%s/%s", fw ? FW_DIR : DEV_DIR, name);
-	return wd_add(w, rel, &(struct wd_entry){ .fw = fw, .id = id });
+	if (fw)
+		return 0;
+	snprintf(rel, sizeof(rel), "%s/%s", DEV_DIR, name);
+	wd = wd_add(w, rel, &(struct wd_entry){ .id = id });
+	return wd < 0 ? wd : 0;
 }
 
 static int watch_parent(struct sysfs_watch *w, bool fw)

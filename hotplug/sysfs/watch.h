@@ -10,9 +10,11 @@
  * receive queue (ENOBUFS) is an overflow.  An added block is reported 250 ms
  * after its "add" (the kernel links it to its node only after announcing it).
  * Any other root (a test tree): inotify on sys/devices/system/memory,
- * sys/firmware/memory and every memoryN directory in them, so that writes
- * by any process (echo, the sim, another memgrant) are seen; a change of
- * auto_online_blocks or an inotify queue overflow is an overflow.
+ * sys/firmware/memory and every memoryN directory of the first (one watch
+ * per configured block; the firmware side of a block says nothing the
+ * uevents would: see watch.c), so that writes by any process (echo, the
+ * sim, another memgrant) are seen; a change of auto_online_blocks or an
+ * inotify queue overflow is an overflow.
  * Needs no privilege in either form.
  */
 #pragma once

@@ -327,6 +327,68 @@ static void test_tree_outside_changes_seen(void **state)
 	wait_for(f, 5, MEM_STATE_OFFLINE, false, &s);
 }
 
+/* The inotify watches of the live table's fd (/proc/self/fdinfo). */
+static size_t watches_of(int fd)
+{
+	char path[64], line[512];
+	size_t n = 0;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	fp = fopen(path, "re");
+	assert_non_null(fp);
+	while (fgets(line, sizeof(line), fp))
+		n += startswith(line, "inotify wd:");
+	fclose(fp);
+	return n;
+}
+
+/* Configured blocks of the table. */
+static size_t configured_of(struct fx *f)
+{
+	size_t n = 0;
+
+	livetable_lock(f->lt);
+	for (size_t i = 0; i < livetable_table(f->lt)->n; i++)
+		n += livetable_table(f->lt)->blocks[i].configured;
+	livetable_unlock(f->lt);
+	return n;
+}
+
+/* One watch per configured block (its devices directory) and the two
+ * parents, none per standby block: a tree of 262,144 standby blocks fits
+ * fs.inotify.max_user_watches; blocks configured later are watched and
+ * their changes seen. */
+static void test_tree_one_watch_per_configured_block(void **state)
+{
+	struct fx *f = *state;
+	struct seen s = { 0 };
+	size_t blocks, conf;
+	int fd;
+
+	open_over_tree(f);
+	livetable_lock(f->lt);
+	blocks = livetable_table(f->lt)->n;
+	livetable_unlock(f->lt);
+	conf = configured_of(f);
+	assert_true(conf < blocks);
+	fd = hp_watch_open(f->b);
+	assert_true(fd >= 0);
+	assert_int_equal(watches_of(fd), conf + 2);
+	/* block 5 deconfigured: its watch goes with its devices directory */
+	other_process(f, take_down_5);
+	wait_for(f, 5, MEM_STATE_OFFLINE, false, &s);
+	assert_int_equal(watches_of(fd), conf + 1);
+	/* block 16 configured and onlined: watched from then on */
+	other_process(f, bring_up_16);
+	wait_for(f, 16, MEM_STATE_ONLINE, true, &s);
+	assert_int_equal(watches_of(fd), conf + 2);
+	s.n = 0;
+	echo_into(f, "sys/devices/system/memory/memory16/state", "offline\n");
+	wait_for(f, 16, MEM_STATE_OFFLINE, true, &s);
+	expect_change(&s, 16, MEM_STATE_ONLINE, MEM_STATE_OFFLINE);
+}
+
 static void test_tree_overflow_rescans(void **state)
 {
 	struct fx *f = *state;
@@ -499,6 +561,7 @@ int main(void)
 		T(test_sim_neighbour_zones_follow),
 		T(test_sim_overflow_rescans),
 		T(test_tree_outside_changes_seen),
+		T(test_tree_one_watch_per_configured_block),
 		T(test_tree_overflow_rescans),
 		T(test_reads),
 		T(test_concurrent_readers),
