@@ -244,6 +244,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_error_json(400, "bad_request", "after and wait must be numbers")
         deadline = time.monotonic() + min(wait, 300)
         with st.cond:
+            # when the poll came, not when it was answered (a fleet's pace)
+            st.poll_times.setdefault(agent, []).append(time.time())
             while True:
                 if st.pushes.get(agent):
                     batch = st.pushes[agent].pop(0)
@@ -256,7 +258,6 @@ class Handler(BaseHTTPRequestHandler):
                     batch = None
                     break
                 st.cond.wait(left)
-            st.poll_times.setdefault(agent, []).append(time.time())
             st.polls.append({"agent": agent, "after": after, "wait": wait, "limit": limit,
                              "client_cert": self.client_cert,
                              "answer": len(batch) if batch is not None else 204})
