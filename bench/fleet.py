@@ -109,14 +109,29 @@ class Fleet:
         env.pop("FLEET_IN_NS", None)
         if rule == "equal":
             env["MEMGRANT_HTTPS_BACKOFF_RULE"] = "equal"
+        try:
+            self.start(t, cp, rule, env)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start(self, t, cp, rule, env):
         for i in range(1, N + 1):
             d = os.path.join(t, "%s-%d" % (rule, i))
             os.makedirs(d)
             if SHIPPED:
-                state = "/var/lib/memgrant/%s-%d" % (rule, i)
-                sock = "/run/memgrant/%s-%d.sock" % (rule, i)
+                # the agent's own user (fleet.sh says why not memgrant), its
+                # folders made as the package's tmpfiles.d makes memgrant's
+                user = group = "mgf%d" % i
+                uid = 61000 + i
+                run = "/run/memgrant-fleet/%s-%d" % (rule, i)
+                os.makedirs(run + "/state")
+                os.chown(run, uid, uid)
+                os.chmod(run, 0o755)
+                os.chown(run + "/state", uid, uid)
+                os.chmod(run + "/state", 0o700)
+                state, sock = run + "/state", run + "/api.sock"
                 sim = "/run/memgrant-sim/%s-%d.json" % (rule, i)
-                user, group = "memgrant", "memgrant"
                 os.chmod(d, 0o755)
             else:
                 state, sock, sim = d + "/state", d + "/api.sock", d + "/sim.json"

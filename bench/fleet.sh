@@ -17,9 +17,10 @@
 #   FLEET_SCENARIOS  default "steady outage grant 429 window"
 #   FLEET_RULES      default "full equal"
 #   FLEET_AS_SHIPPED 1 (default as root): started as root, each agent runs
-#                    as memgrant with its root helper, in a mount namespace
-#                    with the package's /run and /var/lib folders; 0: plain
-#                    processes of the caller
+#                    as an unprivileged user with its root helper, in a mount
+#                    namespace with the package's /run and /var/lib folders;
+#                    one user per agent (mgfI, not memgrant: see below);
+#                    0: plain processes of the caller
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -54,6 +55,25 @@ if [ "$AS_SHIPPED" = 1 ]; then
 		mount -t tmpfs -o mode=0755 memgrant-varlib /var/lib
 	fi
 	systemd-tmpfiles --create "$pkg/memgrant.tmpfiles"
+	# one user per agent, as the package makes memgrant (a system user with
+	# no shell): the kernel counts inotify instances per user
+	# (fs.inotify.max_user_instances, 128 here), so one user cannot run more
+	# than about 128 agents on one machine; on a fleet each guest has its
+	# own.  The users exist only in this namespace's copies of the files.
+	cp /etc/passwd /run/fleet-passwd
+	cp /etc/group /run/fleet-group
+	i=1
+	while [ $i -le "$N" ]; do
+		echo "mgf$i:x:$((61000 + i)):$((61000 + i)):memgrant fleet bench:/nonexistent:/usr/sbin/nologin"
+		i=$((i + 1))
+	done >> /run/fleet-passwd
+	i=1
+	while [ $i -le "$N" ]; do
+		echo "mgf$i:x:$((61000 + i)):"
+		i=$((i + 1))
+	done >> /run/fleet-group
+	mount --bind /run/fleet-passwd /etc/passwd
+	mount --bind /run/fleet-group /etc/group
 fi
 # ephemeral ports: 2 N connections now and 2 N more after each reconnect
 echo "fleet: N=$N, open files $(ulimit -n), ports $(cat /proc/sys/net/ipv4/ip_local_port_range | tr '\t' '-'), somaxconn $(cat /proc/sys/net/core/somaxconn)"
