@@ -29,20 +29,29 @@ unsigned backoff_next(struct backoff *b, bool at_cap, long retry_after_s, unsign
 
 	if (b->rule == BACKOFF_EQUAL)
 		spread_ms = 0; /* the agents before did not know of it */
-	/* a window: the fleet's first retries spread over all of it */
-	if (spread_ms > first)
-		first = spread_ms;
-	if (spread_ms > cap)
-		cap = spread_ms;
-	if (first > cap)
-		first = cap;
-	if (at_cap)
-		b->step_ms = cap;
-	else if (b->step_ms == 0 || b->step_ms < first)
-		b->step_ms = first;
-	else
-		b->step_ms = b->step_ms >= cap / 2 ? cap : b->step_ms * 2;
-	wait = draw(b->rule, b->step_ms, rnd1);
+	if (spread_ms && !at_cap) {
+		/* a window: the first retry at a uniform phase within it, then
+		 * one every W.  At any moment of an outage the fleet's next
+		 * attempts are then spread evenly over the next W seconds, so
+		 * it comes back at N / W a second whenever the outage ends,
+		 * all within W, after about outage / W + 1 attempts each (a
+		 * doubling step would leave the most agents waiting on the
+		 * shortest residues when the control plane comes back) */
+		wait = b->step_ms == spread_ms ? spread_ms : backoff_uniform(spread_ms, rnd1);
+		b->step_ms = spread_ms;
+	} else {
+		if (spread_ms > cap)
+			cap = spread_ms;
+		if (first > cap)
+			first = cap;
+		if (at_cap)
+			b->step_ms = cap;
+		else if (b->step_ms == 0 || b->step_ms < first)
+			b->step_ms = first;
+		else
+			b->step_ms = b->step_ms >= cap / 2 ? cap : b->step_ms * 2;
+		wait = draw(b->rule, b->step_ms, rnd1);
+	}
 	if (retry_after_s >= 0) {
 		unsigned ra_ms = (unsigned)(retry_after_s > BACKOFF_RETRY_AFTER_MAX_S ? BACKOFF_RETRY_AFTER_MAX_S
 										      : retry_after_s) * 1000u;

@@ -7,12 +7,13 @@
  * spreading window (Memgrant-Spread, docs/protocol.md).
  *
  * Rules (docs/https.md, "Failures" and "Pacing a fleet"):
- * - the step grows exponentially from FIRST_MS, doubling, up to CAP_MS
- *   (AT_CAP jumps straight to the cap); when the control plane announced a
- *   window W, the first step is W (and the cap at least W), so that a fleet
- *   that lost the control plane at once comes back spread over W;
- * - full jitter: the wait is uniform in [0, step] (BACKOFF_EQUAL, kept for
- *   the fleet bench only: uniform in [step/2, step], the rule before);
+ * - without a window: the step grows exponentially from FIRST_MS,
+ *   doubling, up to CAP_MS (AT_CAP jumps straight to the cap, at least W),
+ *   and the wait is uniform in [0, step] (full jitter; BACKOFF_EQUAL, kept
+ *   for the fleet bench only: uniform in [step/2, step], the rule before);
+ * - with a window W the control plane announced: the first retry uniform
+ *   in [0, W], then one every W, so that a fleet that lost the control
+ *   plane at once comes back at N / W a second, within W of its return;
  * - Retry-After (seconds, at most BACKOFF_RETRY_AFTER_MAX_S honoured) is a
  *   floor; with a window announced the agents that got it also spread over
  *   W after it, rather than all coming back on the same second.

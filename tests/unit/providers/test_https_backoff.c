@@ -123,8 +123,39 @@ static void test_steps_double_to_the_cap(void **state)
 	assert_int_equal(b.step_ms, 8000);
 	/* a window larger than the cap raises the cap to it */
 	backoff_reset(&b);
-	assert_int_equal(backoff_next(&b, false, -1, 20000, UINT32_MAX, 0), 20000);
-	assert_int_equal(backoff_next(&b, false, -1, 20000, UINT32_MAX, 0), 20000);
+	assert_int_equal(backoff_next(&b, true, -1, 20000, UINT32_MAX, 0), 20000);
+}
+
+/* With a window: a uniform phase, then one attempt every W exactly, so
+ * that whenever the control plane comes back the fleet's next attempts are
+ * spread evenly over the next W: N agents' residues, one second's share
+ * of them at most N/W (within 15 %). */
+static void test_window_keeps_the_phase(void **state)
+{
+	enum { AGENTS = 30000, W_MS = 30000 };
+	unsigned buckets[30] = { 0 };
+	uint32_t seed = 12345;
+
+	(void)state;
+	for (int i = 0; i < AGENTS; i++) {
+		struct backoff b = { .first_ms = 500, .cap_ms = 20000, .rule = BACKOFF_FULL };
+		/* an outage from 0 to 95 s: attempts until one falls after it */
+		unsigned long t = backoff_next(&b, false, -1, W_MS, rnd_next(&seed), rnd_next(&seed));
+		unsigned attempts = 1;
+
+		assert_true(t <= W_MS);
+		while (t < 95000) {
+			unsigned w = backoff_next(&b, false, -1, W_MS, rnd_next(&seed), rnd_next(&seed));
+			assert_int_equal(w, W_MS);
+			t += w;
+			attempts++;
+		}
+		assert_true(t - 95000 <= W_MS);
+		assert_true(attempts <= 95000 / W_MS + 2);
+		buckets[(t - 95000) / 1000 >= 30 ? 29 : (t - 95000) / 1000]++;
+	}
+	for (size_t i = 0; i < 30; i++)
+		assert_true(buckets[i] < AGENTS / 30 * 115 / 100 && buckets[i] > AGENTS / 30 * 85 / 100);
 }
 
 static void test_retry_after_is_a_floor(void **state)
@@ -193,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_equal_jitter_is_the_old_rule),
 		cmocka_unit_test(test_window_sets_the_first_step),
 		cmocka_unit_test(test_steps_double_to_the_cap),
+		cmocka_unit_test(test_window_keeps_the_phase),
 		cmocka_unit_test(test_retry_after_is_a_floor),
 		cmocka_unit_test(test_poll_pause),
 		cmocka_unit_test(test_parse_spread),
