@@ -277,6 +277,9 @@ def outage(fleet, cp, secs, spread):
     time.sleep(2)
     st = cp.call("GET", "/stats")
     cpu = cp.cpu() - cpu0
+    # an agent logs its recovery when its first poll after the outage ends:
+    # the long-poll wait later
+    time.sleep(int(WAIT.rstrip("s")) + 3)
     cp.call("POST", "/spread", {"spread": None})
     att = fleet.attempts(sizes)
     p = peaks(st)
