@@ -485,7 +485,7 @@ if [ "${BENCH_FLEET_N:-20}" -gt 0 ]; then
 	echo
 	echo "9. a fleet of ${BENCH_FLEET_N:-20} agents against the reference control plane (bench/fleet.sh; larger: FLEET_N=500 sh bench/fleet.sh)"
 	FLEET_N=${BENCH_FLEET_N:-20} FLEET_OUTAGE=${FLEET_OUTAGE:-10} FLEET_WINDOW=${FLEET_WINDOW:-10} \
-		FLEET_WAIT=${FLEET_WAIT:-10s} FLEET_SCENARIOS=${FLEET_SCENARIOS:-"steady outage grant window"} \
+		FLEET_WAIT=${FLEET_WAIT:-5s} FLEET_SCENARIOS=${FLEET_SCENARIOS:-"outage grant window"} \
 		BUILD=$BUILD sh "$BENCH/fleet.sh" >"$T/fleet.out" 2>&1 ||
 		echo "bench: fleet.sh failed: $(tail -3 "$T/fleet.out")"
 	sed -n '/^fleet of/,$p' "$T/fleet.out"
