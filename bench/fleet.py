@@ -248,6 +248,23 @@ def pct_times(st, since):
     return (at(0.5), at(0.99), at(1.0))
 
 
+def peak5(st, i=0):
+    """the busiest 5 s of figure I, per second: a server starved of the CPU
+    for a moment counts a second's connections in the next one"""
+    d = {int(k): v[i] for k, v in st["per_sec"].items()}
+    if not d:
+        return 0.0
+    return max(sum(d.get(t + j, 0) for j in range(5)) for t in range(min(d), max(d) + 1)) / 5
+
+
+def histogram(st, i=0, n=40):
+    d = {int(k): v[i] for k, v in st["per_sec"].items()}
+    if not d:
+        return ""
+    t0 = min(d)
+    return " ".join(str(d.get(t0 + j, 0)) for j in range(n))
+
+
 def peaks(st):
     rows = list(st["per_sec"].values())
     if not rows:
@@ -284,7 +301,9 @@ def outage(fleet, cp, secs, spread):
     att = fleet.attempts(sizes)
     p = peaks(st)
     t = pct_times(st, up)
-    return {"peak conn/s": p[0], "peak handshakes/s": p[1], "peak full/s": p[2], "full": p[3], "resumed": p[4],
+    say("    connections per second after the outage (%s): %s", "window %d s" % spread if spread else "no window",
+        histogram(st))
+    return {"peak conn/s": p[0], "peak conn/s over 5 s": peak5(st), "peak handshakes/s": p[1], "peak full/s": p[2], "full": p[3], "resumed": p[4],
             "peak req/s": p[5], "t50": t[0], "t99": t[1], "t100": t[2],
             "attempts mean": sum(att) / max(1, len(att)), "attempts max": max(att) if att else 0,
             "cp cpu s": cpu}
