@@ -22,6 +22,9 @@
 #   LSMEM_UPSTREAM      util-linux lsmem to compare with (bench/upstream-lsmem.sh);
 #                       else $OUT/lsmem-upstream if built, else the system's lsmem
 #   UTIL_LINUX_SRC      a util-linux checkout: build $OUT/lsmem-upstream from it
+#   BENCH_FLEET_N       section 9's fleet (bench/fleet.sh): 20 agents, a 10 s
+#                       outage and window (a minute or two); 0 skips it; the
+#                       issue's 500 agents: FLEET_N=500 sh bench/fleet.sh
 #   BENCH_SCALE_*       section 8's sizes (bench/scale.sh): MACHINES "1000 65536
 #                       262144", TREES "65536 262144", GRANTS "512 4096 16384",
 #                       CYCLES 6 of CYCLE_BLOCKS 4096, STRACE 512
@@ -476,6 +479,17 @@ BUILD=$BUILD sh "$BENCH/scale.sh" >"$T/scale.out" 2>&1 || { echo "bench: scale.s
 sed -n 's/^FIG //p' "$T/scale.out" | while read -r k v u r rl; do fig "$k" "$v" "$u" "${r:-}" "${rl:-}"; done
 sed -n 's/^NOTE //p' "$T/scale.out" | while read -r l; do note "$l"; done
 sed -n 's/^TARGET /  target: /p' "$T/scale.out"
+
+# ---- 9. a fleet against one control plane (bench/fleet.sh, issue 24) -----------------
+if [ "${BENCH_FLEET_N:-20}" -gt 0 ]; then
+	echo
+	echo "9. a fleet of ${BENCH_FLEET_N:-20} agents against the reference control plane (bench/fleet.sh; larger: FLEET_N=500 sh bench/fleet.sh)"
+	FLEET_N=${BENCH_FLEET_N:-20} FLEET_OUTAGE=${FLEET_OUTAGE:-10} FLEET_WINDOW=${FLEET_WINDOW:-10} \
+		FLEET_WAIT=${FLEET_WAIT:-5s} FLEET_SCENARIOS=${FLEET_SCENARIOS:-"outage grant window"} \
+		BUILD=$BUILD sh "$BENCH/fleet.sh" >"$T/fleet.out" 2>&1 ||
+		echo "bench: fleet.sh failed: $(tail -3 "$T/fleet.out")"
+	sed -n '/^fleet of/,$p' "$T/fleet.out"
+fi
 
 # ---- summary --------------------------------------------------------------------------
 total=$(secs "$start" "$(now)")

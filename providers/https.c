@@ -379,6 +379,7 @@ static void *poller_main(void *arg)
 		struct response resp;
 		char why[512] = "";
 		uint64_t after, t0;
+		unsigned pause;
 		size_t taken = 0;
 		enum outcome o;
 		int r;
@@ -412,11 +413,21 @@ static void *poller_main(void *arg)
 		} else if (o == OUT_OK) {
 			https_succeeded(p, c); /* 204: nothing within wait seconds */
 		}
+		pause = o == OUT_OK && resp.code == 200 && resp.spread_ms > 0
+				? backoff_poll_pause(&c->bo, (unsigned)resp.spread_ms, https_rand(c))
+				: 0;
 		https_response_done(&resp);
 		if (o == OUT_STOPPED)
 			break;
 		if (o != OUT_OK)
 			continue;
+		/* an answer with grants that announced a window: the fleet got its
+		 * grants at once, its next polls spread over the window */
+		if (pause) {
+			log_debug(p->log, "https poll: next poll in %u ms (the answer's spreading window)", pause);
+			if (https_sleep_ms(p, pause))
+				break;
+		}
 		/* the memory layout may have changed behind the agent's back: check
 		 * once per poll, which the server paces */
 		if (inventory_due(p))
@@ -438,9 +449,9 @@ static void *poller_main(void *arg)
 
 /* --- start / stop ---------------------------------------------------------------- */
 
-static int conn_init(struct conn *c, const char *name)
+static int conn_init(struct https_provider *p, struct conn *c, const char *name)
 {
-	unsigned seed = 0;
+	uint32_t seed = 0;
 
 	c->name = name;
 	c->multi = curl_multi_init();
@@ -450,8 +461,9 @@ static int conn_init(struct conn *c, const char *name)
 	/* one connection per thread, kept alive between requests */
 	curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1L);
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
-		seed = (unsigned)mono_ms() ^ (unsigned)getpid();
-	c->seed = seed;
+		seed = (uint32_t)mono_ms() ^ (uint32_t)getpid() ^ (uint32_t)(uintptr_t)c;
+	c->seed = seed ? seed : 1;
+	c->bo = (struct backoff){ .first_ms = BACKOFF_FIRST_MS, .cap_ms = p->backoff_cap_ms, .rule = p->rule };
 	return 0;
 }
 
@@ -467,12 +479,53 @@ static void conn_done(struct conn *c)
 	c->multi = NULL;
 }
 
+/* The share's lock: one mutex for its few kinds of data (curl holds it
+ * for a lookup or an insert, never across I/O). */
+static void share_lock(CURL *e, curl_lock_data data, curl_lock_access access, void *user)
+{
+	struct https_provider *p = user;
+
+	(void)e;
+	(void)data;
+	(void)access;
+	pthread_mutex_lock(&p->share_lock);
+}
+
+static void share_unlock(CURL *e, curl_lock_data data, void *user)
+{
+	struct https_provider *p = user;
+
+	(void)e;
+	(void)data;
+	pthread_mutex_unlock(&p->share_lock);
+}
+
+static int share_init(struct https_provider *p)
+{
+	p->share = curl_share_init();
+	if (!p->share)
+		return -ENOMEM;
+	if (curl_share_setopt(p->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+	    curl_share_setopt(p->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+	    curl_share_setopt(p->share, CURLSHOPT_USERDATA, p) != CURLSHE_OK ||
+	    curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
+	    curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK) {
+		/* a libcurl without it: each handle keeps its own sessions */
+		curl_share_cleanup(p->share);
+		p->share = NULL;
+	}
+	return 0;
+}
+
 static void provider_free(struct https_provider *p)
 {
 	if (!p)
 		return;
 	conn_done(&p->poll);
 	conn_done(&p->send);
+	/* after the easy handles that used it */
+	if (p->share)
+		curl_share_cleanup(p->share);
 	if (p->curl_initialised)
 		curl_global_cleanup();
 	free(p->base);
@@ -484,6 +537,7 @@ static void provider_free(struct https_provider *p)
 	free(p->token_file);
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->share_lock);
 	free(p);
 }
 
@@ -517,6 +571,7 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 {
 	struct https_provider *p;
 	pthread_condattr_t ca;
+	const char *env;
 	size_t n;
 	char *esc;
 	int r;
@@ -534,6 +589,7 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->share_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->cond, &ca);
@@ -551,6 +607,13 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	if (p->backoff_cap_ms < 2 * BACKOFF_FIRST_MS)
 		p->backoff_cap_ms = 2 * BACKOFF_FIRST_MS;
 	p->inventory_dirty = true;
+	/* the fleet bench compares with the rule before (docs/https.md): not a
+	 * setting, an environment variable only bench/fleet.sh sets */
+	env = getenv("MEMGRANT_HTTPS_BACKOFF_RULE");
+	p->rule = env && streq(env, "equal") ? BACKOFF_EQUAL : BACKOFF_FULL;
+	if (p->rule == BACKOFF_EQUAL)
+		log_warn(log, "https: MEMGRANT_HTTPS_BACKOFF_RULE=equal: the retry rule before full jitter, and "
+			 "Memgrant-Spread ignored (for bench/fleet.sh only)");
 	r = engine_source_add(d, SOURCE, ENGINE_SOURCE_REPORTS, &p->source);
 	if (r < 0)
 		goto fail;
@@ -580,10 +643,13 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	curl_free(esc);
 	if (!p->agent)
 		goto fail;
-	r = conn_init(&p->poll, "poll");
+	r = share_init(p);
 	if (r < 0)
 		goto fail;
-	r = conn_init(&p->send, "send");
+	r = conn_init(p, &p->poll, "poll");
+	if (r < 0)
+		goto fail;
+	r = conn_init(p, &p->send, "send");
 	if (r < 0)
 		goto fail;
 

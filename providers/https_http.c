@@ -22,7 +22,7 @@ void https_response_done(struct response *r)
 {
 	free(r->body);
 	free(r->location);
-	*r = (struct response){ 0 };
+	*r = (struct response){ .retry_after_s = -1, .spread_ms = -1 };
 }
 
 bool https_stopping(struct https_provider *p)
@@ -48,12 +48,22 @@ bool https_sleep_ms(struct https_provider *p, unsigned ms)
 
 /* --- failure bookkeeping: backoff with jitter, a log line per change ------- */
 
+uint32_t https_rand(struct conn *c)
+{
+	uint32_t x = c->seed ? c->seed : 0x9e3779b9u;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return c->seed = x;
+}
+
 /* Records a failure of class CLASS (logged in full the first time it differs
- * from the previous one) and sleeps: exponential from BACKOFF_FIRST_MS to the
- * cap, the wait drawn in [d/2, d] so agents that lost the same server do not
- * come back in step.  AT_CAP: jump straight to the cap (answers that
- * retrying soon will not change).  RETRY_AFTER_S (>= 0) is a floor.
- * True when stopping. */
+ * from the previous one) and sleeps as https_backoff.h says: exponential
+ * from BACKOFF_FIRST_MS (or from the announced window) to the cap, full
+ * jitter, so that agents that lost the same server do not come back in
+ * step.  AT_CAP: jump straight to the cap (answers that retrying soon will
+ * not change).  RETRY_AFTER_S (>= 0) is a floor.  True when stopping. */
 bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *class, bool at_cap,
 			  long retry_after_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *class, bool at_cap,
@@ -61,27 +71,20 @@ bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *c
 {
 	char msg[768];
 	va_list ap;
-	unsigned d, wait;
+	unsigned wait, spread = atomic_load(&p->spread_ms);
+	uint32_t r1 = https_rand(c), r2 = https_rand(c);
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 
-	if (at_cap || c->backoff_ms == 0)
-		c->backoff_ms = at_cap ? p->backoff_cap_ms : BACKOFF_FIRST_MS;
-	else
-		c->backoff_ms = c->backoff_ms >= p->backoff_cap_ms / 2 ? p->backoff_cap_ms : c->backoff_ms * 2;
-	d = c->backoff_ms;
-	wait = d / 2 + (unsigned)(rand_r(&c->seed) % (d / 2 + 1));
-	if (retry_after_s >= 0) {
-		long ra = retry_after_s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : retry_after_s;
-		if ((unsigned long)ra * 1000u > wait)
-			wait = (unsigned)ra * 1000u;
-	}
+	c->bo.cap_ms = p->backoff_cap_ms;
+	wait = backoff_next(&c->bo, at_cap, retry_after_s, spread, r1, r2);
 	c->failures++;
 	if (!streq(c->fail_class, class)) {
 		snprintf(c->fail_class, sizeof(c->fail_class), "%s", class);
-		log_warn(p->log, "https %s: %s; retrying with backoff (next in %u ms)", c->name, msg, wait);
+		log_warn(p->log, "https %s: %s; retrying with backoff (next in %u ms%s)", c->name, msg, wait,
+			 spread ? ", spread over the announced window" : "");
 	} else {
 		log_debug(p->log, "https %s: attempt %u failed: %s; next in %u ms", c->name, c->failures, msg,
 			  wait);
@@ -96,7 +99,7 @@ void https_succeeded(struct https_provider *p, struct conn *c)
 			   p->base, c->failures);
 	c->fail_class[0] = '\0';
 	c->failures = 0;
-	c->backoff_ms = 0;
+	backoff_reset(&c->bo);
 }
 
 /* --- the bearer token ------------------------------------------------------ */
@@ -269,6 +272,30 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* Picks Memgrant-Spread out of the answer's header lines (the last one of
+ * the last answer wins: curl calls this for every header of every answer). */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
+{
+	static const char name[] = "memgrant-spread:";
+	struct response *r = userdata;
+	size_t n = size * nmemb;
+	char val[32];
+	unsigned ms;
+
+	if (n > 8 && strncasecmp(data, "HTTP/", 5) == 0)
+		r->spread_ms = -1; /* a new answer (after a 100 Continue, say) */
+	if (n <= sizeof(name) - 1 || strncasecmp(data, name, sizeof(name) - 1) != 0)
+		return n;
+	if (n - (sizeof(name) - 1) >= sizeof(val)) {
+		r->spread_ms = -2;
+		return n;
+	}
+	memcpy(val, data + sizeof(name) - 1, n - (sizeof(name) - 1));
+	val[n - (sizeof(name) - 1)] = '\0';
+	r->spread_ms = backoff_parse_spread(val, &ms) == 0 ? (long)ms : -2;
+	return n;
+}
+
 static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *fmt, ...)
@@ -339,6 +366,39 @@ static void set_common(struct https_provider *p, struct conn *c, struct response
 	curl_easy_setopt(e, CURLOPT_USERAGENT, "memgrantd/" MEMGRANT_VERSION);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, resp);
+	/* TLS sessions shared by both threads and kept across reconnects: after
+	 * an outage the agent resumes instead of a full handshake (the storm's
+	 * cost is the server's signatures) */
+	if (p->share)
+		curl_easy_setopt(e, CURLOPT_SHARE, p->share);
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/* the parsed CA store kept across connections where the TLS library
+	 * caches it (a CA file; libcurl parses a CA blob per handshake) */
+	curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 24L * 3600L);
+#endif
+}
+
+/* Remembers the window an answer announced (0 clears it); a value that is
+ * not whole seconds is logged once and changes nothing. */
+static void spread_record(struct https_provider *p, const struct response *resp)
+{
+	unsigned was;
+
+	if (resp->spread_ms == -2) {
+		if (!p->spread_bad_logged)
+			log_warn(p->log, "https: the control plane's Memgrant-Spread header is not whole seconds "
+				 "(0..%ld); ignored (docs/protocol.md)", BACKOFF_SPREAD_MAX_S);
+		p->spread_bad_logged = true;
+		return;
+	}
+	if (resp->spread_ms < 0 || p->rule == BACKOFF_EQUAL)
+		return;
+	was = atomic_exchange(&p->spread_ms, (unsigned)resp->spread_ms);
+	if (was != (unsigned)resp->spread_ms)
+		log_info(p->log, "https: the control plane announces a spreading window of %ld s (was %u s)",
+			 resp->spread_ms / 1000, was / 1000);
 }
 
 /* Runs the transfer set up on C until it ends or the provider stops. */
@@ -381,6 +441,7 @@ static void perform(struct https_provider *p, struct conn *c, struct response *r
 		resp->retry_after_s = -1;
 		if (curl_easy_getinfo(c->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
 			resp->retry_after_s = (long)ra;
+		spread_record(p, resp);
 	}
 }
 
@@ -395,7 +456,7 @@ int https_request(struct https_provider *p, struct conn *c, const char *method, 
 	bool ok = true;
 	int r;
 
-	*resp = (struct response){ .retry_after_s = -1 };
+	*resp = (struct response){ .retry_after_s = -1, .spread_ms = -1 };
 	if (p->token_file) {
 		r = token_refresh(p, c, why, whylen);
 		if (r < 0)

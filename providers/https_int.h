@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "agent/engine/engine.h"
+#include "providers/https_backoff.h"
 #include "lib/credstore.h"
 #include "lib/json.h"
 #include "lib/log.h"
@@ -31,7 +32,6 @@
 #define REQUEST_TIMEOUT_MS 30000L       /* POST, PUT; the long poll gets wait + this */
 #define BACKOFF_FIRST_MS 500u
 #define BACKOFF_CAP_MAX_MS 60000u
-#define RETRY_AFTER_MAX_S 600L          /* a larger Retry-After is clamped */
 #define EMPTY_POLL_MIN_MS 1000u         /* a server that ignores wait= is not polled faster */
 #define TOKEN_MAX 8192
 
@@ -56,11 +56,11 @@ struct conn {
 	bool tls_loaded;
 	unsigned tls_gen;
 	bool fresh;                     /* the next request opens a new connection */
-	/* backoff and the once-per-change log */
-	unsigned backoff_ms;
+	/* backoff (https_backoff.h) and the once-per-change log */
+	struct backoff bo;
 	unsigned failures;
 	char fail_class[64];            /* "" while things work */
-	unsigned seed;
+	uint32_t seed;                  /* xorshift32 state, never 0 */
 };
 
 struct https_provider {
@@ -72,6 +72,15 @@ struct https_provider {
 	long wait_s;
 	bool insecure;
 	unsigned backoff_cap_ms;
+	enum backoff_rule rule;         /* BACKOFF_EQUAL only for the fleet bench */
+	/* the spreading window the control plane announced last (Memgrant-Spread,
+	 * ms, 0 none): remembered for the retries of an outage, when it cannot say */
+	atomic_uint spread_ms;
+	atomic_bool spread_bad_logged;
+	/* both threads' TLS sessions and DNS answers: a reconnect resumes the
+	 * session instead of a full handshake */
+	CURLSH *share;
+	pthread_mutex_t share_lock;
 	struct engine *d;
 	struct engine_source *source; /* SOURCE, reports to its outbox */
 	const struct mg_log *log;
@@ -99,6 +108,7 @@ struct response {
 	long retry_after_s;             /* -1: none */
 	bool aborted;                   /* stopped by https_provider_stop() */
 	char *location;                 /* a 3xx's Location, for the log */
+	long spread_ms;                 /* Memgrant-Spread in ms, -1 none (-2 not a number) */
 };
 
 enum outcome {
@@ -115,6 +125,8 @@ bool https_sleep_ms(struct https_provider *p, unsigned ms);
 bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *class, bool at_cap,
 			 long retry_after_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 void https_succeeded(struct https_provider *p, struct conn *c);
+/* A 32-bit random number from C's own generator. */
+uint32_t https_rand(struct conn *c);
 void https_token_clear(struct conn *c);
 void https_tls_clear(struct conn *c);
 /* Does METHOD URL with BODY (NULL: none) and IDEMPOTENCY_KEY (NULL: none).

@@ -23,13 +23,19 @@ tests:
   POST /mode   {"mode": "ok" | "down" | "500" | "garbage" | "429" | "slow" | "redirect",
                 "retry_after": S, "delay": S}
   POST /token  {"token": "..." | null}   the bearer token accepted from now on
+  POST /spread {"spread": S | null}      send "Memgrant-Spread: S" with every answer to
+                                    the agents from now on (null: no header)
+  GET  /stats                       per second (int(time.time())): TCP connections,
+                                    TLS handshakes full and resumed, requests; per agent
+                                    the times of its polls (for the fleet bench and tests)
+  POST /stats/reset                 forget the per-second figures and poll times
 
 Every status and inventory received is checked against
 docs/api/messages.schema.json (schemacheck.py) and recorded with its problems,
 so a test can assert that the agent only ever sends valid messages.
 
 Usage: cp.py --dir DIR [--cert F --key F] [--client-ca F] [--token T]
-       [--http] [--port N]
+       [--http] [--port N] [--spread S] [--quiet]
 It writes DIR/cp.json {"port": N, "admin_port": M} once both sides listen.
 """
 import argparse
@@ -72,6 +78,19 @@ class State:
         self.connections = 0    # TCP connections accepted (keep-alive check)
         self.interfered = []    # {what, mode, t}: requests answered by a failure mode
         self.schema = schemacheck.load_schema()
+        self.spread = None      # Memgrant-Spread sent with every answer, None: none
+        self.per_sec = {}       # int(time) -> [connections, full handshakes, resumed, requests]
+        self.poll_times = {}    # agent -> [time of each GET grants]
+        self.quiet = False
+
+    def count(self, i, n=1):
+        """Adds N to figure I of this second (caller holds no lock)."""
+        sec = int(time.time())
+        with self.cond:
+            row = self.per_sec.get(sec)
+            if row is None:
+                row = self.per_sec[sec] = [0, 0, 0, 0]
+            row[i] += n
 
     def snapshot(self):
         with self.cond:
@@ -88,12 +107,26 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "memgrant-cp/1"
 
     def log_message(self, fmt, *args):  # one line per request, on stderr
-        log("%s %s", self.address_string(), fmt % args)
+        if not self.server.st.quiet:
+            log("%s %s", self.address_string(), fmt % args)
+
+    def end_headers(self):
+        sp = self.server.st.spread
+        if sp is not None:
+            self.send_header("Memgrant-Spread", str(sp))
+        super().end_headers()
+
+    def parse_request(self):
+        ok = super().parse_request()
+        if ok:
+            self.server.st.count(3)
+        return ok
 
     def setup(self):
         ctx = self.server.ssl_ctx
         with self.server.st.cond:
             self.server.st.connections += 1
+        self.server.st.count(0)
         # headers and body go out in two writes: without this, Nagle and the
         # agent's delayed ACK add 40 ms to every answer
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -105,6 +138,9 @@ class Handler(BaseHTTPRequestHandler):
                     self.server.st.tls_errors.append(str(e))
                 log("TLS handshake refused: %s", e)
                 raise
+            # a resumed session costs the server no signature: the fleet's
+            # reconnect storm is counted in full handshakes
+            self.server.st.count(2 if self.request.session_reused else 1)
         # which client certificate this connection presented (mTLS): the
         # SHA-256 of its DER, recorded with every poll, status and inventory
         self.client_cert = None
@@ -208,6 +244,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_error_json(400, "bad_request", "after and wait must be numbers")
         deadline = time.monotonic() + min(wait, 300)
         with st.cond:
+            # when the poll came, not when it was answered (a fleet's pace)
+            st.poll_times.setdefault(agent, []).append(time.time())
             while True:
                 if st.pushes.get(agent):
                     batch = st.pushes[agent].pop(0)
@@ -285,6 +323,7 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 4096   # a fleet reconnecting at once: not 5 (the default), SYNs dropped
 
     def __init__(self, addr, st, ssl_ctx):
         self.st = st
@@ -366,6 +405,11 @@ class Admin(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/state":
             return self.reply(200, self.server.st.snapshot())
+        if self.path == "/stats":
+            st = self.server.st
+            with st.cond:
+                return self.reply(200, {"per_sec": {str(k): v for k, v in sorted(st.per_sec.items())},
+                                        "poll_times": st.poll_times, "now": time.time()})
         if self.path.startswith("/last/"):  # the last state posted for an id (cheap, for the soak)
             st = self.server.st
             with st.cond:
@@ -426,6 +470,15 @@ class Admin(BaseHTTPRequestHandler):
                 front.up()
             log("mode %s", st.mode)
             return self.reply(200, {"mode": st.mode})
+        if parts == ["spread"]:
+            with st.cond:
+                st.spread = body.get("spread")
+            log("spread %s", st.spread)
+            return self.reply(200, {"spread": st.spread})
+        if parts == ["stats", "reset"]:
+            with st.cond:
+                st.per_sec, st.poll_times = {}, {}
+            return self.reply(200, {"ok": True})
         if parts == ["token"]:
             with st.cond:
                 st.token = body.get("token")
@@ -443,6 +496,8 @@ def main():
     ap.add_argument("--token", help="require this bearer token")
     ap.add_argument("--http", action="store_true", help="plain http (insecure_http tests)")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--spread", type=int, help="send Memgrant-Spread: S with every answer")
+    ap.add_argument("--quiet", action="store_true", help="no line per request (fleet bench)")
     a = ap.parse_args()
 
     ctx = None
@@ -455,6 +510,8 @@ def main():
             ctx.verify_mode = ssl.CERT_REQUIRED
             ctx.load_verify_locations(a.client_ca)
     st = State(a.token)
+    st.spread = a.spread
+    st.quiet = a.quiet
     front = Front(st, "127.0.0.1", a.port, ctx)
     admin = ThreadingHTTPServer(("127.0.0.1", 0), Admin)
     admin.daemon_threads = True
