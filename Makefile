@@ -20,7 +20,8 @@ B ?= build
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -I. $(WARNFLAGS) $(SANFLAGS) $(CFLAGS) $(CPPFLAGS) \
 	-DSYSCONFDIR='"$(SYSCONFDIR)"' -DLOCALSTATEDIR='"$(LOCALSTATEDIR)"' \
 	-DRUNSTATEDIR='"$(RUNSTATEDIR)"' -DMEMGRANT_VERSION='"$(VERSION)"'
-ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
+# --as-needed: a program records only the libraries its objects call
+ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS) -Wl,--as-needed
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 
 # --- sources -----------------------------------------------------------------
@@ -46,7 +47,9 @@ AGENT_LIB := $(B)/libagent.a
 
 AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
 	$(CURL_CFLAGS) $(CRYPTO_CFLAGS) $(SYSTEMD_CFLAGS) $(SECCOMP_CFLAGS)
-AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) $(SECCOMP_LIBS) \
+# libcurl is not linked: lib/curl_dl.c loads it when HTTPS, a webhook or
+# memgrantctl's talk to the daemon needs it (its headers are still needed)
+AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CRYPTO_LIBS) $(SECCOMP_LIBS) \
 	$(SYSTEMD_LIBS) -lpthread
 
 # unit tests mirror the source folders; build/tests/test_NAME from

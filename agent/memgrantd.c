@@ -3,11 +3,11 @@
  * memgrantd: the guest agent.  main() owns the process-wide things: options,
  * configuration, signals (a signalfd; no work in signal handlers), systemd
  * notification, the watchdog, and the process-wide set-up (umask, signal
- * mask, libcurl) done once before any thread starts and undone after every
- * thread stopped.  The engine is agent/engine/engine.h; every way a request arrives
+ * mask) done once before any thread starts and undone after every
+ * thread stopped; libcurl is loaded by what uses it (lib/curl_dl.h).
+ * The engine is agent/engine/engine.h; every way a request arrives
  * or a report leaves is an adapter in providers/, wired here.
  */
-#include <curl/curl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
@@ -467,10 +467,6 @@ int main(int argc, char **argv)
 	}
 	m.helper_fd = helper.fd;
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		log_err(&log, "cannot initialise libcurl");
-		return 1;
-	}
 	/* Signals are read from a signalfd; every thread inherits this mask. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -482,7 +478,6 @@ int main(int argc, char **argv)
 	m.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (m.sigfd < 0) {
 		log_err(&log, "signalfd: %s", strerror(errno));
-		curl_global_cleanup();
 		return 1;
 	}
 	m.config_path = config_path;
@@ -595,6 +590,5 @@ out:
 	close(m.sigfd);
 	log_notice(&log, "stopped");
 	config_free(m.cfg);
-	curl_global_cleanup(); /* every thread stopped */
 	return rc;
 }

@@ -6,7 +6,7 @@
  */
 #include "agent/ctl/client.h"
 
-#include <curl/curl.h>
+#include "lib/curl_dl.h"
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -58,10 +58,40 @@ static size_t collect(char *data, size_t size, size_t n, void *cls)
 	return add;
 }
 
+char *ctl_url_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = malloc(3 * strlen(s) + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		/* RFC 3986's unreserved characters stay, as curl_easy_escape() keeps them */
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		    ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+			*o++ = (char)ch;
+		} else {
+			*o++ = '%';
+			*o++ = hex[ch >> 4];
+			*o++ = hex[ch & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* NULL with the reason said: libcurl cannot be loaded (lib/curl_dl.h) or no memory. */
 static CURL *handle_for(const struct ctl_ctx *ctx, const char *path, char *url, size_t urllen)
 {
-	CURL *c = curl_easy_init();
+	char why[300];
+	CURL *c;
 
+	if (curl_dl_load(why, sizeof(why)) < 0) {
+		ctl_err("talking to memgrantd needs libcurl: %s", why);
+		return NULL;
+	}
+	c = curl_easy_init();
 	if (!c)
 		return NULL;
 	snprintf(url, urllen, "http://memgrantd%s", path);

@@ -6,7 +6,7 @@
  */
 #include "providers/hooks/webhook.h"
 
-#include <curl/curl.h>
+#include "lib/curl_dl.h"
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -93,8 +93,15 @@ int webhook_new(const struct webhook_params *p, struct engine *d, const struct m
 	pthread_condattr_t ca;
 	int r;
 
+	char why[300];
+
 	if (!p->url)
 		return -EINVAL;
+	r = curl_dl_load(why, sizeof(why));
+	if (r < 0) {
+		log_err(log, "webhook: %s (install libcurl to use webhooks)", why);
+		return r;
+	}
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
