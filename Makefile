@@ -47,9 +47,10 @@ AGENT_LIB := $(B)/libagent.a
 
 AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
 	$(CURL_CFLAGS) $(CRYPTO_CFLAGS) $(SYSTEMD_CFLAGS) $(SECCOMP_CFLAGS)
-# libcurl is not linked: lib/curl_dl.c loads it when HTTPS, a webhook or
-# memgrantctl's talk to the daemon needs it (its headers are still needed)
-AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CRYPTO_LIBS) $(SECCOMP_LIBS) \
+# libcurl and libcrypto are not linked: lib/curl_dl.c and lib/crypto_dl.c
+# load them when HTTPS, a webhook, a client certificate or memgrantctl's talk
+# to the daemon needs them (only their headers are used here)
+AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) \
 	$(SYSTEMD_LIBS) -lpthread
 
 # unit tests mirror the source folders; build/tests/test_NAME from

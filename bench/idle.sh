@@ -134,16 +134,17 @@ else
 	echo "  (strace not installed: attempts and CA reads not measured)"
 fi
 
-# memgrantctl status: the libraries it maps and its time, against lsmem's
-n_ctl=$(LD_TRACE_LOADED_OBJECTS=1 "$CTL" | grep -c '=>' || true)
-fig ctl_status_libraries "$n_ctl" ""
+# memgrantctl status: the libraries it maps (at start and with dlopen()) and
+# its time, against lsmem's
+loaded() { LD_DEBUG=files "$@" 2>&1 >/dev/null | grep -o 'file=[^ ]*' | sort -u | wc -l; }
+fig ctl_status_libraries "$(loaded "$CTL" --socket "$T/api.sock" status)" ""
 t0=$(date +%s%N)
 i=0
 while [ $i -lt "$RUNS" ]; do "$CTL" --socket "$T/api.sock" status >/dev/null; i=$((i + 1)); done
 fig ctl_status_ms "$(awk -v a="$t0" -v b="$(date +%s%N)" -v n="$RUNS" 'BEGIN { printf "%.1f", (b - a) / n / 1e6 }')" ms
 ld=$(LD_DEBUG=statistics "$CTL" --socket "$T/api.sock" status 2>&1 >/dev/null |
-	awk '/total startup time in dynamic loader/ { print $NF ? $(NF-1) : 0 }' | head -1)
+	awk '/total startup time in dynamic loader/ { print $(NF-1) }' | head -1)
 [ -z "$ld" ] || fig ctl_status_loader_cycles "$ld" ""
 if command -v lsmem >/dev/null 2>&1; then
-	fig lsmem_libraries "$(LD_TRACE_LOADED_OBJECTS=1 "$(command -v lsmem)" | grep -c '=>' || true)" ""
+	fig lsmem_libraries "$(loaded lsmem)" ""
 fi
