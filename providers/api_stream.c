@@ -270,10 +270,15 @@ void api_guard_wake(struct api *a)
 }
 
 /* How long the guard may sleep: until the nearest keep-alive or request
- * deadline, forever (-1) when there is none, so an idle agent never wakes. */
+ * deadline or MHD's own timer, forever (-1) when there is none, so an idle
+ * agent never wakes. */
 static int guard_timeout_ms(struct api *a)
 {
 	uint64_t now = mono_ms(), next = UINT64_MAX;
+	MHD_UNSIGNED_LONG_LONG mhd_ms;
+
+	if (MHD_get_timeout(a->mhd, &mhd_ms) == MHD_YES)
+		next = now + (mhd_ms < INT32_MAX ? mhd_ms : INT32_MAX);
 
 	pthread_mutex_lock(&a->lock);
 	for (struct conn *i = a->conns; i; i = i->next) {
@@ -344,6 +349,8 @@ void *api_guard_main(void *arg)
 				listen_ready = true;
 				continue;
 			}
+			if (id == API_EPOLL_MHD)
+				continue; /* MHD_run() below */
 			/* by id: the event may be older than a resume that let the
 			 * connection end in the meantime */
 			for (struct conn *c = a->conns; c; c = c->next) {
@@ -366,6 +373,10 @@ void *api_guard_main(void *arg)
 		if (listen_ready)
 			api_accept_some(a);
 		guard_sweep(a);
+		/* MHD's requests, answers and streams, in this thread: without a
+		 * pool of its own an idle agent has one thread for its API */
+		api_handoff(a);
+		MHD_run(a->mhd);
 	}
 	return NULL;
 }
