@@ -50,8 +50,9 @@ AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS
 # libcurl and libcrypto are not linked: lib/curl_dl.c and lib/crypto_dl.c
 # load them when HTTPS, a webhook, a client certificate or memgrantctl's talk
 # to the daemon needs them (only their headers are used here)
-AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) \
-	$(SYSTEMD_LIBS) -lpthread
+# nor libsystemd: lib/sdnotify.c and agent/log_journald.c speak its two
+# protocols (a datagram each) without its dependencies
+AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread
 
 # unit tests mirror the source folders; build/tests/test_NAME from
 # tests/unit/.../test_NAME.c.  Those of lib/ and hotplug/ link only those.
