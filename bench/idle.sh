@@ -37,7 +37,8 @@ fig() {
 		printf '  %-40s %10s %s\n' "$1" "$2" "$3"
 	fi
 	[ -z "${FIGS:-}" ] || printf '{"key":"%s","value":%s,"unit":"%s"%s}\n' "$1" "$2" "$3" \
-		"$([ -n "${4:-}" ] && printf ',"reference":%s,"reference_is":"target"' "$4")" >>"$FIGS"
+		"$([ -n "${4:-}" ] && printf ',"reference":%s,"reference_is":"target","ratio":%s' "$4" \
+			"$(awk -v a="$2" -v b="$4" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "null" }')")" >>"$FIGS"
 }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 pss_anon_kb() { awk '/^Pss_Anon/ { print $2 }' "/proc/$1/smaps_rollup"; }

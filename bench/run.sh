@@ -477,6 +477,12 @@ sed -n 's/^FIG //p' "$T/scale.out" | while read -r k v u r rl; do fig "$k" "$v" 
 sed -n 's/^NOTE //p' "$T/scale.out" | while read -r l; do note "$l"; done
 sed -n 's/^TARGET /  target: /p' "$T/scale.out"
 
+# ---- 9. the idle agent's footprint (issue 22's targets) -----------------------------
+echo
+echo "9. the idle agent: RSS, Pss_Anon, threads, libraries, wake-ups; HTTPS to a silent control plane; memgrantctl status (bench/idle.sh)"
+FIGS=$FIGS IDLE_SECS=$IDLE BUILD=$BUILD sh "$BENCH/idle.sh" >"$T/idle.out" 2>&1 || { echo "bench: idle.sh failed: $(tail -3 "$T/idle.out")"; exit 1; }
+tail -n +2 "$T/idle.out"
+
 # ---- summary --------------------------------------------------------------------------
 total=$(secs "$start" "$(now)")
 echo
