@@ -32,6 +32,9 @@ void api_sse_resume_locked(struct sse *s)
 	epoll_ctl(s->a->epfd, EPOLL_CTL_DEL, s->conn->fd, NULL);
 	s->suspended = false;
 	MHD_resume_connection(s->conn->c);
+	/* MHD runs in the guard's loop: from another thread (the event bus),
+	 * nothing of MHD's own wakes that loop for the resumed stream */
+	api_guard_wake(s->a);
 }
 
 static void sse_free(void *cls)
