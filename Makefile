@@ -20,7 +20,8 @@ B ?= build
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -I. $(WARNFLAGS) $(SANFLAGS) $(CFLAGS) $(CPPFLAGS) \
 	-DSYSCONFDIR='"$(SYSCONFDIR)"' -DLOCALSTATEDIR='"$(LOCALSTATEDIR)"' \
 	-DRUNSTATEDIR='"$(RUNSTATEDIR)"' -DMEMGRANT_VERSION='"$(VERSION)"'
-ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
+# --as-needed: a program records only the libraries its objects call
+ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS) -Wl,--as-needed
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 
 # --- sources -----------------------------------------------------------------
@@ -46,8 +47,12 @@ AGENT_LIB := $(B)/libagent.a
 
 AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
 	$(CURL_CFLAGS) $(CRYPTO_CFLAGS) $(SYSTEMD_CFLAGS) $(SECCOMP_CFLAGS)
-AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(CURL_LIBS) $(CRYPTO_LIBS) $(SECCOMP_LIBS) \
-	$(SYSTEMD_LIBS) -lpthread
+# libcurl and libcrypto are not linked: lib/curl_dl.c and lib/crypto_dl.c
+# load them when HTTPS, a webhook or a client certificate needs them (only
+# their headers are used here); memgrantctl speaks HTTP itself
+# nor libsystemd: lib/sdnotify.c and agent/log_journald.c speak its two
+# protocols (a datagram each) without its dependencies
+AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread
 
 # unit tests mirror the source folders; build/tests/test_NAME from
 # tests/unit/.../test_NAME.c.  Those of lib/ and hotplug/ link only those.

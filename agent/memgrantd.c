@@ -3,11 +3,11 @@
  * memgrantd: the guest agent.  main() owns the process-wide things: options,
  * configuration, signals (a signalfd; no work in signal handlers), systemd
  * notification, the watchdog, and the process-wide set-up (umask, signal
- * mask, libcurl) done once before any thread starts and undone after every
- * thread stopped.  The engine is agent/engine/engine.h; every way a request arrives
+ * mask) done once before any thread starts and undone after every
+ * thread stopped; libcurl is loaded by what uses it (lib/curl_dl.h).
+ * The engine is agent/engine/engine.h; every way a request arrives
  * or a report leaves is an adapter in providers/, wired here.
  */
-#include <curl/curl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
@@ -16,10 +16,10 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
-#include <systemd/sd-daemon.h>
 
 #include "config/config.h"
 #include "lib/timeutil.h"
+#include "lib/sdnotify.h"
 #include "lib/util.h"
 #include "providers/api.h"
 #include "providers/channel.h"
@@ -102,14 +102,15 @@ struct mainloop {
 
 static void notify_status(struct mainloop *m)
 {
-	char line[256];
+	char line[256], msg[270];
 
 	m->status_due = false;
 	if (!m->status_wanted)
 		return;
 	m->status_sent = mono_ms();
 	engine_status_line(m->d, line, sizeof(line));
-	sd_notifyf(0, "STATUS=%s", line);
+	snprintf(msg, sizeof(msg), "STATUS=%s", line);
+	sdn_notify(msg);
 }
 
 /* poll()'s timeout: -1 when no line is due, else until it may be sent */
@@ -163,7 +164,7 @@ static void reload(struct mainloop *m)
 	int r;
 
 	log_notice(m->log, "SIGHUP: reloading %s", m->config_path);
-	sd_notify(0, "RELOADING=1");
+	sdn_notify("RELOADING=1");
 	r = load_config(m->config_path, m->overrides, &nc, false);
 	if (r < 0) {
 		log_err(m->log, "new configuration rejected, keeping the running one");
@@ -202,7 +203,7 @@ static void reload(struct mainloop *m)
 	m->cfg = nc;
 	log_notice(m->log, "configuration reloaded%s%s", live[0] ? "; applied: " : " (nothing to apply)", live);
 out:
-	sd_notify(0, "READY=1");
+	sdn_notify("READY=1");
 	notify_status(m);
 }
 
@@ -229,7 +230,7 @@ static int run(struct mainloop *m)
 		if (p[1].revents & POLLIN) {
 			uint64_t n;
 			if (read(m->watchdog_fd, &n, sizeof(n)) > 0)
-				sd_notify(0, "WATCHDOG=1");
+				sdn_notify("WATCHDOG=1");
 		}
 		if (p[2].revents & POLLIN) {
 			engine_notify_drain(m->d);
@@ -258,7 +259,7 @@ static int watchdog_timer(void)
 	int fd;
 	struct itimerspec its = { 0 };
 
-	if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0)
+	if (sdn_watchdog_usec(&usec) <= 0)
 		return -1;
 	fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (fd < 0)
@@ -467,10 +468,6 @@ int main(int argc, char **argv)
 	}
 	m.helper_fd = helper.fd;
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		log_err(&log, "cannot initialise libcurl");
-		return 1;
-	}
 	/* Signals are read from a signalfd; every thread inherits this mask. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -482,7 +479,6 @@ int main(int argc, char **argv)
 	m.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (m.sigfd < 0) {
 		log_err(&log, "signalfd: %s", strerror(errno));
-		curl_global_cleanup();
 		return 1;
 	}
 	m.config_path = config_path;
@@ -553,7 +549,7 @@ int main(int argc, char **argv)
 	}
 	m.watchdog_fd = watchdog_timer();
 	log_notice(&log, "memgrantd %s ready, API on %s", MEMGRANT_VERSION, m.cfg->agent.api_socket);
-	sd_notify(0, "READY=1");
+	sdn_notify("READY=1");
 	notify_status(&m);
 	hooks_fire_agent(m.hooks, m.d, "agent.started");
 
@@ -565,7 +561,7 @@ int main(int argc, char **argv)
 		log_err(&log, "main loop: %s", strerror(-r));
 		rc = 1;
 	}
-	sd_notify(0, "STOPPING=1");
+	sdn_notify("STOPPING=1");
 	hooks_fire_agent(m.hooks, m.d, "agent.stopping");
 out:
 	https_provider_stop(m.https);
@@ -595,6 +591,5 @@ out:
 	close(m.sigfd);
 	log_notice(&log, "stopped");
 	config_free(m.cfg);
-	curl_global_cleanup(); /* every thread stopped */
 	return rc;
 }

@@ -480,10 +480,16 @@ sed -n 's/^FIG //p' "$T/scale.out" | while read -r k v u r rl; do fig "$k" "$v" 
 sed -n 's/^NOTE //p' "$T/scale.out" | while read -r l; do note "$l"; done
 sed -n 's/^TARGET /  target: /p' "$T/scale.out"
 
-# ---- 9. a fleet against one control plane (bench/fleet.sh, issue 24) -----------------
+# ---- 9. the idle agent's footprint (issue 22's targets) -----------------------------
+echo
+echo "9. the idle agent: RSS, Pss_Anon, threads, libraries, wake-ups; HTTPS to a silent control plane; memgrantctl status (bench/idle.sh)"
+FIGS=$FIGS IDLE_SECS=$IDLE BUILD=$BUILD sh "$BENCH/idle.sh" >"$T/idle.out" 2>&1 || { echo "bench: idle.sh failed: $(tail -3 "$T/idle.out")"; exit 1; }
+tail -n +2 "$T/idle.out"
+
+# ---- 10. a fleet against one control plane (bench/fleet.sh, issue 24) -----------------
 if [ "${BENCH_FLEET_N:-20}" -gt 0 ]; then
 	echo
-	echo "9. a fleet of ${BENCH_FLEET_N:-20} agents against the reference control plane (bench/fleet.sh; larger: FLEET_N=500 sh bench/fleet.sh)"
+	echo "10. a fleet of ${BENCH_FLEET_N:-20} agents against the reference control plane (bench/fleet.sh; larger: FLEET_N=500 sh bench/fleet.sh)"
 	FLEET_N=${BENCH_FLEET_N:-20} FLEET_OUTAGE=${FLEET_OUTAGE:-10} FLEET_WINDOW=${FLEET_WINDOW:-10} \
 		FLEET_WAIT=${FLEET_WAIT:-5s} FLEET_SCENARIOS=${FLEET_SCENARIOS:-"outage grant window"} \
 		BUILD=$BUILD sh "$BENCH/fleet.sh" >"$T/fleet.out" 2>&1 ||

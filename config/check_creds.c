@@ -22,9 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,6 +32,7 @@
 
 #include "hotplug/privsep/creds.h"
 #include "lib/credstore.h"
+#include "lib/crypto_dl.h"
 #include "lib/util.h"
 
 int config_credentials(const struct mg_config *cfg, struct cred_store *out)
@@ -179,9 +177,12 @@ static void openssl_text(char *buf, size_t len)
 
 static X509 *load_cert(const char *path, char *why, size_t len)
 {
-	FILE *f = fopen(path, "re");
+	FILE *f;
 	X509 *x;
 
+	if (crypto_dl_load(why, len) < 0) /* libcrypto reads it */
+		return NULL;
+	f = fopen(path, "re");
 	if (!f) {
 		snprintf(why, len, "%s", strerror(errno));
 		return NULL;
@@ -202,9 +203,12 @@ static int no_pass(char *buf, int size, int rw, void *u)
 
 static EVP_PKEY *load_key(const char *path, char *why, size_t len)
 {
-	FILE *f = fopen(path, "re");
+	FILE *f;
 	EVP_PKEY *k;
 
+	if (crypto_dl_load(why, len) < 0) /* libcrypto reads it */
+		return NULL;
+	f = fopen(path, "re");
 	if (!f) {
 		snprintf(why, len, "%s", strerror(errno));
 		return NULL;

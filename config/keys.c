@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
+#include "lib/curl_dl.h"
 
 #include "lib/util.h"
 #include "hotplug/words.h"
@@ -146,11 +146,14 @@ static bool check_event(const char *s, char *why, size_t len)
  * cfg_finish() because insecure_http decides which ones are allowed. */
 static bool check_url(const char *s, char *why, size_t len)
 {
-	CURLU *h = curl_url();
+	CURLU *h;
 	char *host = NULL;
 	CURLUcode rc;
 	bool ok = false;
 
+	if (curl_dl_load(why, len) < 0) /* libcurl parses it as it will fetch it */
+		return false;
+	h = curl_url();
 	if (!h) {
 		snprintf(why, len, "out of memory");
 		return false;

@@ -487,6 +487,8 @@ int api_start(const struct api_params *p, struct engine *e, const struct mg_log 
 	struct api *a = calloc(1, sizeof(*a));
 	struct epoll_event wake = { .events = EPOLLIN, .data.u64 = 0 };
 	struct epoll_event listen_ev = { .events = EPOLLIN, .data.u64 = API_EPOLL_LISTEN };
+	struct epoll_event mhd_ev = { .events = EPOLLIN, .data.u64 = API_EPOLL_MHD };
+	const union MHD_DaemonInfo *info;
 	int r;
 
 	if (!a)
@@ -528,19 +530,21 @@ int api_start(const struct api_params *p, struct engine *e, const struct mg_log 
 		return r;
 	}
 	/* the guard accepts (api_conn.c) and hands MHD only connections whose
-	 * request head is in; MHD's own limit is never the one that bites (each
-	 * worker could hold every slot), api_conn.c's per class are */
-	a->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-					  MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
+	 * request head is in; MHD's own limit is never the one that bites,
+	 * api_conn.c's per class are.  No thread of MHD's own: the guard runs
+	 * its loop (MHD_run() when MHD's epoll set is ready); the handlers
+	 * answer from memory or after one journal write, and streams suspend */
+	a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
 				  0, NULL, NULL, on_request, a,
-				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)API_THREADS,
 				  MHD_OPTION_NOTIFY_CONNECTION, api_on_connection, a,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-				  MHD_OPTION_CONNECTION_LIMIT, API_THREADS * (api_limits_total(a) + 64),
+				  MHD_OPTION_CONNECTION_LIMIT, api_limits_total(a) + 64,
 				  /* idle: the guard's deadline is the shorter one for a request */
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(API_REQUEST_DEADLINE_MS / 1000 * 2),
 				  MHD_OPTION_END);
-	if (!a->mhd || epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->listen_fd, &listen_ev) < 0) {
+	info = a->mhd ? MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+	if (!a->mhd || !info || epoll_ctl(a->epfd, EPOLL_CTL_ADD, info->epoll_fd, &mhd_ev) < 0 ||
+	    epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->listen_fd, &listen_ev) < 0) {
 		if (a->mhd)
 			MHD_stop_daemon(a->mhd);
 		unlink(a->socket_path);

@@ -273,7 +273,6 @@ static void evict_locked(struct api *a, struct conn *v, const struct conn *by)
 static void promote_locked(struct api *a, struct conn *n)
 {
 	const struct api_limits *l = &a->lim[n->cls];
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct conn *victim = NULL;
 	char why[300];
 	int fd = n->fd;
@@ -305,13 +304,9 @@ static void promote_locked(struct api *a, struct conn *n)
 	n->counted = true;
 	n->fresh = true;
 	n->state = CONN_MHD; /* since_ms stays: the deadline counts from connecting */
-	/* MHD queues it for a worker thread (MHD_USE_ITC) and calls nothing of
-	 * ours from here; it closes the socket itself when it fails */
-	if (MHD_add_connection(a->mhd, fd, (struct sockaddr *)&sa, sizeof(sa.sun_family)) != MHD_YES) {
-		uncount_locked(a, n);
-		unlink_locked(a, n);
-		free(n);
-	}
+	/* MHD runs in the guard's thread and calls api_on_connection() from
+	 * MHD_add_connection(), which takes the lock: api_handoff() adds it */
+	n->handoff = true;
 	return;
 refuse:
 	{
@@ -412,6 +407,42 @@ static void accept_one(struct api *a, int fd)
 			api_conn_close_pending_locked(a, n, "503 Service Unavailable", "the agent is out of resources");
 	}
 	pthread_mutex_unlock(&a->lock);
+}
+
+void api_handoff(struct api *a)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	for (;;) {
+		struct conn *n = NULL;
+		uint64_t id = 0;
+		int fd = -1;
+
+		pthread_mutex_lock(&a->lock);
+		for (struct conn *i = a->conns; i; i = i->next)
+			if (i->handoff) {
+				i->handoff = false;
+				id = i->id;
+				fd = i->fd;
+				n = i;
+				break;
+			}
+		pthread_mutex_unlock(&a->lock);
+		if (!n)
+			return;
+		/* MHD closes the socket itself when it fails */
+		if (MHD_add_connection(a->mhd, fd, (struct sockaddr *)&sa, sizeof(sa.sun_family)) == MHD_YES)
+			continue;
+		pthread_mutex_lock(&a->lock);
+		for (struct conn *i = a->conns; i; i = i->next)
+			if (i->id == id && !i->c) { /* still ours: MHD never took it up */
+				uncount_locked(a, i);
+				unlink_locked(a, i);
+				free(i);
+				break;
+			}
+		pthread_mutex_unlock(&a->lock);
+	}
 }
 
 void api_accept_some(struct api *a)

@@ -24,7 +24,6 @@ typedef int MHD_Result_t;
 typedef enum MHD_Result MHD_Result_t;
 #endif
 
-#define API_THREADS 4                   /* MHD's pool; a handler may wait on an fsync */
 #define API_LISTEN_BACKLOG 1024
 #define API_OTHERS_MAX_DEFAULT 64       /* connections of all unprivileged uids together */
 #define API_REQUEST_DEADLINE_MS 10000   /* a whole request, headers and body */
@@ -70,6 +69,7 @@ struct conn {
 	bool answering;    /* a response is queued or streaming: no deadline */
 	bool cut;          /* shut down by the guard or evicted */
 	bool served;       /* answered at least one request (an idle keep-alive now) */
+	bool handoff;      /* its head is in: the guard hands it to MHD once unlocked */
 	uint64_t accepted_ms;
 	uint64_t since_ms; /* accepted, or the previous answer ended */
 	struct sse *sse;   /* the event stream it carries, or NULL */
@@ -116,6 +116,7 @@ struct api {
 };
 
 #define API_EPOLL_LISTEN UINT64_MAX        /* epoll data of the listening socket */
+#define API_EPOLL_MHD (UINT64_MAX - 1)     /* epoll data of MHD's own epoll set */
 
 /* Per-request state kept between libmicrohttpd's calls for one request. */
 struct request {
@@ -152,6 +153,7 @@ struct conn *api_conn_of(struct MHD_Connection *c);
 void api_limits_init(struct api *a, unsigned others_max);
 unsigned api_limits_total(const struct api *a); /* MHD slots of all classes */
 void api_accept_some(struct api *a);     /* the listening socket is readable */
+void api_handoff(struct api *a);         /* without the lock: promoted connections to MHD */
 void api_pending_event_locked(struct api *a, struct conn *n, uint32_t events);
 void api_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 		       enum MHD_ConnectionNotificationCode toe);
@@ -166,4 +168,4 @@ MHD_Result_t api_serve_events(struct api *a, struct MHD_Connection *c); /* GET /
 void api_on_published(void *arg);        /* the event bus's listener: resumes waiting streams */
 void api_sse_resume_locked(struct sse *s); /* with a->lock held */
 void api_guard_wake(struct api *a);      /* a deadline may have come nearer */
-void *api_guard_main(void *arg);         /* the guard thread */
+void *api_guard_main(void *arg);         /* the guard thread, MHD's loop too */

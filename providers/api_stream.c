@@ -32,6 +32,9 @@ void api_sse_resume_locked(struct sse *s)
 	epoll_ctl(s->a->epfd, EPOLL_CTL_DEL, s->conn->fd, NULL);
 	s->suspended = false;
 	MHD_resume_connection(s->conn->c);
+	/* MHD runs in the guard's loop: from another thread (the event bus),
+	 * nothing of MHD's own wakes that loop for the resumed stream */
+	api_guard_wake(s->a);
 }
 
 static void sse_free(void *cls)
@@ -270,10 +273,15 @@ void api_guard_wake(struct api *a)
 }
 
 /* How long the guard may sleep: until the nearest keep-alive or request
- * deadline, forever (-1) when there is none, so an idle agent never wakes. */
+ * deadline or MHD's own timer, forever (-1) when there is none, so an idle
+ * agent never wakes. */
 static int guard_timeout_ms(struct api *a)
 {
 	uint64_t now = mono_ms(), next = UINT64_MAX;
+	MHD_UNSIGNED_LONG_LONG mhd_ms;
+
+	if (MHD_get_timeout(a->mhd, &mhd_ms) == MHD_YES)
+		next = now + (mhd_ms < INT32_MAX ? mhd_ms : INT32_MAX);
 
 	pthread_mutex_lock(&a->lock);
 	for (struct conn *i = a->conns; i; i = i->next) {
@@ -344,6 +352,8 @@ void *api_guard_main(void *arg)
 				listen_ready = true;
 				continue;
 			}
+			if (id == API_EPOLL_MHD)
+				continue; /* MHD_run() below */
 			/* by id: the event may be older than a resume that let the
 			 * connection end in the meantime */
 			for (struct conn *c = a->conns; c; c = c->next) {
@@ -366,6 +376,10 @@ void *api_guard_main(void *arg)
 		if (listen_ready)
 			api_accept_some(a);
 		guard_sweep(a);
+		/* MHD's requests, answers and streams, in this thread: without a
+		 * pool of its own an idle agent has one thread for its API */
+		api_handoff(a);
+		MHD_run(a->mhd);
 	}
 	return NULL;
 }

@@ -572,6 +572,7 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	struct https_provider *p;
 	pthread_condattr_t ca;
 	const char *env;
+	char why[300] = "curl_global_init() failed";
 	size_t n;
 	char *esc;
 	int r;
@@ -631,8 +632,9 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	while (n > 0 && p->base[n - 1] == '/')
 		p->base[--n] = '\0';
 
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		r = -EIO;
+	if (curl_dl_load(why, sizeof(why)) < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		log_err(log, "providers.https: %s (install libcurl to use the HTTPS provider)", why);
+		r = -ELIBACC;
 		goto fail;
 	}
 	p->curl_initialised = true;

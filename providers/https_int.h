@@ -7,7 +7,7 @@
  */
 #pragma once
 
-#include <curl/curl.h>
+#include "lib/curl_dl.h"
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -12,6 +12,10 @@
 
 const char *ctl_socket_path(const struct ctl_ctx *ctx);
 
+/* S percent-encoded for a URL path or query (all but RFC 3986's unreserved
+ * characters), malloc'd; NULL when out of memory. */
+char *ctl_url_escape(const char *s);
+
 /* METHOD PATH with an optional JSON BODY; *STATUS is the HTTP status and
  * *REPLY the parsed JSON answer (caller decrefs). */
 int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path, const char *body,

@@ -4,7 +4,6 @@
  * flight (POST /v1/grants/ID/cancel) and, unless --no-wait, follow it to
  * its final state.
  */
-#include <curl/curl.h>
 #include <getopt.h>
 
 #include "providers/wire/message.h"
@@ -50,7 +49,7 @@ int ctl_cmd_cancel(struct ctl_ctx *ctx, int argc, char **argv)
 		ctl_err("cancel: unexpected argument '%s'", argv[optind + 1]);
 		return CTL_EXIT_FAILURE;
 	}
-	escaped = curl_escape(argv[optind], 0);
+	escaped = ctl_url_escape(argv[optind]);
 	if (!escaped)
 		return CTL_EXIT_FAILURE;
 	snprintf(path, sizeof(path), "/v1/grants/%s/cancel", escaped);

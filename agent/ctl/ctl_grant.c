@@ -5,7 +5,6 @@
  * shared with revoke (ctl_grant_or_revoke()); with --wait it follows the
  * grant to its end (ctl_ops.h).
  */
-#include <curl/curl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <time.h>

@@ -3,7 +3,6 @@
  * keeps, or one of them in detail: for a grant that gave memory back, what
  * it holds now, what it gave back and to which revocation, and its report
  * as history (the engine's grant view, docs/api/local.openapi.yaml). */
-#include <curl/curl.h>
 #include <getopt.h>
 #include <libsmartcols.h>
 #include <string.h>
@@ -87,7 +86,7 @@ static void given_back_lines(json_t *back)
 /* One grant or revocation in detail: GET /v1/grants/ID. */
 static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 {
-	_cleanup_free_ char *escaped = curl_escape(id, 0);
+	_cleanup_free_ char *escaped = ctl_url_escape(id);
 	json_t *g = NULL, *err, *b;
 	char path[256], req[16], app[16], blocks[512], not_done[256];
 	const char *key;

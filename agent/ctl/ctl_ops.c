@@ -5,7 +5,6 @@
  * state on the event stream, with progress on a terminal, and the exit
  * codes like chmem's.  See ctl_ops.h.
  */
-#include <curl/curl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <time.h>
@@ -144,7 +143,7 @@ int ctl_follow(struct ctl_ctx *ctx, const char *id, bool json, bool cancelling)
 	char path[256];
 	int r, rc;
 
-	escaped = curl_escape(id, 0);
+	escaped = ctl_url_escape(id);
 	if (!escaped)
 		return CTL_EXIT_FAILURE;
 	snprintf(path, sizeof(path), "/v1/events?grant=%s&until=done", escaped);

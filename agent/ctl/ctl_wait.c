@@ -3,7 +3,6 @@
  * memgrantctl wait ID: follow a grant or revocation memgrantd already has to
  * its final state (ctl_follow()).
  */
-#include <curl/curl.h>
 #include <getopt.h>
 
 #include "providers/wire/message.h"
@@ -45,7 +44,7 @@ int ctl_cmd_wait(struct ctl_ctx *ctx, int argc, char **argv)
 		return CTL_EXIT_FAILURE;
 	}
 	/* a clear "no such grant" before the stream */
-	escaped = curl_escape(argv[optind], 0);
+	escaped = ctl_url_escape(argv[optind]);
 	if (!escaped)
 		return CTL_EXIT_FAILURE;
 	snprintf(path, sizeof(path), "/v1/grants/%s", escaped);

@@ -93,6 +93,12 @@ void hooks_enqueue(struct hooks *h, struct job *j)
 		hooks_job_free(j);
 		return;
 	}
+	if (hooks_runner_need_locked(h) < 0) {
+		pthread_mutex_unlock(&h->lock);
+		log_warn(&h->log, "hook %s for %s dropped: no thread to run it", j->name, j->event);
+		hooks_job_free(j);
+		return;
+	}
 	if (h->q_tail)
 		h->q_tail->next = j;
 	else
@@ -104,6 +110,19 @@ void hooks_enqueue(struct hooks *h, struct job *j)
 }
 
 /* ---- the runner ------------------------------------------------------------------ */
+
+int hooks_runner_need_locked(struct hooks *h)
+{
+	int r;
+
+	if (h->runner_started || h->stopping)
+		return 0;
+	r = -pthread_create(&h->runner, NULL, hooks_runner_main, h);
+	if (r < 0)
+		return r;
+	h->runner_started = true;
+	return 0;
+}
 
 static int spawn_child(struct hooks *h, struct job *j, struct child *c)
 {
@@ -275,6 +294,7 @@ void *hooks_runner_main(void *arg)
 		uint64_t now;
 		bool stopping;
 
+		hooks_fire_pending(h); /* their jobs join the queue */
 		/* start what fits */
 		pthread_mutex_lock(&h->lock);
 		stopping = h->stopping;
@@ -302,7 +322,7 @@ void *hooks_runner_main(void *arg)
 		}
 		if (stopping && !grace_end)
 			grace_end = mono_ms() + HOOKS_STOP_GRACE_MS;
-		if (stopping && !h->q_head && n_kids == 0) {
+		if (stopping && !h->q_head && !h->p_head && n_kids == 0) {
 			pthread_mutex_unlock(&h->lock);
 			break;
 		}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Hooks, the event side: the engine's typed transitions become events (the
- * follower thread fires them), hooks_fire() builds an event and queues one
+ * runner thread, exec.c, fires them), hooks_fire() builds an event and queues one
  * job per matching exec hook (exec.c runs them) and puts it in the outbox
  * of each matching webhook (webhook.c delivers them).
  */
@@ -18,7 +18,7 @@
 #include "lib/util.h"
 #include "providers/wire/views_json.h"
 
-#define PENDING_MAX 4096 /* events waiting for the follower; beyond, dropped with a log line */
+#define PENDING_MAX 4096 /* events waiting for the runner; beyond, dropped with a log line */
 
 
 /* ---- pieces ------------------------------------------------------------------ */
@@ -335,10 +335,11 @@ static void on_transition(void *ctx, const struct engine_transition *t)
 				      status);
 	}
 	pthread_mutex_lock(&h->lock);
-	if (!p->fields || h->n_pending >= PENDING_MAX) {
+	if (!p->fields || h->n_pending >= PENDING_MAX || hooks_runner_need_locked(h) < 0) {
 		pthread_mutex_unlock(&h->lock);
 		log_warn(&h->log, "hooks: %s of %s dropped (%s)", p->event, t->id,
-			 p->fields ? "too many events waiting" : "out of memory");
+			 !p->fields ? "out of memory" : h->n_pending >= PENDING_MAX ? "too many events waiting"
+										  : "no thread to fire it");
 		json_decref(p->fields);
 		free(p);
 		return;
@@ -349,21 +350,16 @@ static void on_transition(void *ctx, const struct engine_transition *t)
 		h->p_head = p;
 	h->p_tail = p;
 	h->n_pending++;
-	pthread_cond_signal(&h->pending_cond);
 	pthread_mutex_unlock(&h->lock);
+	hooks_wake(h);
 }
 
-static void *follower_main(void *arg)
+void hooks_fire_pending(struct hooks *h)
 {
-	struct hooks *h = arg;
-
 	pthread_mutex_lock(&h->lock);
 	for (;;) {
-		struct pending *p;
+		struct pending *p = h->p_head;
 
-		while (!h->p_head && !h->stopping)
-			pthread_cond_wait(&h->pending_cond, &h->lock);
-		p = h->p_head;
 		if (!p)
 			break;
 		h->p_head = p->next;
@@ -377,7 +373,6 @@ static void *follower_main(void *arg)
 		pthread_mutex_lock(&h->lock);
 	}
 	pthread_mutex_unlock(&h->lock);
-	return NULL;
 }
 
 /* ---- life cycle ------------------------------------------------------------------------ */
@@ -409,7 +404,6 @@ int hooks_new(const struct hooks_params *p, const struct mg_log *log, struct hoo
 	h->max_queued = p->max_queued ? p->max_queued : HOOKS_MAX_QUEUED_DEFAULT;
 	h->output_max = p->output_max ? p->output_max : HOOKS_OUTPUT_MAX_DEFAULT;
 	pthread_mutex_init(&h->lock, NULL);
-	pthread_cond_init(&h->pending_cond, NULL);
 	h->agent_id = strdup(p->agent_id ? p->agent_id : "");
 	if (!h->agent_id || (p->dir && !(h->dir = strdup(p->dir))))
 		goto fail;
@@ -468,15 +462,7 @@ int hooks_start(struct hooks *h)
 {
 	int r;
 
-	r = -pthread_create(&h->runner, NULL, hooks_runner_main, h);
-	if (r < 0)
-		return r;
-	h->runner_started = true;
 	if (h->daemon) {
-		r = -pthread_create(&h->follower, NULL, follower_main, h);
-		if (r < 0)
-			return r;
-		h->follower_started = true;
 		r = engine_subscribe(h->daemon, on_transition, h);
 		if (r < 0)
 			return r;
@@ -501,14 +487,9 @@ void hooks_stop(struct hooks *h)
 	}
 	pthread_mutex_lock(&h->lock);
 	h->stopping = true;
-	pthread_cond_broadcast(&h->pending_cond);
 	pthread_mutex_unlock(&h->lock);
-	if (h->follower_started) {
-		/* it fires what is pending first */
-		pthread_join(h->follower, NULL);
-		h->follower_started = false;
-	}
 	hooks_wake(h);
+	/* it fires what is pending first; none started, none pending */
 	if (h->runner_started) {
 		pthread_join(h->runner, NULL);
 		h->runner_started = false;
@@ -537,7 +518,6 @@ void hooks_free(struct hooks *h)
 	entries_free(h->entries, h->n_entries);
 	if (h->wake_fd >= 0)
 		close(h->wake_fd);
-	pthread_cond_destroy(&h->pending_cond);
 	pthread_mutex_destroy(&h->lock);
 	free(h->agent_id);
 	free(h->dir);

@@ -63,8 +63,9 @@ struct hooks_params {
 /* Checks and copies P; reads webhook secrets (-errno naming nothing: the
  * log says which file). */
 int hooks_new(const struct hooks_params *p, const struct mg_log *log, struct hooks **out);
-/* Starts the runner thread, the follower of the engine's transitions (with an engine) and one
- * delivery thread per webhook. */
+/* Follows the engine's transitions (with an engine) and starts one delivery
+ * thread per webhook; the thread that fires events and runs hooks starts
+ * with the first event. */
 int hooks_start(struct hooks *h);
 /* Fires EVENT with FIELDS (an object merged into the event; may be NULL;
  * no reference taken).  0, or -errno when the event could not be built. */

@@ -28,7 +28,7 @@ struct job {
 	uint64_t timeout_ms;
 };
 
-/* An event made of a transition, waiting for the follower. */
+/* An event made of a transition, waiting for the runner to fire it. */
 struct pending {
 	struct pending *next;
 	char event[64];
@@ -58,14 +58,15 @@ struct hooks {
 	struct job *q_head, *q_tail;
 	size_t n_queued;
 	bool stopping;               /* runner: finish what is queued, then exit */
-	int wake_fd;                 /* eventfd: a job was queued or stop began */
-	bool runner_started, follower_started, subscribed;
-	pthread_t runner, follower;
+	int wake_fd;                 /* eventfd: a job or an event was queued, or stop began */
+	/* one thread fires the pending events and runs the jobs, started at the
+	 * first of them (hooks_runner_need_locked): an idle agent has none */
+	bool runner_started, subscribed;
+	pthread_t runner;
 
-	/* events made of the engine's transitions, for the follower to fire */
+	/* events made of the engine's transitions, for the runner to fire */
 	struct pending *p_head, *p_tail;
 	size_t n_pending;
-	pthread_cond_t pending_cond;
 };
 
 /* ---- exec.c -------------------------------------------------------------------- */
@@ -78,5 +79,13 @@ void hooks_job_free(struct job *j);
 void hooks_enqueue(struct hooks *h, struct job *j);
 /* Wakes the runner (a job was queued, or the stop began). */
 void hooks_wake(struct hooks *h);
+/* With H->lock held: starts the runner unless it runs or the stop began;
+ * 0 or -errno (pthread_create). */
+int hooks_runner_need_locked(struct hooks *h);
+
+/* ---- hooks.c ------------------------------------------------------------------- */
+
+/* The runner's: fires every pending event (queueing their jobs). */
+void hooks_fire_pending(struct hooks *h);
 /* The runner thread. */
 void *hooks_runner_main(void *arg);

@@ -6,15 +6,13 @@
  */
 #include "providers/hooks/webhook.h"
 
-#include <curl/curl.h>
+#include "lib/curl_dl.h"
 #include <jansson.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <pthread.h>
 #include <time.h>
 
 #include "lib/credstore.h"
+#include "lib/crypto_dl.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
@@ -58,6 +56,8 @@ int webhook_dest_for(const char *url, char *out, size_t len)
 	unsigned int mdlen = 0;
 	char h[2 * EVP_MAX_MD_SIZE + 1];
 
+	if (crypto_dl_load(NULL, 0) < 0) /* webhook_new() says why */
+		return -ELIBACC;
 	if (!EVP_Digest(url, strlen(url), md, &mdlen, EVP_sha256(), NULL))
 		return -EIO;
 	hex(md, 8, h);
@@ -74,6 +74,8 @@ int webhook_sign(const void *key, size_t key_len, const void *body, size_t body_
 
 	if (len < 7 + 64 + 1)
 		return -ENOBUFS;
+	if (crypto_dl_load(NULL, 0) < 0)
+		return -ELIBACC;
 	if (!HMAC(EVP_sha256(), key, (int)key_len, body, body_len, md, &mdlen) || mdlen != 32)
 		return -EIO;
 	memcpy(out, "sha256=", 7);
@@ -93,8 +95,17 @@ int webhook_new(const struct webhook_params *p, struct engine *d, const struct m
 	pthread_condattr_t ca;
 	int r;
 
+	char why[300];
+
 	if (!p->url)
 		return -EINVAL;
+	r = curl_dl_load(why, sizeof(why));
+	if (r == 0)
+		r = crypto_dl_load(why, sizeof(why)); /* its name and signature */
+	if (r < 0) {
+		log_err(log, "webhook: %s (install it to use webhooks)", why);
+		return r;
+	}
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
@@ -376,7 +387,7 @@ void webhook_free(struct webhook *w)
 		return;
 	webhook_stop(w);
 	if (w->secret) {
-		OPENSSL_cleanse(w->secret, w->secret_len);
+		explicit_bzero(w->secret, w->secret_len);
 		free(w->secret);
 	}
 	free(w->url);
