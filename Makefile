@@ -48,8 +48,8 @@ AGENT_LIB := $(B)/libagent.a
 AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
 	$(CURL_CFLAGS) $(CRYPTO_CFLAGS) $(SYSTEMD_CFLAGS) $(SECCOMP_CFLAGS)
 # libcurl and libcrypto are not linked: lib/curl_dl.c and lib/crypto_dl.c
-# load them when HTTPS, a webhook or a client certificate needs them (only
-# their headers are used here); memgrantctl speaks HTTP itself
+# load them when HTTPS, a webhook, a client certificate or memgrantctl's talk
+# to the daemon needs them (only their headers are used here)
 # nor libsystemd: lib/sdnotify.c and agent/log_journald.c speak its two
 # protocols (a datagram each) without its dependencies
 AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread

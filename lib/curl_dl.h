@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libcurl, loaded with dlopen() the first time a configuration needs it (the
- * HTTPS provider, a webhook, the check of a URL in the configuration): an
- * agent with the local API only never maps libcurl nor the TLS, Kerberos,
- * LDAP and SSH libraries it brings.  No program links it; memgrantctl talks
- * to the daemon without it (agent/ctl/http_unix.h).
+ * HTTPS provider, a webhook, a URL check, memgrantctl talking to the daemon):
+ * an agent with the local API only never maps libcurl nor the TLS, Kerberos,
+ * LDAP and SSH libraries it brings.  memgrantd and memgrantctl do not link it.
  *
  * Include this instead of <curl/curl.h>: the curl_* functions below become
  * calls through the loaded table, so the code calling them reads as before.

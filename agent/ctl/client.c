@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The HTTP client memgrantctl uses to talk to memgrantd's local API: HTTP/1.1
- * over the Unix socket (http_unix.c; no HTTP library).  Requests are small;
- * the event stream is read line by line through a callback.
+ * The HTTP client memgrantctl uses to talk to memgrantd's local API: libcurl
+ * over the Unix socket.  Requests are small; the event stream is read line by
+ * line through a callback.
  */
 #include "agent/ctl/client.h"
 
+#include "lib/curl_dl.h"
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -13,11 +14,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "agent/ctl/http_unix.h"
 #include "lib/util.h"
 
 #include <getopt.h>
-#include <sys/signalfd.h>
 
 #ifndef RUNSTATEDIR
 #define RUNSTATEDIR "/run"
@@ -39,23 +38,24 @@ struct body {
 	size_t len;
 };
 
-static int collect(const char *data, size_t add, void *cls)
+static size_t collect(char *data, size_t size, size_t n, void *cls)
 {
 	struct body *b = cls;
+	size_t add = size * n;
 	char *np;
 
 	/* GET /v1/blocks is about 260 bytes a block (17 MB at 65,536 blocks):
 	 * far more than that is not the agent talking; stop reading */
 	if (b->len + add > (256u << 20))
-		return 1;
+		return 0;
 	np = realloc(b->p, b->len + add + 1);
 	if (!np)
-		return 1;
+		return 0;
 	memcpy(np + b->len, data, add);
 	b->len += add;
 	np[b->len] = '\0';
 	b->p = np;
-	return 0;
+	return add;
 }
 
 char *ctl_url_escape(const char *s)
@@ -81,24 +81,72 @@ char *ctl_url_escape(const char *s)
 	return out;
 }
 
+/* NULL with the reason said: libcurl cannot be loaded (lib/curl_dl.h) or no memory. */
+static CURL *handle_for(const struct ctl_ctx *ctx, const char *path, char *url, size_t urllen)
+{
+	char why[300];
+	CURL *c;
+
+	if (curl_dl_load(why, sizeof(why)) < 0) {
+		ctl_err("talking to memgrantd needs libcurl: %s", why);
+		return NULL;
+	}
+	c = curl_easy_init();
+	if (!c)
+		return NULL;
+	snprintf(url, urllen, "http://memgrantd%s", path);
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ctl_socket_path(ctx));
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	return c;
+}
+
 /* A refused or queue-full connect is retried this long, with backoff: a
  * busy agent (its listen queue full) or one restarting answers soon. */
 #define CONNECT_RETRY_MS 2000L
 
-/* Connects to the agent's socket, again while the connect fails with
- * EAGAIN (the agent's listen queue is full) or ECONNREFUSED (nothing listens
- * yet) and the socket file exists: 0 with *FD, or the last -errno. */
-static int connect_retrying(const struct ctl_ctx *ctx, int *fd)
+/* libcurl connects without blocking and takes the EAGAIN of a Unix
+ * socket's full listen queue for "in progress": it then fails with
+ * CURLE_COULDNT_CONNECT and errno 0.  A connect of our own tells which it
+ * was; one that gets through now means the queue was full a moment ago. */
+static long probe_connect_errno(const char *path)
 {
-	const char *path = ctl_socket_path(ctx);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len = strlen(path);
+	int fd, e = 0;
+
+	if (len >= sizeof(sa.sun_path))
+		return ENAMETOOLONG;
+	memcpy(sa.sun_path, path, len + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		e = errno;
+	close(fd);
+	return e == 0 || e == EINPROGRESS ? EAGAIN : e;
+}
+
+/* curl_easy_perform(), again while the connect fails with EAGAIN (the
+ * agent's listen queue is full) or ECONNREFUSED (nothing listens yet) and
+ * the socket file exists.  *OS_ERRNO: the connect's errno of the last try. */
+static CURLcode perform_retrying(const struct ctl_ctx *ctx, CURL *c, long *os_errno)
+{
 	long waited = 0, step = 20;
-	int r;
+	CURLcode cc;
 
 	for (;;) {
-		r = hu_connect(path, fd);
-		if (r == 0 || (r != -EAGAIN && r != -ECONNREFUSED) || waited >= CONNECT_RETRY_MS ||
-		    access(path, F_OK) < 0)
-			return r;
+		*os_errno = 0;
+		cc = curl_easy_perform(c);
+		if (cc != CURLE_COULDNT_CONNECT)
+			return cc;
+		curl_easy_getinfo(c, CURLINFO_OS_ERRNO, os_errno);
+		if (*os_errno == 0)
+			*os_errno = probe_connect_errno(ctl_socket_path(ctx));
+		if ((*os_errno != EAGAIN && *os_errno != ECONNREFUSED) || waited >= CONNECT_RETRY_MS ||
+		    access(ctl_socket_path(ctx), F_OK) < 0)
+			return cc;
 		usleep((useconds_t)step * 1000);
 		waited += step;
 		step = step * 2 > 400 ? 400 : step * 2;
@@ -154,76 +202,63 @@ static void say_denied(const char *path)
 	ctl_err("permission denied on memgrantd's socket %s: run as root or as a member of the API group", path);
 }
 
-/* Says why connecting failed (CONNECT_ERR, -errno) and returns -errno. */
-static int connect_failure(const struct ctl_ctx *ctx, int connect_err)
+static int curl_failure(const struct ctl_ctx *ctx, CURLcode cc, long os_errno)
 {
 	const char *path = ctl_socket_path(ctx);
 	struct stat st;
 	int stat_errno = stat(path, &st) < 0 ? errno : 0;
 
-	if (connect_err == -EACCES || connect_err == -EPERM || stat_errno == EACCES) {
+	if (cc == CURLE_COULDNT_CONNECT && os_errno == 0)
+		os_errno = probe_connect_errno(path);
+	if (cc == CURLE_COULDNT_CONNECT && (os_errno == EACCES || os_errno == EPERM || stat_errno == EACCES)) {
 		say_denied(path);
 		return -EACCES;
 	}
-	if (connect_err == -EAGAIN)
+	if (cc == CURLE_COULDNT_CONNECT && os_errno == EAGAIN)
 		ctl_err("memgrantd at %s is busy: its connection queue stayed full for %ld s; try again",
 			path, CONNECT_RETRY_MS / 1000);
-	else if (connect_err == -ECONNREFUSED && stat_errno == 0)
+	else if (cc == CURLE_COULDNT_CONNECT && os_errno == ECONNREFUSED && stat_errno == 0)
 		ctl_err("memgrantd is not running: nothing listens on %s (connection refused for %ld s)", path,
 			CONNECT_RETRY_MS / 1000);
-	else if (stat_errno == ENOENT)
+	else if (cc == CURLE_COULDNT_CONNECT && stat_errno == ENOENT)
 		ctl_err("memgrantd is not running: no socket at %s (--socket PATH)", path);
+	else if (cc == CURLE_COULDNT_CONNECT)
+		ctl_err("cannot connect to memgrantd at %s (is it running? --socket PATH)", path);
 	else
-		ctl_err("cannot connect to memgrantd at %s: %s (is it running? --socket PATH)", path,
-			strerror(-connect_err));
-	return stat_errno == ENOENT ? -ENOENT : -ECONNREFUSED;
-}
-
-/* Says why an exchange with the agent failed (R, -errno of hu_exchange()). */
-static int exchange_failure(const struct ctl_ctx *ctx, int r)
-{
-	const char *why = r == -EBADMSG	     ? "its answer is not HTTP"
-			  : r == -ECONNRESET ? "it closed the connection before its answer was complete"
-			  : r == -ETIMEDOUT  ? "no answer within 60 s"
-					     : strerror(-r);
-
-	ctl_err("talking to memgrantd at %s: %s", ctl_socket_path(ctx), why);
-	return r == -ENOENT ? -ECONNREFUSED : r;
-}
-
-/* METHOD PATH [BODY] with the body of the answer to ON_DATA: 0 with
- * *STATUS, or -errno after saying why (-ECANCELED: ON_DATA stopped it,
- * -EINTR: INTR_FD became readable; neither said). */
-static int exchange(const struct ctl_ctx *ctx, const char *method, const char *path, const char *body,
-		    int timeout_ms, int intr_fd, hu_data_fn on_data, void *cls, long *status)
-{
-	struct hu_request rq = { .method = method, .path = path, .body = body, .timeout_ms = timeout_ms,
-				 .intr_fd = intr_fd, .on_data = on_data, .cls = cls };
-	int fd, r;
-
-	r = connect_retrying(ctx, &fd);
-	if (r < 0)
-		return connect_failure(ctx, r);
-	r = hu_exchange(fd, &rq, status);
-	close(fd);
-	if (r < 0 && r != -ECANCELED && r != -EINTR)
-		return exchange_failure(ctx, r);
-	return r;
+		ctl_err("talking to memgrantd at %s: %s", ctl_socket_path(ctx), curl_easy_strerror(cc));
+	return cc == CURLE_COULDNT_CONNECT && stat_errno == ENOENT ? -ENOENT : -ECONNREFUSED;
 }
 
 int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path, const char *body,
 		long *status, json_t **reply)
 {
 	struct body b = { 0 };
-	int r;
+	struct curl_slist *hdr = NULL;
+	char url[512];
+	CURL *c = handle_for(ctx, path, url, sizeof(url));
+	CURLcode cc;
+	long os_errno = 0;
+	int r = 0;
 
 	*reply = NULL;
-	r = exchange(ctx, method, path, body, 60000, -1, collect, &b, status);
-	if (r == -ECANCELED) {
-		ctl_err("memgrantd's answer to %s %s is larger than 256 MiB or out of memory", method, path);
-		r = -EMSGSIZE;
-	} else if (r == 0) {
+	if (!c)
+		return -ENOMEM;
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	if (body) {
+		hdr = curl_slist_append(NULL, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	cc = perform_retrying(ctx, c, &os_errno);
+	if (cc != CURLE_OK) {
+		r = curl_failure(ctx, cc, os_errno);
+	} else {
 		json_error_t jerr;
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
 		*reply = b.p ? json_loads(b.p, 0, &jerr) : NULL;
 		if (!*reply) {
 			ctl_err("memgrantd answered %ld with something that is not JSON", *status);
@@ -231,6 +266,8 @@ int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path,
 		}
 	}
 	free(b.p);
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(c);
 	return r;
 }
 
@@ -259,16 +296,22 @@ void ctl_print_json(json_t *j)
 int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text)
 {
 	struct body b = { 0 };
-	long status = 0;
-	int r = exchange(ctx, "GET", path, NULL, 60000, -1, collect, &b, &status);
+	char url[512];
+	CURL *c = handle_for(ctx, path, url, sizeof(url));
+	CURLcode cc;
+	long status = 0, os_errno = 0;
 
-	if (r == -ECANCELED) {
-		ctl_err("memgrantd's answer to GET %s is larger than 256 MiB or out of memory", path);
-		r = -EMSGSIZE;
-	}
-	if (r < 0) {
+	if (!c)
+		return -ENOMEM;
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	cc = perform_retrying(ctx, c, &os_errno);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	if (cc != CURLE_OK) {
 		free(b.p);
-		return r;
+		return curl_failure(ctx, cc, os_errno);
 	}
 	if (status != 200) {
 		ctl_err("memgrantd answered %ld for %s", status, path);
@@ -314,15 +357,16 @@ static int stream_line(struct stream *s)
 	return 0;
 }
 
-static int stream_write(const char *data, size_t total, void *cls)
+static size_t stream_write(char *data, size_t size, size_t n, void *cls)
 {
 	struct stream *s = cls;
+	size_t total = size * n;
 
 	for (size_t i = 0; i < total; i++) {
 		char ch = data[i];
 		if (ch == '\n') {
 			if (stream_line(s) < 0)
-				return 1; /* ends the transfer */
+				return 0; /* ends the transfer */
 			s->len = 0;
 			continue;
 		}
@@ -331,17 +375,30 @@ static int stream_write(const char *data, size_t total, void *cls)
 			char *nl;
 			if (cap > STREAM_LINE_MAX) {
 				s->err = -EMSGSIZE;
-				return 1;
+				return 0;
 			}
 			nl = realloc(s->line, cap);
 			if (!nl) {
 				s->err = -ENOMEM;
-				return 1;
+				return 0;
 			}
 			s->line = nl;
 			s->cap = cap;
 		}
 		s->line[s->len++] = ch;
+	}
+	return total;
+}
+
+/* A Ctrl-C the caller holds pending (SIGINT blocked) ends the stream. */
+static int stream_progress(void *cls, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct stream *s = cls;
+	sigset_t pending;
+
+	if (sigpending(&pending) == 0 && sigismember(&pending, SIGINT)) {
+		s->err = -EINTR;
+		return 1;
 	}
 	return 0;
 }
@@ -350,22 +407,27 @@ int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_even
 		      void *cls)
 {
 	struct stream s = { .on_event = on_event, .cls = cls };
-	long status = 0;
-	sigset_t intr;
-	int r, sfd;
+	char url[512];
+	CURL *c;
+	CURLcode cc;
+	long status = 0, os_errno = 0;
+	int r = 0;
 
-	/* a Ctrl-C the caller holds pending (SIGINT blocked) ends the stream:
-	 * a signalfd shows it without taking it and without a periodic wake */
-	sigemptyset(&intr);
-	sigaddset(&intr, SIGINT);
-	sfd = signalfd(-1, &intr, SFD_CLOEXEC | SFD_NONBLOCK);
-	r = exchange(ctx, "GET", path, NULL, -1, sfd, stream_write, &s, &status);
-	if (sfd >= 0)
-		close(sfd);
+	c = handle_for(ctx, path, url, sizeof(url));
+	if (!c)
+		return -ENOMEM;
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stream_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	cc = perform_retrying(ctx, c, &os_errno);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
 	free(s.line);
 	if (s.stop)
 		return s.stop > 0 ? s.stop : 0;
-	if (r == -EINTR)
+	if (s.err == -EINTR)
 		return -EINTR; /* the caller says what goes on */
 	if (s.err) {
 		ctl_err("event stream from memgrantd: %s", s.err == -EMSGSIZE ? "an event larger than 16 MiB"
@@ -373,13 +435,13 @@ int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_even
 									       : strerror(-s.err));
 		return s.err;
 	}
-	if (r < 0)
-		return r;
-	if (status != 200) {
+	if (cc != CURLE_OK)
+		r = curl_failure(ctx, cc, os_errno);
+	else if (status != 200) {
 		ctl_err("memgrantd answered %ld for %s", status, path);
-		return -EPROTO;
+		r = -EPROTO;
 	}
-	return 0;
+	return r;
 }
 
 int ctl_print_error_reply(long status, json_t *reply)
