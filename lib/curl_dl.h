@@ -34,7 +34,8 @@
 	X(curl_easy_escape) X(curl_free) X(curl_slist_append) X(curl_slist_free_all) X(curl_multi_init)    \
 	X(curl_multi_cleanup) X(curl_multi_add_handle) X(curl_multi_remove_handle) X(curl_multi_perform)   \
 	X(curl_multi_poll) X(curl_multi_wakeup) X(curl_multi_info_read) X(curl_multi_setopt) X(curl_url)   \
-	X(curl_url_cleanup) X(curl_url_get) X(curl_url_set) X(curl_url_strerror)
+	X(curl_url_cleanup) X(curl_url_get) X(curl_url_set) X(curl_url_strerror) X(curl_share_init)        \
+	X(curl_share_setopt) X(curl_share_cleanup) X(curl_share_strerror)
 
 struct curl_dl {
 #define CURL_DL_MEMBER(f) __typeof__(&f) f;
@@ -77,6 +78,10 @@ const struct curl_dl *curl_dl_fns(void);
 #define curl_url_get (curl_dl_fns()->curl_url_get)
 #define curl_url_set (curl_dl_fns()->curl_url_set)
 #define curl_url_strerror (curl_dl_fns()->curl_url_strerror)
+#define curl_share_init (curl_dl_fns()->curl_share_init)
+#define curl_share_setopt (curl_dl_fns()->curl_share_setopt)
+#define curl_share_cleanup (curl_dl_fns()->curl_share_cleanup)
+#define curl_share_strerror (curl_dl_fns()->curl_share_strerror)
 #endif
 
 #endif
