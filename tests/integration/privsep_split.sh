@@ -60,7 +60,11 @@ expect_eq "sockets of the helper" "$(sockets "$helper")" 1
 for lib in libcurl libssl libmicrohttpd libyaml; do
 	grep -q "$lib" "/proc/$helper/maps" && fail "the helper maps $lib"
 done
-grep -q libcurl "/proc/$main/maps" || fail "the main process does not map libcurl (the check above would prove nothing)"
+grep -q libmicrohttpd "/proc/$main/maps" || fail "the main process does not map libmicrohttpd (the check above would prove nothing)"
+# nor does the agent load libcurl or libcrypto when neither HTTPS nor a webhook is configured
+for lib in libcurl libcrypto; do
+	grep -q "$lib" "/proc/$main/maps" && fail "the main process maps $lib with neither HTTPS nor a webhook configured"
+done
 # the API socket is the main process's: its inode is among the main process's fds, not the helper's
 api_inode=$(awk -v p="$SOCK" '$8 == p { print $7 }' /proc/net/unix | head -n 1)
 [ -n "$api_inode" ] || fail "no listening socket $SOCK in /proc/net/unix"
