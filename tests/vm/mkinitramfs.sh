@@ -6,7 +6,8 @@
 # BUSYBOX      a static busybox binary
 # OUT          the initramfs to write
 # The programs' shared libraries are found with ldd and copied with the
-# dynamic loader, at the paths ldd prints.
+# dynamic loader, at the paths ldd prints; libcurl and libcrypto, which they
+# load with dlopen(), with theirs.
 # Environment (the libvirt test, tests/vm/libvirt.sh, uses both):
 # MKINITRAMFS_EXTRA_MODULES  more modules under drivers/ (e.g. "virtio/virtio_mem"),
 #                            loaded by init after the virtio ones, in this order
@@ -26,17 +27,29 @@ for a in $("$BUSYBOX" --list); do
 	[ "$a" = busybox ] || ln -sf /bin/busybox "$R/bin/$a"
 done
 
-copy_with_libs() { # PROGRAM DEST
-	cp "$1" "$R$2"
+copy_libs() { # ELF: the shared libraries ldd finds for it, at the paths ldd prints
 	ldd "$1" | awk '/=> \//{print $3} /^\t\//{print $1}' | while read -r lib; do
 		[ -e "$R$lib" ] && continue
 		mkdir -p "$R$(dirname "$lib")"
 		cp -L "$lib" "$R$lib"
 	done
 }
+copy_with_libs() { # PROGRAM DEST
+	cp "$1" "$R$2"
+	copy_libs "$1"
+}
 copy_with_libs "$BUILD/memgrantd" /usr/sbin/memgrantd
 copy_with_libs "$BUILD/memgrant-helper" /usr/sbin/memgrant-helper
 copy_with_libs "$BUILD/memgrantctl" /usr/bin/memgrantctl
+# what the programs load with dlopen() when a command needs it, which ldd does
+# not see: libcurl (memgrantctl talking to memgrantd, HTTPS, webhooks) and libcrypto
+for so in libcurl.so.4 libcrypto.so.3; do
+	lib=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}')
+	[ -n "$lib" ] || { echo "mkinitramfs: no $so on this machine (apt-get install libcurl4 libssl3)" >&2; exit 1; }
+	mkdir -p "$R$(dirname "$lib")"
+	cp -L "$lib" "$R$lib"
+	copy_libs "$lib"
+done
 [ -x "$BUILD/tests/vm/pin" ] && cp "$BUILD/tests/vm/pin" "$R/usr/bin/pin"
 
 kver=$(ls "$KTREE/lib/modules" | head -n 1)
