@@ -71,8 +71,17 @@ struct serve_domain_cfg {
 	bool ignore;
 };
 
+/* How the service reaches a guest's channel org.memgrant.0. */
+enum serve_channel {
+	SERVE_CHANNEL_LIBVIRT,    /* virDomainOpenChannel (qemu:// and the like) */
+	SERVE_CHANNEL_SOCKET,     /* the UNIX socket of the channel's <source mode='bind' path=...>,
+				   * as QEMU's chardev server listens on it (connections that cannot
+				   * open channels, such as libvirt's test:///FILE.xml driver) */
+};
+
 struct serve_config {
 	char *connect;            /* libvirt URI, NULL: libvirt's default */
+	enum serve_channel channel;
 	char *state_dir;
 	char *events;             /* JSON-lines events: a path, "-" stdout, NULL none */
 	char *metrics_file;       /* Prometheus text, rewritten each interval */
