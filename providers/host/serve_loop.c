@@ -13,7 +13,8 @@
  * listens there), watched with virEventAddHandle: the same framing, budget
  * and controller, for connections that cannot open channels (libvirt's
  * test:///FILE.xml driver; tests/integration/serve_hostile.sh).
- * A guest over its line budget is simply not read until the next tick: its
+ * A guest over its line budget is simply not read until the tick that finds
+ * its debt paid (ctl_may_read): its
  * writes wait in its own virtio-serial queue; nothing is dropped that the
  * agent sent, and nothing it sends costs another domain.
  */
@@ -522,7 +523,7 @@ static void tick_cb(int timer, void *opaque)
 			ctl_channel_down(sv->ctl, name, now);
 			continue; /* reopened by the next rescan */
 		}
-		if (c->paused) {
+		if (c->paused && ctl_may_read(sv->ctl, c->name, now)) {
 			c->paused = false;
 			chan_update_events(c);
 		}
