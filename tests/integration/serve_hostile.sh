@@ -37,7 +37,30 @@ domain() { # NAME
   </domain>
 XML
 }
-{ echo "<node>"; domain good; domain flood; echo "</node>"; } > "$T/node.xml"
+{
+	echo "<node>"
+	domain good
+	domain flood
+	# the channel, but no socket path: channel: socket says so and leaves it alone
+	cat <<XML
+  <domain type='test'>
+    <name>nopath</name>
+    <memory unit='MiB'>1024</memory>
+    <os><type arch='s390x'>hvm</type></os>
+    <devices>
+      <channel type='pty'>
+        <target type='virtio' name='org.memgrant.0'/>
+      </channel>
+    </devices>
+  </domain>
+XML
+	echo "</node>"
+} > "$T/node.xml"
+
+# a channel: word that is not one is refused, naming the file, line and key
+printf 'connect: test:///default\nchannel: pipe\n' > "$T/bad.yaml"
+$HOSTBIN serve --config "$T/bad.yaml" >"$T/bad.out" 2>&1 && fail "channel: pipe was accepted"
+grep -qF "$T/bad.yaml:2: channel: 'pipe' is not one of" "$T/bad.out" || fail "channel: pipe: $(cat "$T/bad.out")"
 
 # status_get RUN DOMAIN EXPR: a field of DOMAIN in the service's status file
 status_get() {
@@ -138,6 +161,8 @@ expect_eq "alone: good granted" "$A_GRANTED" $((256 * M))
 expect_eq "alone: good's grants" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grants"])' "$T/alone/good.json")" \
 	"[$((256 * M))]"
 grep -q "^grant.applied $((256 * M))$" "$T/alone/good.events" || fail "alone: no grant.applied: $(cat "$T/alone/good.events")"
+grep -qF "domain=nopath channel: socket needs the channel org.memgrant.0 as <channel type='unix'> with <source mode='bind' path='...'/>" \
+	"$T/alone/serve.log" || fail "no clear error for the domain without a socket path: $(cat "$T/alone/serve.log")"
 
 # ---- with the flooder ----
 start_run hostile flood
