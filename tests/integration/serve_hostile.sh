@@ -218,4 +218,4 @@ grep -q "domain=good unreadable" "$T/hostile/serve.log" && fail "good's lines we
 [ "$H_RSS" -le $((A_RSS + 32768)) ] || fail "serve's RSS grew from ${A_RSS} kB to ${H_RSS} kB under the flood"
 [ "$H_RSS" -le 131072 ] || fail "serve's RSS is ${H_RSS} kB under the flood"
 echo "ok: good took ${A_TOOK} ms alone, ${H_TOOK} ms with the flooder; flooder granted $((FLOOD_GRANTED / M))M of max 512M," \
-	"read $FLOOD_LINES lines (it sent $SENT flood lines;$FLOOD_BAD bad, $FLOOD_CAPPED capped, $FLOOD_PAUSED pauses); RSS ${A_RSS}/${H_RSS} kB"
+	"read $FLOOD_LINES lines (it sent $SENT flood lines), $FLOOD_BAD bad, $FLOOD_CAPPED capped, $FLOOD_PAUSED pauses; RSS ${A_RSS}/${H_RSS} kB"
