@@ -72,6 +72,9 @@ void transport_close(struct host_transport *t);
 
 /* Does the domain XML define the channel HOST_CHANNEL_NAME? 1 yes, 0 no, -errno. */
 int host_xml_has_channel(const char *xml);
+/* The path of the channel's <source mode='bind' path=...> (a UNIX channel):
+ * 1 found (OUT filled), 0 no such path, -ENAMETOOLONG, -EBADMSG. */
+int host_xml_channel_path(const char *xml, char *out, size_t len);
 /* The snippet for the domain XML (<devices>) that defines the channel. */
 const char *host_channel_xml_snippet(void);
 

@@ -204,6 +204,41 @@ int host_xml_has_channel(const char *xml)
 	return found;
 }
 
+int host_xml_channel_path(const char *xml, char *out, size_t len)
+{
+	xmlDocPtr doc;
+	xmlXPathContextPtr ctx;
+	xmlXPathObjectPtr res;
+	int r = 0;
+
+	doc = xmlReadMemory(xml, (int)strlen(xml), "domain.xml", NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
+							       XML_PARSE_NOWARNING);
+	if (!doc)
+		return -EBADMSG;
+	ctx = xmlXPathNewContext(doc);
+	if (!ctx) {
+		xmlFreeDoc(doc);
+		return -ENOMEM;
+	}
+	res = xmlXPathEvalExpression(
+		(const xmlChar *)"/domain/devices/channel[@type='unix'][target[@type='virtio' and @name='" HOST_CHANNEL_NAME
+				 "']]/source[@mode='bind']/@path",
+		ctx);
+	if (res && res->nodesetval && res->nodesetval->nodeNr > 0) {
+		xmlChar *v = xmlNodeGetContent(res->nodesetval->nodeTab[0]);
+		if (v && *v) {
+			r = strlen((const char *)v) < len ? 1 : -ENAMETOOLONG;
+			if (r == 1)
+				snprintf(out, len, "%s", (const char *)v);
+		}
+		xmlFree(v);
+	}
+	xmlXPathFreeObject(res);
+	xmlXPathFreeContext(ctx);
+	xmlFreeDoc(doc);
+	return r;
+}
+
 int transport_open_libvirt(const char *uri, const char *domain, struct host_transport **out, char *why,
 			   size_t why_len)
 {

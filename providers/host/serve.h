@@ -71,8 +71,17 @@ struct serve_domain_cfg {
 	bool ignore;
 };
 
+/* How the service reaches a guest's channel org.memgrant.0. */
+enum serve_channel {
+	SERVE_CHANNEL_LIBVIRT,    /* virDomainOpenChannel (qemu:// and the like) */
+	SERVE_CHANNEL_SOCKET,     /* the UNIX socket of the channel's <source mode='bind' path=...>,
+				   * as QEMU's chardev server listens on it (connections that cannot
+				   * open channels, such as libvirt's test:///FILE.xml driver) */
+};
+
 struct serve_config {
 	char *connect;            /* libvirt URI, NULL: libvirt's default */
+	enum serve_channel channel;
 	char *state_dir;
 	char *events;             /* JSON-lines events: a path, "-" stdout, NULL none */
 	char *metrics_file;       /* Prometheus text, rewritten each interval */
@@ -270,6 +279,13 @@ void ctl_channel_down(struct ctl *c, const char *domain, int64_t now);
  * tick; the line was dropped and counted).
  */
 int ctl_guest_line(struct ctl *c, const char *domain, const char *line, size_t len, int64_t now);
+/*
+ * May the guest's channel be read again?  Lines already read in one chunk
+ * past the budget are handled and put the guest in debt; it is not read
+ * again until the debt is paid, so its lines per second stay within budget
+ * however many fit in one read.
+ */
+bool ctl_may_read(struct ctl *c, const char *domain, int64_t now);
 void ctl_hv_event(struct ctl *c, const char *domain, const struct hv_event *ev, int64_t now);
 /* Deadlines, queries, the control law, the budget. */
 void ctl_tick(struct ctl *c, int64_t now);

@@ -10,6 +10,7 @@
  *   events: /var/lib/memgrant-host/events.jsonl     ("-": stdout)
  *   metrics_file: /var/lib/memgrant-host/metrics.prom
  *   interval: 1s
+ *   channel: libvirt                                 (or socket: the XML's bind path)
  *   host: {reserve: 2G, budget: 0}
  *   defaults: {max: 4G, step: 512M, ...}             (a policy, below)
  *   domains: {web-3: {max: 8G}, scratch: {ignore: true}}
@@ -231,6 +232,13 @@ static int load_root(struct ld *l, struct serve_config *c)
 		else if (streq(k, "status_file")) r = set_str(l, v, k, &c->status_file);
 		else if (streq(k, "interval")) r = set_dur(l, v, k, &c->interval);
 		else if (streq(k, "dry_run")) r = set_bool(l, v, k, &c->dry_run);
+		else if (streq(k, "channel")) {
+			static const char *const chans[] = { "libvirt", "socket", NULL };
+			const char *w = NULL;
+			r = set_word(l, v, k, chans, &w);
+			if (r == 0)
+				c->channel = streq(w, "socket") ? SERVE_CHANNEL_SOCKET : SERVE_CHANNEL_LIBVIRT;
+		}
 		else if (streq(k, "host")) {
 			if (!v || v->type != YAML_MAPPING_NODE)
 				return bad(l, v, k, "expected a mapping%s", "");

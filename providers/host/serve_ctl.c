@@ -608,20 +608,36 @@ static void dc_on_message(struct ctl *c, struct dom *d, const struct gmsg *m, in
 	}
 }
 
+/* The token bucket refilled up to NOW: lines_per_s, burst 4x. */
+static void dc_refill(struct dom *d, int64_t now)
+{
+	double rate = d->p->lines_per_s ? d->p->lines_per_s : 50;
+
+	d->tokens += (double)(now - d->tokens_at) * rate / 1000.0;
+	if (d->tokens > rate * 4)
+		d->tokens = rate * 4;
+	d->tokens_at = now;
+}
+
+bool ctl_may_read(struct ctl *c, const char *domain, int64_t now)
+{
+	struct dom *d = dc_find(c, domain);
+
+	if (!d)
+		return true;
+	dc_refill(d, now);
+	return d->tokens > 0;
+}
+
 int ctl_guest_line(struct ctl *c, const char *domain, const char *line, size_t len, int64_t now)
 {
 	struct dom *d = dc_find(c, domain);
 	struct gmsg m;
 	char why[256];
-	double rate;
 
 	if (!d)
 		return -ENOENT;
-	rate = d->p->lines_per_s ? d->p->lines_per_s : 50;
-	d->tokens += (double)(now - d->tokens_at) * rate / 1000.0;
-	if (d->tokens > rate * 4)
-		d->tokens = rate * 4;
-	d->tokens_at = now;
+	dc_refill(d, now);
 	d->v.lines++;
 	gmsg_parse(line, len, &m, why, sizeof(why));
 	if (!d->synced && m.kind != GMSG_SYNC) {

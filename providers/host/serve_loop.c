@@ -8,16 +8,26 @@
  * MEMORY_DEVICE_SIZE_CHANGE, DEVICE_REMOVED, DEVICE_REMOVAL_FAILED) go to the
  * controller; a timer ticks it, writes the status and metrics files, resumes
  * channels paused for their line budget and looks for new domains.
- * A guest over its line budget is simply not read until the next tick: its
+ * With `channel: socket` the channel is the UNIX socket named by the
+ * channel's <source mode='bind' path=...> instead (QEMU's chardev server
+ * listens there), watched with virEventAddHandle: the same framing, budget
+ * and controller, for connections that cannot open channels (libvirt's
+ * test:///FILE.xml driver; tests/integration/serve_hostile.sh).
+ * A guest over its line budget is simply not read until the tick that finds
+ * its debt paid (ctl_may_read): its
  * writes wait in its own virtio-serial queue; nothing is dropped that the
  * agent sent, and nothing it sends costs another domain.
  */
 #include <getopt.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <syslog.h>
 #include <time.h>
 
@@ -38,6 +48,7 @@
 struct chan {
 	char name[SERVE_NAME_MAX];
 	virStreamPtr st;
+	int fd, watch;            /* channel: socket (else -1) */
 	struct channel_reader rd;
 	char *out;
 	size_t out_len;
@@ -82,6 +93,10 @@ static void chan_close(struct serve *sv, struct chan *c)
 		virStreamFree(c->st);
 		c->st = NULL;
 	}
+	if (c->watch >= 0)
+		virEventRemoveHandle(c->watch);
+	if (c->fd >= 0)
+		close(c->fd);
 	channel_reader_done(&c->rd);
 	free(c->out);
 	for (size_t i = 0; i < sv->n_ch; i++)
@@ -96,6 +111,12 @@ static void chan_update_events(struct chan *c)
 {
 	int ev = VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP;
 
+	if (c->watch >= 0) {
+		virEventUpdateHandle(c->watch, VIR_EVENT_HANDLE_ERROR | VIR_EVENT_HANDLE_HANGUP |
+						       (c->paused ? 0 : VIR_EVENT_HANDLE_READABLE) |
+						       (c->out_len ? VIR_EVENT_HANDLE_WRITABLE : 0));
+		return;
+	}
 	if (!c->st)
 		return;
 	if (!c->paused)
@@ -108,9 +129,16 @@ static void chan_update_events(struct chan *c)
 static int chan_flush(struct chan *c)
 {
 	while (c->out_len) {
-		int n = virStreamSend(c->st, c->out, c->out_len);
-		if (n == -2)
-			break;
+		ssize_t n;
+		if (c->fd >= 0) {
+			n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				break;
+		} else {
+			n = virStreamSend(c->st, c->out, c->out_len);
+			if (n == -2)
+				break;
+		}
 		if (n < 0)
 			return -EPIPE;
 		memmove(c->out, c->out + n, c->out_len - (size_t)n);
@@ -128,7 +156,7 @@ static int io_send(void *ud, const char *domain, const char *buf, size_t len)
 	struct chan *c = chan_find(sv, domain);
 	char *n;
 
-	if (!c || !c->st || c->dead)
+	if (!c || (!c->st && c->fd < 0) || c->dead)
 		return -ENOTCONN;
 	if (c->out_len + len > OUT_MAX) {
 		log_warn(&sv->log, "%s: the guest does not read its channel (%zu bytes waiting); closing it", domain,
@@ -203,32 +231,92 @@ static int on_too_long(void *ctx, size_t seen)
 
 static const struct channel_reader_ops line_ops = { .line = on_line, .too_long = on_too_long };
 
-static void stream_cb(virStreamPtr st, int events, void *opaque)
+/* The channel is writable, readable, or broke (a stream's or a socket's events). */
+static void chan_io(struct chan *c, bool writable, bool readable, bool broken)
 {
-	struct chan *c = opaque;
 	char buf[READ_CHUNK];
 
-	(void)st;
-	if ((events & VIR_STREAM_EVENT_WRITABLE) && chan_flush(c) < 0)
+	if (writable && chan_flush(c) < 0)
 		c->dead = true;
-	if ((events & VIR_STREAM_EVENT_READABLE) && !c->paused && !c->dead) {
-		int n = virStreamRecv(c->st, buf, sizeof(buf));
+	if (readable && !c->paused && !c->dead) {
+		ssize_t n;
+		if (c->fd >= 0) {
+			n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				n = -2;
+		} else {
+			n = virStreamRecv(c->st, buf, sizeof(buf));
+		}
 		if (n > 0)
 			channel_reader_feed(&c->rd, buf, (size_t)n, &line_ops, c);
 		else if (n == 0 || n == -1)
 			c->dead = true;
 	}
-	if (events & (VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP))
+	/* a hang-up with bytes still to read is read first */
+	if (broken && !(readable && !c->paused && !c->dead))
 		c->dead = true;
 	if (c->dead) {
-		/* closed at the next tick, outside the stream's own callback */
-		virStreamEventUpdateCallback(c->st, 0);
+		/* closed at the next tick, outside the channel's own callback */
+		if (c->watch >= 0)
+			virEventUpdateHandle(c->watch, 0);
+		else
+			virStreamEventUpdateCallback(c->st, 0);
 		return;
 	}
 	chan_update_events(c);
 }
 
-static int chan_open(struct serve *sv, virDomainPtr dom, const char *name)
+static void stream_cb(virStreamPtr st, int events, void *opaque)
+{
+	(void)st;
+	chan_io(opaque, events & VIR_STREAM_EVENT_WRITABLE, events & VIR_STREAM_EVENT_READABLE,
+		events & (VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP));
+}
+
+static void socket_cb(int watch, int fd, int events, void *opaque)
+{
+	(void)watch;
+	(void)fd;
+	chan_io(opaque, events & VIR_EVENT_HANDLE_WRITABLE, events & VIR_EVENT_HANDLE_READABLE,
+		events & (VIR_EVENT_HANDLE_ERROR | VIR_EVENT_HANDLE_HANGUP));
+}
+
+/* channel: socket: connect to the channel's bind path, where QEMU's chardev server listens. */
+static int chan_connect_socket(struct serve *sv, struct chan *c, const char *xml)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[sizeof(sa.sun_path)];
+	int r = xml ? host_xml_channel_path(xml, path, sizeof(path)) : -EBADMSG;
+
+	if (r == 0 || r == -ENAMETOOLONG) {
+		log_err(&sv->log, "domain=%s channel: socket needs the channel %s as <channel type='unix'> with "
+				  "<source mode='bind' path='...'/> (a path of at most %zu bytes) in the domain XML; %s",
+			c->name, HOST_CHANNEL_NAME, sizeof(path) - 1, r ? "its path is too long" : "it has no such path");
+		return -ENODEV;
+	}
+	if (r < 0) {
+		log_err(&sv->log, "domain=%s cannot read the channel's path from the domain XML: %s", c->name, strerror(-r));
+		return r;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK) < 0) {
+		r = -errno;
+		log_info(&sv->log, "domain=%s cannot connect to the channel's socket %s yet: %s", c->name, path,
+			 strerror(-r));
+		return r;
+	}
+	c->watch = virEventAddHandle(c->fd, VIR_EVENT_HANDLE_READABLE | VIR_EVENT_HANDLE_ERROR | VIR_EVENT_HANDLE_HANGUP,
+				     socket_cb, c, NULL);
+	if (c->watch < 0) {
+		log_err(&sv->log, "domain=%s cannot watch the channel's socket %s", c->name, path);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int chan_open(struct serve *sv, virDomainPtr dom, const char *name, const char *xml)
 {
 	struct chan *c;
 
@@ -245,9 +333,23 @@ static int chan_open(struct serve *sv, virDomainPtr dom, const char *name)
 		return -ENOMEM;
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	c->sv = sv;
+	c->fd = c->watch = -1;
 	if (channel_reader_init(&c->rd, HOST_LINE_MAX) < 0) {
 		free(c);
 		return -ENOMEM;
+	}
+	if (sv->cfg->channel == SERVE_CHANNEL_SOCKET) {
+		int r = chan_connect_socket(sv, c, xml);
+		if (r < 0) {
+			if (c->fd >= 0)
+				close(c->fd);
+			channel_reader_done(&c->rd);
+			free(c);
+			return r;
+		}
+		sv->ch[sv->n_ch++] = c;
+		ctl_channel_up(sv->ctl, name, (int64_t)mono_ms());
+		return 0;
 	}
 	c->st = virStreamNew(sv->conn, VIR_STREAM_NONBLOCK);
 	if (!c->st || virDomainOpenChannel(dom, HOST_CHANNEL_NAME, c->st, 0) < 0 ||
@@ -290,7 +392,6 @@ static void rescan(struct serve *sv)
 		}
 		xml = virDomainGetXMLDesc(doms[i], 0);
 		has = xml ? host_xml_has_channel(xml) : 0;
-		free(xml);
 		if (has == 1) {
 			if (!ctl_has_domain(sv->ctl, name)) {
 				int r = ctl_domain_add(sv->ctl, name, (int64_t)mono_ms());
@@ -300,8 +401,9 @@ static void rescan(struct serve *sv)
 					log_err(&sv->log, "domain=%s cannot be managed: %s", name, strerror(-r));
 			}
 			if (ctl_has_domain(sv->ctl, name))
-				chan_open(sv, doms[i], name);
+				chan_open(sv, doms[i], name, xml);
 		}
+		free(xml);
 		virDomainFree(doms[i]);
 	}
 	free(doms);
@@ -421,7 +523,7 @@ static void tick_cb(int timer, void *opaque)
 			ctl_channel_down(sv->ctl, name, now);
 			continue; /* reopened by the next rescan */
 		}
-		if (c->paused) {
+		if (c->paused && ctl_may_read(sv->ctl, c->name, now)) {
 			c->paused = false;
 			chan_update_events(c);
 		}
@@ -554,7 +656,8 @@ int cmd_serve(const struct host_opts *o, int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	log_notice(&sv.log, "serving %s%s, state in %s, every %lldms", sv.cfg->connect ? sv.cfg->connect : "libvirt's default URI",
+	log_notice(&sv.log, "serving %s%s%s, state in %s, every %lldms", sv.cfg->connect ? sv.cfg->connect : "libvirt's default URI",
+		   sv.cfg->channel == SERVE_CHANNEL_SOCKET ? " (channels: the domains' UNIX sockets)" : "",
 		   sv.cfg->dry_run ? " (dry run: nothing is plugged or granted)" : "", sv.cfg->state_dir,
 		   (long long)sv.cfg->interval);
 	rescan(&sv);
