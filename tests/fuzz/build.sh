@@ -33,7 +33,7 @@ pc() { pkg-config "$@" 2>/dev/null || true; }
 CFLAGS="-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -ffunction-sections -fdata-sections -I. $(pc --cflags jansson yaml-0.1 libcurl libcrypto)"
 LIBS="$(pc --libs jansson yaml-0.1 libcurl libcrypto)"
 [ -n "$LIBS" ] || LIBS="-ljansson -lyaml -lcurl -lcrypto"
-LIBSRC="lib/errname.c lib/size.c lib/fileio.c lib/timeutil.c hotplug/words.c hotplug/block.c" # message.c and config use the words and the block model
+LIBSRC="lib/errname.c lib/size.c lib/fileio.c lib/timeutil.c hotplug/words.c hotplug/block.c lib/dl_table.c lib/curl_dl.c lib/crypto_dl.c" # message.c and config use the words and the block model; config/ the loaded libcurl and libcrypto
 LIMIT="-max_total_time=$SECONDS_EACH"
 [ -n "${FUZZ_RUNS:-}" ] && LIMIT="-runs=$FUZZ_RUNS"
 
