@@ -176,35 +176,10 @@ static int stream_wait(struct host_transport *t, int want, int64_t deadline)
 	return r;
 }
 
-/* The channel named HOST_CHANNEL_NAME in the domain's XML? 1 yes, 0 no, -errno. */
-int host_xml_has_channel(const char *xml)
-{
-	xmlDocPtr doc;
-	xmlXPathContextPtr ctx;
-	xmlXPathObjectPtr res;
-	int found = 0;
-
-	doc = xmlReadMemory(xml, (int)strlen(xml), "domain.xml", NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
-							       XML_PARSE_NOWARNING);
-	if (!doc)
-		return -EBADMSG;
-	ctx = xmlXPathNewContext(doc);
-	if (!ctx) {
-		xmlFreeDoc(doc);
-		return -ENOMEM;
-	}
-	res = xmlXPathEvalExpression(
-		(const xmlChar *)"/domain/devices/channel/target[@type='virtio' and @name='" HOST_CHANNEL_NAME "']",
-		ctx);
-	if (res && res->nodesetval && res->nodesetval->nodeNr > 0)
-		found = 1;
-	xmlXPathFreeObject(res);
-	xmlXPathFreeContext(ctx);
-	xmlFreeDoc(doc);
-	return found;
-}
-
-int host_xml_channel_path(const char *xml, char *out, size_t len)
+/* The first node XPATH selects in the domain XML: 1 found (its text copied to
+ * OUT when OUT is not NULL; -ENAMETOOLONG when it does not fit LEN, 0 when
+ * it is empty), 0 none, -EBADMSG not XML, -ENOMEM. */
+static int xml_first(const char *xml, const char *xpath, char *out, size_t len)
 {
 	xmlDocPtr doc;
 	xmlXPathContextPtr ctx;
@@ -220,23 +195,39 @@ int host_xml_channel_path(const char *xml, char *out, size_t len)
 		xmlFreeDoc(doc);
 		return -ENOMEM;
 	}
-	res = xmlXPathEvalExpression(
-		(const xmlChar *)"/domain/devices/channel[@type='unix'][target[@type='virtio' and @name='" HOST_CHANNEL_NAME
-				 "']]/source[@mode='bind']/@path",
-		ctx);
+	res = xmlXPathEvalExpression((const xmlChar *)xpath, ctx);
 	if (res && res->nodesetval && res->nodesetval->nodeNr > 0) {
-		xmlChar *v = xmlNodeGetContent(res->nodesetval->nodeTab[0]);
-		if (v && *v) {
-			r = strlen((const char *)v) < len ? 1 : -ENAMETOOLONG;
-			if (r == 1)
-				snprintf(out, len, "%s", (const char *)v);
+		if (!out) {
+			r = 1;
+		} else {
+			xmlChar *v = xmlNodeGetContent(res->nodesetval->nodeTab[0]);
+			if (v && *v) {
+				r = strlen((const char *)v) < len ? 1 : -ENAMETOOLONG;
+				if (r == 1)
+					snprintf(out, len, "%s", (const char *)v);
+			}
+			xmlFree(v);
 		}
-		xmlFree(v);
 	}
 	xmlXPathFreeObject(res);
 	xmlXPathFreeContext(ctx);
 	xmlFreeDoc(doc);
 	return r;
+}
+
+/* The channel named HOST_CHANNEL_NAME in the domain's XML? 1 yes, 0 no, -errno. */
+int host_xml_has_channel(const char *xml)
+{
+	return xml_first(xml, "/domain/devices/channel/target[@type='virtio' and @name='" HOST_CHANNEL_NAME "']",
+			 NULL, 0);
+}
+
+int host_xml_channel_path(const char *xml, char *out, size_t len)
+{
+	return xml_first(xml,
+			 "/domain/devices/channel[@type='unix'][target[@type='virtio' and @name='" HOST_CHANNEL_NAME
+			 "']]/source[@mode='bind']/@path",
+			 out, len);
 }
 
 int transport_open_libvirt(const char *uri, const char *domain, struct host_transport **out, char *why,
