@@ -46,6 +46,13 @@ int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 	char why[512] = "";
 	int r;
 
+	/* its helper writes as root: never in a folder that others may write,
+	 * sticky or not (memgrantctl's sim may live in /tmp) */
+	r = sim_check_private(s->state, why, sizeof(why));
+	if (r < 0) {
+		log_err(log, "cannot use the sim %s: %s", s->state, why[0] ? why : strerror(-r));
+		return r;
+	}
 	if (access(s->state, F_OK) < 0) {
 		_cleanup_free_ char *dir = strdup(s->state);
 		char *slash = dir ? strrchr(dir, '/') : NULL;

@@ -859,6 +859,9 @@ int sim_init(const char *state_path, const struct sim_params *p)
 	lockfd = sim_lock_open(fs);
 	if (lockfd < 0)
 		return lockfd;
+	/* another user's sim: readable, not ours to replace */
+	if ((fcntl(lockfd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+		return -EACCES;
 	memset(&t, 0, sizeof(t));
 	t.fs = fs;
 	r = sim_lock(lockfd);
