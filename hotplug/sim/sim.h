@@ -85,6 +85,10 @@ int sim_check_place(const char *state_path, const char *tree, char *err, size_t 
  * why and what to use instead. */
 int sim_check_private(const char *state_path, char *err, size_t errlen);
 
+/* The machine an existing sim was made as: block_size, online_bytes,
+ * standby_bytes, memmap_supported, has_firmware (the rest zero). */
+int sim_read_params(const char *state_path, struct sim_params *out);
+
 /* Tree directory of an existing sim (malloc'd), for callers that only
  * have the state path. */
 int sim_tree_path(const char *state_path, char **out);
