@@ -149,9 +149,10 @@ $(HOST_LIB): $(patsubst %.c,$(B)/%.o,$(filter-out providers/host/cli/host.c,$(HO
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+# a program of its own: the wire vocabulary and lib/, nothing of memgrantd
+$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 
 define unit_rule
 $(call unit_bin,$(1)): $(patsubst %.c,$(B)/%.o,$(1)) $(2)
@@ -182,7 +183,7 @@ deps:
 # TEST_WRAPPER runs each test binary (qemu-s390x-static for cross builds).
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh tests/truth_check.sh $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
 
 # benchmarks, not part of check: bench/run.sh prints each figure against its
 # reference and writes $(B)/bench/summary.json (docs/performance.md)

@@ -112,7 +112,7 @@ static bool check_socket_mode(const char *s, char *why, size_t len)
 /* Events a hook can name: "*", KIND.*, KIND.STATE (the states of a status). */
 static bool check_event(const char *s, char *why, size_t len)
 {
-	/* The events providers/hooks.c fires (docs/autoscaling.md); "kind.*" matches all of a kind. */
+	/* The events providers/hooks/hooks.c fires (docs/autoscaling.md); "kind.*" matches all of a kind. */
 	static const struct {
 		const char *kind;
 		const char *const states[9];

@@ -634,7 +634,7 @@ enum outcome https_classify(struct https_provider *p, struct conn *c, int r, con
 	return https_stopping(p) ? OUT_STOPPED : OUT_REFUSED;
 }
 
-/* OUT_OK only for a 2xx whose body acknowledges (see ack_body_ok). */
+/* OUT_OK only for a 2xx whose body acknowledges (see https_ack_body_ok()). */
 enum outcome https_classify_ack(struct https_provider *p, struct conn *c, int r, const struct response *resp,
 				 const char *what, const char *why)
 {

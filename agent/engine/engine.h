@@ -208,7 +208,7 @@ int engine_subscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
 /* After it returns, FN is not called with CTX any more. */
 void engine_unsubscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
 
-/* ---- views (agent/engine/views.h renders them) ------------------------------------------ */
+/* ---- views (agent/engine/views.c fills them) ------------------------------------------ */
 
 struct engine_memory {
 	uint64_t block_size;

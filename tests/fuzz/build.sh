@@ -6,7 +6,7 @@
 #   tests/fuzz/build.sh [SECONDS] [HARNESS...]     e.g. tests/fuzz/build.sh 30 message
 #
 # Every tests/fuzz/fuzz_NAME.c is a harness; the sources it needs besides
-# lib/ are listed in its header comment on a line " * Sources: a.c b.c".
+# lib/ are listed in its header comment on a line " * Sources: PATH.c ...".
 # FUZZ_RUNS=N runs each N inputs instead of SECONDS.  FUZZ_JOBS harnesses
 # build and run at a time (default: one per CPU).
 # Needs clang and its runtime (Debian: apt-get install clang libclang-rt-14-dev,
