@@ -560,6 +560,56 @@ static void test_bad_frames(void **state)
 	assert_int_equal(intentlog_replay_image(buf, len, &st, err, sizeof(err)), -EBADMSG);
 }
 
+/* The journal's own generation check: an accept record whose generation is
+ * not above the last its source recorded is refused by the replay, at the
+ * last generation itself as below it (the writer refuses it first,
+ * intentlog_accept(); this is a journal written otherwise). */
+static void test_replay_refuses_a_repeated_generation(void **state)
+{
+	const char *snap = "{\"version\":1,\"next_order\":0,\"next_block_seq\":1,\"sources\":{},\"grants\":[],"
+			   "\"outbox\":{},\"intents\":[],\"step\":null}";
+	const char *a3 = "{\"source\":\"https\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			 "\"request\":{\"type\":\"grant\",\"id\":\"g-a\",\"generation\":3,\"size\":\"512M\"}}";
+	const char *b3 = "{\"source\":\"https\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			 "\"request\":{\"type\":\"grant\",\"id\":\"g-b\",\"generation\":3,\"size\":\"512M\"}}";
+	const char *b2 = "{\"source\":\"https\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			 "\"request\":{\"type\":\"grant\",\"id\":\"g-b\",\"generation\":2,\"size\":\"512M\"}}";
+	const char *b4 = "{\"source\":\"https\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			 "\"request\":{\"type\":\"grant\",\"id\":\"g-b\",\"generation\":4,\"size\":\"512M\"}}";
+	const char *local3 = "{\"source\":\"local\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			     "\"request\":{\"type\":\"grant\",\"id\":\"g-b\",\"generation\":3,\"size\":\"512M\"}}";
+	const char *second[] = { b3, b2 };
+	unsigned char buf[4096];
+	char err[512];
+	json_t *st = NULL;
+	size_t len;
+
+	(void)state;
+	for (size_t i = 0; i < 2; i++) {
+		struct recordlog_rec recs[] = { { ILOG_REC_SNAPSHOT, snap, strlen(snap) },
+						{ ILOG_REC_ACCEPT, a3, strlen(a3) },
+						{ ILOG_REC_ACCEPT, second[i], strlen(second[i]) } };
+		len = image(buf, recs, 3);
+		err[0] = '\0';
+		assert_int_equal(intentlog_replay_image(buf, len, &st, err, sizeof(err)), -EBADMSG);
+		if (!strstr(err, "is not above the last of source \"https\""))
+			fail_msg("%s", err);
+	}
+	/* the next generation of the same source, and the same generation of
+	 * another source, are new */
+	const char *fine[] = { b4, local3 };
+	for (size_t i = 0; i < 2; i++) {
+		struct recordlog_rec recs[] = { { ILOG_REC_SNAPSHOT, snap, strlen(snap) },
+						{ ILOG_REC_ACCEPT, a3, strlen(a3) },
+						{ ILOG_REC_ACCEPT, fine[i], strlen(fine[i]) } };
+		len = image(buf, recs, 3);
+		assert_int_equal(intentlog_replay_image(buf, len, &st, err, sizeof(err)), 0);
+		assert_int_equal(json_array_size(json_object_get(st, "grants")), 2);
+		json_decref(st);
+		st = NULL;
+	}
+}
+
 static void test_compaction_preserves_state(void **state)
 {
 	struct fixture *f = *state;
@@ -840,6 +890,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_torn_batch_goes_whole, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_middle_corruption_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
+		cmocka_unit_test(test_replay_refuses_a_repeated_generation),
 		cmocka_unit_test_setup_teardown(test_compaction_preserves_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syncs_per_operation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_changes_nothing, setup, teardown),
