@@ -70,6 +70,13 @@ UNIT_HOTPLUG := $(call unit_bin,$(UNIT_SRC_HOTPLUG))
 UNIT_AGENT := $(call unit_bin,$(UNIT_SRC_AGENT)) $(if $(filter 1,$(HAVE_LIBVIRT)),$(call unit_bin,$(UNIT_SRC_HOST)))
 TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(wildcard tests/tools/*.c))
 
+# the fuzz harnesses, each run over its seed corpus by tests/fuzz_corpus.sh
+# without libFuzzer (tests/fuzz/replay.c); their sources besides the archives
+# are on the harness's " * Sources:" line.  memgrant-host's need libvirt.
+FUZZ_HARNESSES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_HARNESSES := $(if $(filter 1,$(HAVE_LIBVIRT)),$(FUZZ_HARNESSES),$(filter-out host_%,$(FUZZ_HARNESSES)))
+FUZZ_REPLAY := $(patsubst %,$(B)/tests/fuzz/replay_%,$(FUZZ_HARNESSES))
+fuzz_sources = $(shell sed -n 's/^ \* Sources: //p' tests/fuzz/fuzz_$(1).c)
 ifeq ($(ONLY),hotplug)
 PROGRAMS :=
 UNIT := $(UNIT_HOTPLUG)
@@ -79,7 +86,7 @@ UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
 .PHONY: all programs check check-vm check-libvirt check-unit check-hotplug demo install clean distclean deps bench
-all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
+all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS) $(FUZZ_REPLAY))
 # what `make install` installs, without the tests (the packages build this)
 programs: $(PROGRAMS)
 
@@ -163,6 +170,13 @@ $(foreach t,$(UNIT_SRC_HOTPLUG),$(eval $(call unit_rule,$(t),$$(WIRE_LIB) $$(HOT
 $(foreach t,$(UNIT_SRC_AGENT),$(eval $(call unit_rule,$(t),$$(CTL_LIB) $$(AGENT_LIB) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(AGENT_LIBS))))
 $(foreach t,$(UNIT_SRC_HOST),$(eval $(call unit_rule,$(t),$$(HOST_LIB) $$(AGENT_LIB) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(LIBVIRT_LIBS) $$(HOST_XML_LIBS) $$(AGENT_LIBS))))
 
+define fuzz_rule
+$(B)/tests/fuzz/replay_$(1): $(B)/tests/fuzz/fuzz_$(1).o $(B)/tests/fuzz/replay.o $(patsubst %.c,$(B)/%.o,$(call fuzz_sources,$(1))) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB)
+	@$$(if $$(Q),echo "  LD      $$@")
+	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ $$(AGENT_LIBS)
+endef
+$(foreach h,$(FUZZ_HARNESSES),$(eval $(call fuzz_rule,$(h))))
+
 # tests/tools: libfuse3 for simfs (a stub that exits 77 without it)
 TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)
 TOOLS_LIBS := $(FUSE3_LIBS)
@@ -183,7 +197,7 @@ deps:
 # TEST_WRAPPER runs each test binary (qemu-s390x-static for cross builds).
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh tests/truth_check.sh $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh tests/truth_check.sh $(if $(PROGRAMS),tests/fuzz_corpus.sh) $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
 
 # benchmarks, not part of check: bench/run.sh prints each figure against its
 # reference and writes $(B)/bench/summary.json (docs/performance.md)

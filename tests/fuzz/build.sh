@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer harnesses with clang (fuzzer, address, undefined) and
-# runs each for SECONDS (default 60).  Not part of make check (CI runs every
+# runs each for SECONDS (default 60).  make check replays only the seeds,
+# without libFuzzer (tests/fuzz_corpus.sh); CI runs every
 # harness briefly through tests/fuzz/run-all.sh).
 #
 #   tests/fuzz/build.sh [SECONDS] [HARNESS...]     e.g. tests/fuzz/build.sh 30 message
