@@ -31,8 +31,20 @@ PLACEHOLDER = re.compile(r"NAME|[A-Z]{2,}\.[ch]$|\.\.\.")
 
 
 def tracked_files():
-    out = subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True).stdout
-    return [f for f in out.decode().split("\0") if f]
+    """The tree's files: git's list in a checkout, else every file below the
+    top but build output (a source tarball has no .git)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True).stdout
+        files = [f for f in out.decode().split("\0") if f]
+        if files:
+            return files
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    files = []
+    for d, dirs, fs in os.walk(TOP):
+        dirs[:] = [x for x in dirs if not x.startswith((".git", "build"))]
+        files += [os.path.relpath(os.path.join(d, f), TOP) for f in fs]
+    return files
 
 
 def split_c(text):
