@@ -197,7 +197,7 @@ deps:
 # TEST_WRAPPER runs each test binary (qemu-s390x-static for cross builds).
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh tests/truth_check.sh $(if $(PROGRAMS),tests/fuzz_corpus.sh) $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh tests/truth_check.sh $(if $(PROGRAMS),tests/fuzz_corpus.sh tests/dead_check.sh) $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
 
 # benchmarks, not part of check: bench/run.sh prints each figure against its
 # reference and writes $(B)/bench/summary.json (docs/performance.md)

@@ -293,35 +293,6 @@ void ctl_print_json(json_t *j)
 	putchar('\n');
 }
 
-int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text)
-{
-	struct body b = { 0 };
-	char url[512];
-	CURL *c = handle_for(ctx, path, url, sizeof(url));
-	CURLcode cc;
-	long status = 0, os_errno = 0;
-
-	if (!c)
-		return -ENOMEM;
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-	cc = perform_retrying(ctx, c, &os_errno);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	if (cc != CURLE_OK) {
-		free(b.p);
-		return curl_failure(ctx, cc, os_errno);
-	}
-	if (status != 200) {
-		ctl_err("memgrantd answered %ld for %s", status, path);
-		free(b.p);
-		return -EPROTO;
-	}
-	*text = b.p ? b.p : strdup("");
-	return *text ? 0 : -ENOMEM;
-}
-
 /* Server-sent events: "data: {...}" lines, a blank line ends an event.
  * A status of a big grant can be long: the line buffer grows (to 16 MiB). */
 #define STREAM_LINE_MAX (16u << 20)

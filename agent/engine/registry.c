@@ -103,11 +103,6 @@ int engine_source_add(struct engine *e, const char *name, unsigned flags, struct
 	return r;
 }
 
-const char *engine_source_name(const struct engine_source *s)
-{
-	return s->name;
-}
-
 int engine_subscribe(struct engine *e, engine_transition_fn *fn, void *ctx)
 {
 	int r = 0;
