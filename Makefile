@@ -39,7 +39,7 @@ HOTPLUG_SRC := $(wildcard hotplug/*.c hotplug/sysfs/*.c hotplug/sim/*.c) \
 # the helper's start and the confinement of both processes, linked into memgrantd
 PRIVSEP_AGENT_SRC := hotplug/privsep/spawn.c hotplug/privsep/sandbox.c
 CONFIG_SRC := $(wildcard config/*.c)
-AGENT_SRC := lib/log.c agent/reload.c agent/cred_files.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
+AGENT_SRC := agent/reload.c agent/cred_files.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
 HOST_SRC := $(wildcard providers/host/*.c providers/host/cli/*.c providers/host/serve/*.c)
 PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/views/*.c)
 CTL_SRC := $(wildcard agent/ctl/*.c agent/ctl/lsmem/*.c)
