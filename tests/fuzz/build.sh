@@ -35,6 +35,9 @@ CFLAGS="-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missin
 LIBS="$(pc --libs jansson yaml-0.1 libcurl libcrypto)"
 [ -n "$LIBS" ] || LIBS="-ljansson -lyaml -lcurl -lcrypto"
 LIBSRC="lib/errname.c lib/size.c lib/fileio.c lib/timeutil.c hotplug/words.c hotplug/block.c lib/dl_table.c lib/curl_dl.c lib/crypto_dl.c" # message.c and config use the words and the block model; config/ the loaded libcurl and libcrypto
+# the loaded libraries' sonames, from the one list (lib/dlopen.list)
+soname() { awk -F';' -v n="$1" '$1 == n { print $2 }' lib/dlopen.list; }
+CFLAGS="$CFLAGS -DMEMGRANT_CURL_SONAME=\"$(soname curl)\" -DMEMGRANT_CRYPTO_SONAME=\"$(soname crypto)\""
 LIMIT="-max_total_time=$SECONDS_EACH"
 [ -n "${FUZZ_RUNS:-}" ] && LIMIT="-runs=$FUZZ_RUNS"
 
