@@ -610,6 +610,38 @@ static void test_replay_refuses_a_repeated_generation(void **state)
 	}
 }
 
+/* The longest record the writer encodes (RECORDLOG_RECORD_MAX bytes) is one
+ * the reader takes back whole; one byte more is not encoded at all. */
+static void test_longest_record_reads_back(void **state)
+{
+	const size_t max = RECORDLOG_RECORD_MAX;
+	_cleanup_free_ unsigned char *data = malloc(max + 1), *img = NULL;
+	_cleanup_free_ void *enc = NULL;
+	struct recordlog_rec rec = { ILOG_REC_OUTBOX_PUSH, NULL, max };
+	struct recordlog_scan scan;
+	size_t len = 0;
+	char err[256] = "";
+
+	(void)state;
+	assert_non_null(data);
+	memset(data, 'x', max + 1);
+	rec.data = data;
+	assert_int_equal(recordlog_encode(&rec, 1, &enc, &len), 0);
+	img = malloc(RECORDLOG_FILE_MAGIC_LEN + len);
+	assert_non_null(img);
+	memcpy(img, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN);
+	memcpy(img + RECORDLOG_FILE_MAGIC_LEN, enc, len);
+	assert_int_equal(recordlog_scan(img, RECORDLOG_FILE_MAGIC_LEN + len, NULL, NULL, &scan, err, sizeof(err)), 0);
+	if (scan.torn)
+		fail_msg("the longest record was cut as a torn tail: %s", scan.torn_why);
+	assert_int_equal(scan.records, 1);
+	assert_int_equal(scan.valid_end, RECORDLOG_FILE_MAGIC_LEN + len);
+	rec.len = max + 1;
+	free(enc);
+	enc = NULL;
+	assert_int_equal(recordlog_encode(&rec, 1, &enc, &len), -EINVAL);
+}
+
 static void test_compaction_preserves_state(void **state)
 {
 	struct fixture *f = *state;
@@ -891,6 +923,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_middle_corruption_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
 		cmocka_unit_test(test_replay_refuses_a_repeated_generation),
+		cmocka_unit_test(test_longest_record_reads_back),
 		cmocka_unit_test_setup_teardown(test_compaction_preserves_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syncs_per_operation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_changes_nothing, setup, teardown),
