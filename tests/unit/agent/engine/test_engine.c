@@ -358,8 +358,14 @@ static void test_admission_boundaries(void **state)
 	snprintf(text, sizeof(text), "{\"type\":\"grant\",\"id\":\"g1\",\"generation\":5,\"size\":\"512M\",\"not_after\":\"%s\"}", when);
 	assert_int_equal(submit_kind(f->e, cp, text, &err), ENGINE_ACCEPTED);
 	assert_int_equal(wait_final(f->e, "g1"), MSG_STATE_APPLIED);
+	/* not_after is the last moment a grant may start: a deadline of this
+	 * very second is already over (time only goes on) */
+	msg_time_format(time(NULL), when);
+	snprintf(text, sizeof(text), "{\"type\":\"grant\",\"id\":\"now\",\"generation\":6,\"size\":\"128M\",\"not_after\":\"%s\"}", when);
+	assert_int_equal(submit_kind(f->e, cp, text, &err), ENGINE_REJECTED);
+	assert_int_equal(err, -ETIME);
 	msg_time_format(time(NULL) - 1, when);
-	snprintf(text, sizeof(text), "{\"type\":\"grant\",\"id\":\"late\",\"generation\":6,\"size\":\"128M\",\"not_after\":\"%s\"}", when);
+	snprintf(text, sizeof(text), "{\"type\":\"grant\",\"id\":\"late\",\"generation\":7,\"size\":\"128M\",\"not_after\":\"%s\"}", when);
 	assert_int_equal(submit_kind(f->e, cp, text, &err), ENGINE_REJECTED);
 	assert_int_equal(err, -ETIME);
 
@@ -371,23 +377,23 @@ static void test_admission_boundaries(void **state)
 	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"gx\",\"generation\":4,\"size\":\"128M\"}", &err),
 			 ENGINE_REJECTED);
 	assert_int_equal(err, -ESTALE);
-	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g1\",\"generation\":7,\"size\":\"128M\"}", &err),
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g1\",\"generation\":8,\"size\":\"128M\"}", &err),
 			 ENGINE_REJECTED);
 	assert_int_equal(err, -EEXIST);
 
 	/* what is left of the standby: exactly it is granted, then nothing more */
-	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g2\",\"generation\":8,\"size\":\"512M\"}", &err),
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g2\",\"generation\":9,\"size\":\"512M\"}", &err),
 			 ENGINE_ACCEPTED);
 	assert_int_equal(wait_final(f->e, "g2"), MSG_STATE_APPLIED);
-	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g3\",\"generation\":9,\"size\":\"128M\"}", &err),
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g3\",\"generation\":10,\"size\":\"128M\"}", &err),
 			 ENGINE_REJECTED);
 	assert_int_equal(err, -ENOSPC);
 
 	/* a revocation of one block more than is owned is refused; of all of it runs */
-	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"revoke\",\"id\":\"r1\",\"generation\":10,\"size\":\"1152M\"}", &err),
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"revoke\",\"id\":\"r1\",\"generation\":11,\"size\":\"1152M\"}", &err),
 			 ENGINE_REJECTED);
 	assert_int_equal(err, -ENOSPC);
-	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"revoke\",\"id\":\"r2\",\"generation\":11,\"size\":\"1G\"}", &err),
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"revoke\",\"id\":\"r2\",\"generation\":12,\"size\":\"1G\"}", &err),
 			 ENGINE_ACCEPTED);
 	assert_int_equal(wait_final(f->e, "r2"), MSG_STATE_APPLIED);
 	{
