@@ -610,6 +610,23 @@ static void test_replay_refuses_a_repeated_generation(void **state)
 	}
 }
 
+/* The largest generation every JSON reader keeps exact (MSG_GENERATION_MAX,
+ * 2^53) is recorded, and replays from the log as it was written. */
+static void test_largest_generation_recorded(void **state)
+{
+	struct fixture *f = *state;
+	struct intentlog *il;
+
+	assert_int_equal(mkdir_p(f->dir, 0700), 0);
+	il = iopen(f, NULL, NULL);
+	accept_grant(il, "https", "g-max", MSG_GENERATION_MAX, NULL);
+	assert_int_equal(intentlog_last_generation(il, "https"), MSG_GENERATION_MAX);
+	intentlog_close(il);
+	il = iopen(f, NULL, NULL);
+	assert_int_equal(intentlog_last_generation(il, "https"), MSG_GENERATION_MAX);
+	intentlog_close(il);
+}
+
 /* The longest record the writer encodes (RECORDLOG_RECORD_MAX bytes) is one
  * the reader takes back whole; one byte more is not encoded at all. */
 static void test_longest_record_reads_back(void **state)
@@ -924,6 +941,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
 		cmocka_unit_test(test_replay_refuses_a_repeated_generation),
 		cmocka_unit_test(test_longest_record_reads_back),
+		cmocka_unit_test_setup_teardown(test_largest_generation_recorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compaction_preserves_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syncs_per_operation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_changes_nothing, setup, teardown),
