@@ -7,7 +7,7 @@
 #   - grants and revocations of BENCH_SCALE_GRANTS blocks (default 512 4096
 #     16384) per block, against the same steps with memgrantctl --sim, and
 #     the system calls per block (strace -f, memgrantd apart from its
-#     helper) at BENCH_SCALE_STRACE (4096)
+#     helper) at BENCH_SCALE_STRACE (4096; set empty: skipped)
 #   - RSS after BENCH_SCALE_CYCLES (6) grant+revocation cycles of
 #     BENCH_SCALE_CYCLE_BLOCKS (4096) against after the first
 # Never drops a figure silently: what it skips it says, with why.
@@ -133,7 +133,7 @@ YAML
 done
 
 # ---- grant sizes: per block against memgrantctl --sim steps -----------------------
-ST=${BENCH_SCALE_STRACE:-4096}
+ST=${BENCH_SCALE_STRACE-4096}
 for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
 	name=g$n
 	yaml "$name" $((n + 16))
@@ -166,7 +166,9 @@ note "grants on sysfs trees: skipped: a tree made by bench/mktree.py has no kern
 # writes; on the sim, the sim's own rendering of each write, about 50 calls
 # a write: lock, records, summary, tree files, which the kernel does in one
 # call on real sysfs)
-if command -v strace >/dev/null 2>&1; then
+if [ -z "$ST" ]; then
+	note "syscalls_per_block: skipped (BENCH_SCALE_STRACE set empty)"
+elif command -v strace >/dev/null 2>&1; then
 	n=$ST name=s$ST
 	yaml "$name" $((n + 16))
 	strace -f -qq -o "$T/$name.trace" "$D" -c "$T/$name.yaml" --foreground >"$T/$name.log" 2>&1 &

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A status report as the journal keeps it (docs/journal.md): its per-block
+ * list "blocks" becomes "block_runs", runs of consecutive blocks whose
+ * entries are the same but for "block" and "range" (which follow from the
+ * block and the report's block size).  A grant of 4,096 blocks that all
+ * came up alike is one run, not 4,096 objects, in memory and on disk; the
+ * wire form (report_to_json()) comes back whole, with the same bytes.
+ */
+#include "agent/journal/intentlog_impl.h"
+
+#include "lib/util.h"
+#include "providers/wire/blockjson.h"
+
+/* Whether entry E continues RUN (the run's template: first, count, then the
+ * entry's members but block and range, in their order). */
+static bool run_continues(const json_t *run, const json_t *e)
+{
+	const char *key;
+	json_t *v;
+	size_t members = 0;
+
+	if (ilog_u64_of(e, "block") != ilog_u64_of(run, "first") + ilog_u64_of(run, "count") ||
+	    !json_is_integer(json_object_get(e, "block")))
+		return false;
+	json_object_foreach((json_t *)e, key, v) {
+		if (streq(key, "block") || streq(key, "range"))
+			continue;
+		if (!json_equal(v, json_object_get(run, key)))
+			return false;
+		members++;
+	}
+	return json_object_size(run) == members + 2;
+}
+
+static json_t *run_new(const json_t *e)
+{
+	json_t *run = json_object(), *v;
+	const char *key;
+
+	if (!run || json_object_set(run, "first", json_object_get(e, "block")) < 0 ||
+	    json_object_set_new(run, "count", json_integer(1)) < 0)
+		goto fail;
+	json_object_foreach((json_t *)e, key, v)
+		if (!streq(key, "block") && !streq(key, "range") && json_object_set(run, key, v) < 0)
+			goto fail;
+	return run;
+fail:
+	json_decref(run);
+	return NULL;
+}
+
+static json_t *runs_of(const json_t *blocks)
+{
+	json_t *runs = json_array(), *e, *run = NULL;
+	size_t i;
+
+	if (!runs)
+		return NULL;
+	json_array_foreach(blocks, i, e) {
+		if (run && run_continues(run, e)) {
+			json_object_set_new(run, "count", ilog_u64_json(ilog_u64_of(run, "count") + 1));
+			continue;
+		}
+		run = json_is_object(e) && json_is_integer(json_object_get(e, "block")) ? run_new(e) : NULL;
+		if (!run || json_array_append_new(runs, run) < 0) {
+			json_decref(runs);
+			return NULL;
+		}
+	}
+	return runs;
+}
+
+json_t *ilog_status_compact(const json_t *status)
+{
+	json_t *out = json_object(), *v;
+	const char *key;
+
+	if (!out)
+		return NULL;
+	/* the members in their order, "block_runs" where "blocks" was */
+	json_object_foreach((json_t *)status, key, v) {
+		bool list = streq(key, "blocks") && json_is_array(v);
+		json_t *c = list ? runs_of(v) : json_incref(v);
+
+		if (!c || json_object_set_new(out, list ? "block_runs" : key, c) < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
+int ilog_status_check(const json_t *status, char *err, size_t errlen)
+{
+	const json_t *runs = json_object_get(status, "block_runs"), *run;
+	uint64_t total = 0;
+	size_t i;
+
+	if (!runs)
+		return 0;
+	if (!json_is_array(runs) || json_object_get(status, "blocks"))
+		return errbuf_set(err, errlen, -EINVAL, "\"block_runs\" is not a list, or comes with \"blocks\"");
+	json_array_foreach(runs, i, run) {
+		json_int_t first = json_integer_value(json_object_get(run, "first"));
+		json_int_t count = json_integer_value(json_object_get(run, "count"));
+
+		if (!json_is_integer(json_object_get(run, "first")) || !json_is_integer(json_object_get(run, "count")) ||
+		    first < 0 || count < 1 || count > BLOCKJSON_MAX_BLOCKS || first > INT64_MAX - count)
+			return errbuf_set(err, errlen, -EINVAL, "block_runs[%zu]: \"first\" or \"count\" invalid", i);
+		total += (uint64_t)count;
+		if (total > BLOCKJSON_MAX_BLOCKS)
+			return errbuf_set(err, errlen, -EINVAL, "block_runs: more than %u blocks", BLOCKJSON_MAX_BLOCKS);
+	}
+	return 0;
+}
+
+/* The N-th block of RUN as the wire has it. */
+static json_t *run_entry(const json_t *run, uint64_t n, uint64_t block_size)
+{
+	uint64_t block = ilog_u64_of(run, "first") + n;
+	json_t *e = json_object(), *v;
+	const char *key;
+
+	if (!e || json_object_set_new(e, "block", ilog_u64_json(block)) < 0 ||
+	    json_object_set_new(e, "range", msg_block_range_json(block, block_size)) < 0)
+		goto fail;
+	json_object_foreach((json_t *)run, key, v)
+		if (!streq(key, "first") && !streq(key, "count") && json_object_set(e, key, v) < 0)
+			goto fail;
+	return e;
+fail:
+	json_decref(e);
+	return NULL;
+}
+
+json_t *ilog_status_expand(const json_t *status)
+{
+	const json_t *runs = json_object_get(status, "block_runs");
+	uint64_t bs = ilog_u64_of(json_object_get(status, "memory"), "block_size");
+	json_t *out, *v, *run;
+	const char *key;
+	size_t i;
+
+	if (!runs)
+		return json_incref((json_t *)status);
+	if (ilog_status_check(status, NULL, 0) < 0)
+		return NULL;
+	out = json_object();
+	if (!out)
+		return NULL;
+	json_object_foreach((json_t *)status, key, v) {
+		json_t *c = json_incref(v);
+
+		if (streq(key, "block_runs")) {
+			json_decref(c);
+			c = json_array();
+			json_array_foreach(runs, i, run)
+				for (uint64_t n = 0; c && n < ilog_u64_of(run, "count"); n++)
+					if (json_array_append_new(c, run_entry(run, n, bs)) < 0) {
+						json_decref(c);
+						c = NULL;
+					}
+		}
+		if (!c || json_object_set_new(out, streq(key, "block_runs") ? "blocks" : key, c) < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	}
+	return out;
+}
