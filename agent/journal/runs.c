@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A status report as the journal keeps it (docs/journal.md): its per-block
- * list "blocks" becomes "block_runs", runs of consecutive blocks whose
- * entries are the same but for "block" and "range" (which follow from the
- * block and the report's block size).  A grant of 4,096 blocks that all
+ * list "blocks" becomes "block_runs", runs of consecutive blocks (upwards,
+ * as a grant brings them up, or "down" as a revocation gives them back)
+ * whose entries are the same but for "block" and "range" (which follow from
+ * the block and the report's block size).  A grant of 4,096 blocks that all
  * came up alike is one run, not 4,096 objects, in memory and on disk; the
  * wire form (report_to_json()) comes back whole, with the same bytes.
  */
@@ -12,16 +13,27 @@
 #include "lib/util.h"
 #include "providers/wire/blockjson.h"
 
-/* Whether entry E continues RUN (the run's template: first, count, then the
- * entry's members but block and range, in their order). */
-static bool run_continues(const json_t *run, const json_t *e)
+static bool is_member(const char *key)
 {
+	return !streq(key, "first") && !streq(key, "count") && !streq(key, "down");
+}
+
+/* Whether entry E continues RUN (the run's template: first, count, then the
+ * entry's members but block and range, in their order, then "down": true
+ * for a run downwards), and which way when RUN has one block yet. */
+static bool run_continues(const json_t *run, const json_t *e, bool *down)
+{
+	uint64_t first = ilog_u64_of(run, "first"), count = ilog_u64_of(run, "count"), b = ilog_u64_of(e, "block");
 	const char *key;
 	json_t *v;
 	size_t members = 0;
 
-	if (ilog_u64_of(e, "block") != ilog_u64_of(run, "first") + ilog_u64_of(run, "count") ||
-	    !json_is_integer(json_object_get(e, "block")))
+	*down = json_is_true(json_object_get(run, "down"));
+	if (!json_is_integer(json_object_get(e, "block")))
+		return false;
+	if (count == 1 && first > 0 && b == first - 1)
+		*down = true;
+	else if (*down ? first < count || b != first - count : b != first + count)
 		return false;
 	json_object_foreach((json_t *)e, key, v) {
 		if (streq(key, "block") || streq(key, "range"))
@@ -30,7 +42,7 @@ static bool run_continues(const json_t *run, const json_t *e)
 			return false;
 		members++;
 	}
-	return json_object_size(run) == members + 2;
+	return json_object_size(run) == members + 2 + !!json_object_get(run, "down");
 }
 
 static json_t *run_new(const json_t *e)
@@ -58,8 +70,14 @@ static json_t *runs_of(const json_t *blocks)
 	if (!runs)
 		return NULL;
 	json_array_foreach(blocks, i, e) {
-		if (run && run_continues(run, e)) {
-			json_object_set_new(run, "count", ilog_u64_json(ilog_u64_of(run, "count") + 1));
+		bool down = false;
+
+		if (run && run_continues(run, e, &down)) {
+			if (json_object_set_new(run, "count", ilog_u64_json(ilog_u64_of(run, "count") + 1)) < 0 ||
+			    (down && json_object_set_new(run, "down", json_true()) < 0)) {
+				json_decref(runs);
+				return NULL;
+			}
 			continue;
 		}
 		run = json_is_object(e) && json_is_integer(json_object_get(e, "block")) ? run_new(e) : NULL;
@@ -105,9 +123,13 @@ int ilog_status_check(const json_t *status, char *err, size_t errlen)
 		json_int_t first = json_integer_value(json_object_get(run, "first"));
 		json_int_t count = json_integer_value(json_object_get(run, "count"));
 
+		const json_t *down = json_object_get(run, "down");
+
 		if (!json_is_integer(json_object_get(run, "first")) || !json_is_integer(json_object_get(run, "count")) ||
-		    first < 0 || count < 1 || count > BLOCKJSON_MAX_BLOCKS || first > INT64_MAX - count)
-			return errbuf_set(err, errlen, -EINVAL, "block_runs[%zu]: \"first\" or \"count\" invalid", i);
+		    first < 0 || count < 1 || count > BLOCKJSON_MAX_BLOCKS || first > INT64_MAX - count ||
+		    (down && !json_is_true(down)) || (down && first < count - 1))
+			return errbuf_set(err, errlen, -EINVAL, "block_runs[%zu]: \"first\", \"count\" or \"down\" invalid",
+					  i);
 		total += (uint64_t)count;
 		if (total > BLOCKJSON_MAX_BLOCKS)
 			return errbuf_set(err, errlen, -EINVAL, "block_runs: more than %u blocks", BLOCKJSON_MAX_BLOCKS);
@@ -118,7 +140,8 @@ int ilog_status_check(const json_t *status, char *err, size_t errlen)
 /* The N-th block of RUN as the wire has it. */
 static json_t *run_entry(const json_t *run, uint64_t n, uint64_t block_size)
 {
-	uint64_t block = ilog_u64_of(run, "first") + n;
+	uint64_t block = json_is_true(json_object_get(run, "down")) ? ilog_u64_of(run, "first") - n
+								    : ilog_u64_of(run, "first") + n;
 	json_t *e = json_object(), *v;
 	const char *key;
 
@@ -126,7 +149,7 @@ static json_t *run_entry(const json_t *run, uint64_t n, uint64_t block_size)
 	    json_object_set_new(e, "range", msg_block_range_json(block, block_size)) < 0)
 		goto fail;
 	json_object_foreach((json_t *)run, key, v)
-		if (!streq(key, "first") && !streq(key, "count") && json_object_set(e, key, v) < 0)
+		if (is_member(key) && json_object_set(e, key, v) < 0)
 			goto fail;
 	return e;
 fail:

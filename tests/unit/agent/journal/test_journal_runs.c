@@ -187,6 +187,44 @@ static void test_report_kept_as_runs(void **state)
 	intentlog_close(il);
 }
 
+/* A revocation gives blocks back from the top down: one run downwards. */
+static void test_revocation_runs_down(void **state)
+{
+	struct fixture *f = *state;
+	_cleanup_report_ struct report big = { 0 }, rev = { 0 };
+	struct intentlog *il = iopen(f);
+	_cleanup_msg_ struct msg *m = mkmsg("{\"type\":\"revoke\",\"id\":\"r-1\",\"generation\":2,\"grant\":\"g-1\"}");
+	_cleanup_free_ char *want = NULL, *back = NULL;
+	struct intentlog_grant g;
+
+	big_report(&big);
+	record_grant(il, &big);
+	assert_int_equal(report_copy(&rev, &big), 0);
+	snprintf(rev.id, sizeof(rev.id), "r-1");
+	rev.kind = MSG_REVOKE;
+	rev.generation = 2;
+	for (size_t i = 0; i < rev.n_blocks; i++) {
+		struct report_block *b = &rev.blocks[i];
+
+		*b = (struct report_block){ .block = FIRST + N_BLOCKS - 1 - i, .memmap_on_memory = 1 };
+		snprintf(b->state, sizeof(b->state), "offline");
+	}
+	want = wire_of(&rev);
+	assert_int_equal(intentlog_accept(il, "https", m, MSG_STATE_ACCEPTED, NULL, NULL), 0);
+	assert_int_equal(intentlog_set_state(il, "r-1", MSG_STATE_APPLIED, &rev, NULL), 0);
+	json_auto_t *live = intentlog_state_json(il);
+	json_t *status = json_object_get(json_array_get(json_object_get(live, "grants"), 1), "status");
+	assert_int_equal(json_array_size(json_object_get(status, "block_runs")), 1);
+	assert_int_equal(intentlog_get_grant(il, "r-1", &g), 0);
+	_cleanup_report_ struct report got = { 0 };
+	assert_int_equal(intentlog_grant_report(&g, &got), 0);
+	intentlog_grant_done(&g);
+	got.agent = "guest-7";
+	back = wire_of(&got);
+	assert_string_equal(back, want);
+	intentlog_close(il);
+}
+
 /* The ILOG_REC_SNAPSHOT record of STATE alone as journal.log. */
 static void write_snapshot(struct fixture *f, json_t *state)
 {
@@ -281,6 +319,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_report_kept_as_runs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revocation_runs_down, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_blocks_of_before_runs_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_runs_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_record_shares_what_it_does_not_change, setup, teardown),
