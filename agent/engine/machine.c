@@ -227,7 +227,7 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 				snprintf(o->outcomes[k].state, sizeof(o->outcomes[k].state), "%s",
 					 gone ? "offline" : mem_state_name(now->state));
 				o->outcomes[k].zone[0] = '\0';
-				o->outcomes[k].changed = true;
+				op_outcome_changed(o, k);
 			}
 	}
 	if (intentlog_get_grant(e->journal, grant_id, &g) < 0)
