@@ -427,6 +427,20 @@ int machine_snapshot(struct engine *e, struct mem_table **out)
 	return livetable_snapshot(e->live, out);
 }
 
+const struct mem_table *machine_table_hold(struct engine *e)
+{
+	if (!e->live)
+		return NULL;
+	livetable_lock(e->live);
+	return livetable_table(e->live);
+}
+
+void machine_table_release(struct engine *e)
+{
+	if (e->live)
+		livetable_unlock(e->live);
+}
+
 int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *granted_bytes)
 {
 	_cleanup_free_ struct intentlog_block *jb = NULL;
