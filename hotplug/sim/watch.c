@@ -284,7 +284,11 @@ int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bo
 			if (i == 0 || chunks[i] != chunks[i - 1])
 				r = diff_chunk(w, chunks[i], &v);
 		if (r == 0 && v.n) {
-			sim_summary_compute(w->cache, w->s->n_blocks, &sum);
+			/* the zones' spans as the writer keeps them (O(1), what a
+			 * block read takes too); from every record only when the
+			 * summary does not read */
+			if (sim_summary_load(w->s, &sum) < 0)
+				sim_summary_compute(w->cache, w->s->n_blocks, &sum);
 			w->sp = sum.sp;
 			r = diff_spans(w, &old, &v);
 		}
