@@ -244,6 +244,24 @@ static void test_sim_neighbour_zones_follow(void **state)
 	assert_int_equal(hp_read_block(f->sim, 18, &direct), 0);
 	assert_string_equal(m.zones, direct.zones);
 	assert_string_equal(m.zones, "Movable Normal");
+	/* and back: 19, then 17 offline, the span shrinks from each edge to
+	 * nothing; 18's zones are what a read of the sim gives each time */
+	assert_int_equal(block_offline(f->sim, 19), 0);
+	wait_for(f, 19, MEM_STATE_OFFLINE, true, &s);
+	for (int i = 0; i < 10; i++)
+		assert_true(livetable_update(f->lt, record, &s) >= 0);
+	assert_int_equal(livetable_find(f->lt, 18, &m), 0);
+	assert_int_equal(hp_read_block(f->sim, 18, &direct), 0);
+	assert_string_equal(m.zones, direct.zones);
+	assert_int_equal(block_offline(f->sim, 17), 0);
+	wait_for(f, 17, MEM_STATE_OFFLINE, true, &s);
+	for (int i = 0; i < 10; i++)
+		assert_true(livetable_update(f->lt, record, &s) >= 0);
+	for (uint64_t id = 17; id <= 19; id++) {
+		assert_int_equal(livetable_find(f->lt, id, &m), 0);
+		assert_int_equal(hp_read_block(f->sim, id, &direct), 0);
+		assert_string_equal(m.zones, direct.zones);
+	}
 }
 
 /* A flood of events that overflows the inotify queue: one re-scan. */
