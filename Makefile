@@ -28,21 +28,26 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 # lib/: generic helpers; hotplug/: the kernel side (block model, planner,
 # policy, live table, the sysfs and sim backends, both ends of the privilege
 # split's wire); agent/: memgrantd (engine/, exec/, journal/) and memgrantctl
-# (ctl/); providers/: the adapters and the wire protocol (wire/).
+# (ctl/); providers/: the adapters (views/: the engine's views as JSON, for
+# every adapter) and memgrant-host (host/: cli/, serve/ and the guest link
+# both share); lib/wire/: the port's typed messages and reports and their
+# codecs, below the engine and the adapters alike.
 LIB_SRC := $(wildcard lib/*.c)
+WIRE_SRC := $(wildcard lib/wire/*.c)
 HOTPLUG_SRC := $(wildcard hotplug/*.c hotplug/sysfs/*.c hotplug/sim/*.c) \
-	hotplug/privsep/client.c hotplug/privsep/serve.c hotplug/privsep/creds.c
+	hotplug/privsep/helper_client.c hotplug/privsep/helper_serve.c hotplug/privsep/cred_channel.c
 # the helper's start and the confinement of both processes, linked into memgrantd
 PRIVSEP_AGENT_SRC := hotplug/privsep/spawn.c hotplug/privsep/sandbox.c
 CONFIG_SRC := $(wildcard config/*.c)
-AGENT_SRC := lib/log.c agent/reload.c agent/log_journald.c agent/creds.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
-HOST_SRC := $(wildcard providers/host/*.c)
-PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/wire/*.c)
+AGENT_SRC := lib/log.c agent/reload.c agent/cred_files.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
+HOST_SRC := $(wildcard providers/host/*.c providers/host/cli/*.c providers/host/serve/*.c)
+PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/views/*.c)
 CTL_SRC := $(wildcard agent/ctl/*.c agent/ctl/lsmem/*.c)
 
 CTL_LIB := $(B)/libctl.a
 MG_LIB := $(B)/libmg.a
 HOTPLUG_LIB := $(B)/libhotplug.a
+WIRE_LIB := $(B)/libwire.a
 AGENT_LIB := $(B)/libagent.a
 
 AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
@@ -50,7 +55,7 @@ AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS
 # libcurl and libcrypto are not linked: lib/curl_dl.c and lib/crypto_dl.c
 # load them when HTTPS, a webhook, a client certificate or memgrantctl's talk
 # to the daemon needs them (only their headers are used here)
-# nor libsystemd: lib/sdnotify.c and agent/log_journald.c speak its two
+# nor libsystemd: lib/sdnotify.c and lib/log_journald.c speak its two
 # protocols (a datagram each) without its dependencies
 AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread
 
@@ -99,6 +104,10 @@ $(MG_LIB): $(patsubst %.c,$(B)/%.o,$(LIB_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
+$(WIRE_LIB): $(patsubst %.c,$(B)/%.o,$(WIRE_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 $(HOTPLUG_LIB): $(patsubst %.c,$(B)/%.o,$(HOTPLUG_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
@@ -107,7 +116,7 @@ $(AGENT_LIB): $(patsubst %.c,$(B)/%.o,$(CONFIG_SRC) $(AGENT_SRC) $(PRIVSEP_AGENT
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/memgrantd: $(B)/agent/memgrantd.o $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/memgrantd: $(B)/agent/memgrantd.o $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
@@ -117,7 +126,7 @@ $(B)/memgrant-helper: $(B)/hotplug/privsep/main.o $(B)/hotplug/privsep/sandbox.o
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SECCOMP_LIBS) $(JANSSON_LIBS)
 
-$(B)/memgrantctl: $(B)/agent/ctl/ctl.o $(CTL_LIB) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/memgrantctl: $(B)/agent/ctl/ctl.o $(CTL_LIB) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
@@ -136,11 +145,11 @@ HOST_XML_LIBS := $(XML_LIBS)
 $(B)/providers/host/%.o: ALL_CFLAGS += $(HOST_XML_CFLAGS)
 
 HOST_LIB := $(B)/libhost.a
-$(HOST_LIB): $(patsubst %.c,$(B)/%.o,$(filter-out providers/host/host.c,$(HOST_SRC)))
+$(HOST_LIB): $(patsubst %.c,$(B)/%.o,$(filter-out providers/host/cli/host.c,$(HOST_SRC)))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
 
@@ -149,16 +158,16 @@ $(call unit_bin,$(1)): $(patsubst %.c,$(B)/%.o,$(1)) $(2)
 	@$$(if $$(Q),echo "  LD      $$@")
 	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ $(3) $$(CMOCKA_LIBS)
 endef
-$(foreach t,$(UNIT_SRC_HOTPLUG),$(eval $(call unit_rule,$(t),$$(HOTPLUG_LIB) $$(MG_LIB),$$(JANSSON_LIBS))))
-$(foreach t,$(UNIT_SRC_AGENT),$(eval $(call unit_rule,$(t),$$(CTL_LIB) $$(AGENT_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(AGENT_LIBS))))
-$(foreach t,$(UNIT_SRC_HOST),$(eval $(call unit_rule,$(t),$$(HOST_LIB) $$(AGENT_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(LIBVIRT_LIBS) $$(HOST_XML_LIBS) $$(AGENT_LIBS))))
+$(foreach t,$(UNIT_SRC_HOTPLUG),$(eval $(call unit_rule,$(t),$$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(JANSSON_LIBS))))
+$(foreach t,$(UNIT_SRC_AGENT),$(eval $(call unit_rule,$(t),$$(CTL_LIB) $$(AGENT_LIB) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(AGENT_LIBS))))
+$(foreach t,$(UNIT_SRC_HOST),$(eval $(call unit_rule,$(t),$$(HOST_LIB) $$(AGENT_LIB) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(LIBVIRT_LIBS) $$(HOST_XML_LIBS) $$(AGENT_LIBS))))
 
 # tests/tools: libfuse3 for simfs (a stub that exits 77 without it)
 TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)
 TOOLS_LIBS := $(FUSE3_LIBS)
 $(B)/tests/tools/%.o: ALL_CFLAGS += $(TOOLS_CFLAGS)
 
-$(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(TOOLS_LIBS)
 
@@ -221,7 +230,7 @@ distclean: clean
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(if $(filter 1,$(HAVE_LIBVIRT)),$(wildcard bench/*.c),$(filter-out bench/autoscale.c,$(wildcard bench/*.c))))
 bench-bin: $(BENCH_BIN)
 # bench/autoscale runs memgrant-host serve's control law (libhost.a)
-$(B)/bench/autoscale: $(B)/bench/autoscale.o $(HOST_LIB) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/bench/autoscale: $(B)/bench/autoscale.o $(HOST_LIB) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
 $(B)/bench/%: $(B)/bench/%.o $(HOTPLUG_LIB) $(MG_LIB)

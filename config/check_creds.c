@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hotplug/privsep/creds.h"
+#include "hotplug/privsep/cred_channel.h"
 #include "lib/credstore.h"
 #include "lib/crypto_dl.h"
 #include "lib/util.h"

@@ -6,7 +6,7 @@
  *
  * Where lines go:
  * - a sink set by the program (struct mg_log.send): memgrantd sets the
- *   journald one (agent/log_journald.h) when its stderr is the journal, so
+ *   journald one (lib/log_journald.h) when its stderr is the journal, so
  *   that each entry carries the fields below as journal fields;
  * - otherwise stderr: under journald (JOURNAL_STREAM names stderr) each line
  *   starts with a syslog priority prefix "<3>" so journald keeps the level;

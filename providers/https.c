@@ -28,8 +28,8 @@
 #include "config/config.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
-#include "providers/wire/message.h"
-#include "providers/wire/views_json.h"
+#include "lib/wire/message.h"
+#include "providers/views/views_json.h"
 
 /* --- inventory ----------------------------------------------------------------- */
 

@@ -20,7 +20,7 @@
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #define PSI_FILE_MAX 4096
 

@@ -5,7 +5,7 @@
  * appended), batches, compaction, and the readers of the live state.
  */
 #include "agent/journal/intentlog_impl.h"
-#include "providers/wire/report_json.h"
+#include "lib/wire/report_json.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

@@ -7,7 +7,7 @@
  * destination, and the blocks an operator adopted or released.  The kernel
  * records per-block progress; after a crash, recovery compares an open
  * intent with the kernel.  Status reports come in typed (struct report)
- * and are stored in the journal's own JSON (providers/wire/report_json.h);
+ * and are stored in the journal's own JSON (lib/wire/report_json.h);
  * intentlog_grant_report() decodes them.
  *
  * STATE_DIR/journal.log is an append-only recordlog (agent/journal/recordlog.h) of
@@ -42,8 +42,8 @@
  */
 #pragma once
 
-#include "providers/wire/message.h"
-#include "providers/wire/report.h"
+#include "lib/wire/message.h"
+#include "lib/wire/report.h"
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -16,7 +16,7 @@
 #include "lib/fileio.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "providers/wire/lines.h"
+#include "lib/wire/lines.h"
 
 #define HOST_CHANNEL_NAME "org.memgrant.0"
 #define HOST_STATE_DIR_DEFAULT "/var/lib/memgrant-host"

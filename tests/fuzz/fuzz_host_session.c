@@ -14,7 +14,7 @@
  * sends nothing for any other message.
  * The transport is a stub in this file.
  * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: providers/host/host_session.c providers/wire/lines.c providers/wire/message.c
+ * Sources: providers/host/host_session.c lib/wire/lines.c lib/wire/message.c
  */
 #include <errno.h>
 #include <stdbool.h>

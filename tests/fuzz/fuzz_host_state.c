@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "providers/host/host.h"
 
 static char dir[64];

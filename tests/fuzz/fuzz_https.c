@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "providers/https_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -14,7 +14,7 @@
 #include "config/config.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #define MIB (1024ull * 1024)
 

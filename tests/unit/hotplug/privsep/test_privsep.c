@@ -23,8 +23,8 @@
 #include <time.h>
 
 #include "hotplug/backend.h"
-#include "hotplug/privsep/serve.h"
-#include "hotplug/privsep/client.h"
+#include "hotplug/privsep/helper_serve.h"
+#include "hotplug/privsep/helper_client.h"
 #include "lib/util.h"
 #include "tests/fixtures/gentree.h"
 
