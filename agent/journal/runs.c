@@ -11,7 +11,7 @@
 #include "agent/journal/intentlog_impl.h"
 
 #include "lib/util.h"
-#include "providers/wire/blockjson.h"
+#include "lib/wire/blockjson.h"
 
 static bool is_member(const char *key)
 {

@@ -18,7 +18,7 @@
 #include "lib/fileio.h"
 #include "lib/json.h"
 #include "lib/util.h"
-#include "providers/wire/report_json.h"
+#include "lib/wire/report_json.h"
 
 #define BS 134217728ull
 #define N_BLOCKS 4096
