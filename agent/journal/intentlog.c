@@ -384,7 +384,7 @@ static int add_report(json_t *rec, json_t *status, const char *outbox_dest)
 		return -ENOMEM;
 	if ((status && !json_is_object(status)) || (outbox_dest && !msg_id_valid(outbox_dest)))
 		return -EINVAL;
-	if (json_object_set_new(rec, "status", status ? ilog_status_compact(status) : json_null()) < 0 ||
+	if (json_object_set_new(rec, "status", status ? report_runs_compact(status) : json_null()) < 0 ||
 	    json_object_set_new(rec, "outbox", outbox_dest ? json_string(outbox_dest) : json_null()) < 0)
 		return -ENOMEM;
 	return 0;
@@ -860,7 +860,7 @@ int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq,
 		return -ENOENT;
 	if (report) {
 		/* the caller's own copy: the kept one is shared with the grant's record */
-		_cleanup_json_ json_t *wire = ilog_status_expand(json_object_get(first, "report"));
+		_cleanup_json_ json_t *wire = report_runs_expand(json_object_get(first, "report"));
 
 		*report = wire ? json_deep_copy(wire) : NULL;
 		if (!*report)
@@ -879,7 +879,7 @@ int intentlog_grant_report(const struct intentlog_grant *g, struct report *out)
 	memset(out, 0, sizeof(*out));
 	if (!g->status)
 		return -ENOENT;
-	wire = ilog_status_expand(g->status);
+	wire = report_runs_expand(g->status);
 	if (!wire)
 		return -ENOMEM;
 	r = report_from_json(wire, out);

@@ -22,6 +22,7 @@
 #include "lib/json.h"
 #include "agent/journal/intentlog.h"
 #include "agent/journal/recordlog.h"
+#include "lib/wire/report_runs.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -97,12 +98,3 @@ int ilog_check_root(json_t *root, char *err, size_t errlen);
 int ilog_apply(json_t **rootp, unsigned type, json_t *rec, struct apply_ctx *c);
 int ilog_replay_cb(void *ctx, uint64_t offset, uint16_t type, const void *data, size_t len);
 
-/* ---- runs.c: a status report as the journal keeps it ---- */
-/* STATUS (a report as report_to_json() writes it) with its "blocks" as
- * "block_runs"; its other members shared.  NULL on ENOMEM. */
-json_t *ilog_status_compact(const json_t *status);
-/* The wire form of a kept STATUS (a new reference: STATUS itself when it
- * has no runs, a journal before runs); NULL on ENOMEM or invalid runs. */
-json_t *ilog_status_expand(const json_t *status);
-/* 0, or -EINVAL with ERR when STATUS's "block_runs" are malformed. */
-int ilog_status_check(const json_t *status, char *err, size_t errlen);

@@ -331,7 +331,7 @@ static int check_grant(json_t *root, json_t *g, size_t i, uint64_t next_order, u
 		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": invalid \"state\"", id);
 	if (!json_is_null(status) && !json_is_object(status))
 		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": \"status\" is neither an object nor null", id);
-	if (json_is_object(status) && ilog_status_check(status, NULL, 0) < 0)
+	if (json_is_object(status) && report_runs_check(status, NULL, 0) < 0)
 		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": \"status\" has invalid \"block_runs\"", id);
 	if (ab && !get_u64(g, "applied_bytes", 0, INT64_MAX, &v))
 		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": invalid \"applied_bytes\"", id);
@@ -379,7 +379,7 @@ static int check_outbox(json_t *outbox, char *err, size_t errlen)
 			return errbuf_set(err, errlen, -EBADMSG, "outbox \"%.40s\": invalid entry", dest);
 		json_array_foreach(items, i, it) {
 			if (!get_u64(it, "seq", prev + 1, next - 1, &seq) || !json_is_object(json_object_get(it, "report")) ||
-			    ilog_status_check(json_object_get(it, "report"), NULL, 0) < 0)
+			    report_runs_check(json_object_get(it, "report"), NULL, 0) < 0)
 				return errbuf_set(err, errlen, -EBADMSG,
 						  "outbox \"%s\", item %zu: sequence out of order or report missing", dest, i);
 			prev = seq;
@@ -522,7 +522,7 @@ static int apply_report(json_t *root, json_t *g, const json_t *rec, struct apply
 	if (status && !json_is_null(status)) {
 		if (!json_is_object(status))
 			return fail(c, -EINVAL, "\"status\" is not an object");
-		r = ilog_status_check(status, c->err, c->errlen);
+		r = report_runs_check(status, c->err, c->errlen);
 		if (r < 0)
 			return r;
 		if (json_object_set(g, "status", status) < 0)

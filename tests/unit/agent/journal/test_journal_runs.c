@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A status report as the journal keeps it (agent/journal/runs.c,
+/* A status report as the journal keeps it (lib/wire/report_runs.h,
  * docs/journal.md): its blocks as runs in memory and on disk, the same
  * report back byte for byte (the views, the outbox, after a replay), a
  * journal written before runs still read, malformed runs refused at open,

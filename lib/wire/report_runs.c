@@ -1,17 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A status report as the journal keeps it (docs/journal.md): its per-block
- * list "blocks" becomes "block_runs", runs of consecutive blocks (upwards,
- * as a grant brings them up, or "down" as a revocation gives them back)
- * whose entries are the same but for "block" and "range" (which follow from
- * the block and the report's block size).  A grant of 4,096 blocks that all
- * came up alike is one run, not 4,096 objects, in memory and on disk; the
- * wire form (report_to_json()) comes back whole, with the same bytes.
+ * A status report kept with its blocks as runs.  See report_runs.h.
  */
-#include "agent/journal/intentlog_impl.h"
+#include "lib/wire/report_runs.h"
+
+#include <errno.h>
 
 #include "lib/util.h"
 #include "lib/wire/blockjson.h"
+#include "lib/wire/message.h"
+
+static uint64_t u64_of(const json_t *o, const char *key)
+{
+	json_int_t i = json_integer_value(json_object_get(o, key));
+	return i < 0 ? 0 : (uint64_t)i;
+}
+
+static json_t *u64_json(uint64_t v)
+{
+	return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
 
 static bool is_member(const char *key)
 {
@@ -23,7 +31,7 @@ static bool is_member(const char *key)
  * for a run downwards), and which way when RUN has one block yet. */
 static bool run_continues(const json_t *run, const json_t *e, bool *down)
 {
-	uint64_t first = ilog_u64_of(run, "first"), count = ilog_u64_of(run, "count"), b = ilog_u64_of(e, "block");
+	uint64_t first = u64_of(run, "first"), count = u64_of(run, "count"), b = u64_of(e, "block");
 	const char *key;
 	json_t *v;
 	size_t members = 0;
@@ -73,7 +81,7 @@ static json_t *runs_of(const json_t *blocks)
 		bool down = false;
 
 		if (run && run_continues(run, e, &down)) {
-			if (json_object_set_new(run, "count", ilog_u64_json(ilog_u64_of(run, "count") + 1)) < 0 ||
+			if (json_object_set_new(run, "count", u64_json(u64_of(run, "count") + 1)) < 0 ||
 			    (down && json_object_set_new(run, "down", json_true()) < 0)) {
 				json_decref(runs);
 				return NULL;
@@ -89,7 +97,7 @@ static json_t *runs_of(const json_t *blocks)
 	return runs;
 }
 
-json_t *ilog_status_compact(const json_t *status)
+json_t *report_runs_compact(const json_t *status)
 {
 	json_t *out = json_object(), *v;
 	const char *key;
@@ -109,7 +117,7 @@ json_t *ilog_status_compact(const json_t *status)
 	return out;
 }
 
-int ilog_status_check(const json_t *status, char *err, size_t errlen)
+int report_runs_check(const json_t *status, char *err, size_t errlen)
 {
 	const json_t *runs = json_object_get(status, "block_runs"), *run;
 	uint64_t total = 0;
@@ -140,12 +148,12 @@ int ilog_status_check(const json_t *status, char *err, size_t errlen)
 /* The N-th block of RUN as the wire has it. */
 static json_t *run_entry(const json_t *run, uint64_t n, uint64_t block_size)
 {
-	uint64_t block = json_is_true(json_object_get(run, "down")) ? ilog_u64_of(run, "first") - n
-								    : ilog_u64_of(run, "first") + n;
+	uint64_t block = json_is_true(json_object_get(run, "down")) ? u64_of(run, "first") - n
+								    : u64_of(run, "first") + n;
 	json_t *e = json_object(), *v;
 	const char *key;
 
-	if (!e || json_object_set_new(e, "block", ilog_u64_json(block)) < 0 ||
+	if (!e || json_object_set_new(e, "block", u64_json(block)) < 0 ||
 	    json_object_set_new(e, "range", msg_block_range_json(block, block_size)) < 0)
 		goto fail;
 	json_object_foreach((json_t *)run, key, v)
@@ -157,17 +165,17 @@ fail:
 	return NULL;
 }
 
-json_t *ilog_status_expand(const json_t *status)
+json_t *report_runs_expand(const json_t *status)
 {
 	const json_t *runs = json_object_get(status, "block_runs");
-	uint64_t bs = ilog_u64_of(json_object_get(status, "memory"), "block_size");
+	uint64_t bs = u64_of(json_object_get(status, "memory"), "block_size");
 	json_t *out, *v, *run;
 	const char *key;
 	size_t i;
 
 	if (!runs)
 		return json_incref((json_t *)status);
-	if (ilog_status_check(status, NULL, 0) < 0)
+	if (report_runs_check(status, NULL, 0) < 0)
 		return NULL;
 	out = json_object();
 	if (!out)
@@ -179,7 +187,7 @@ json_t *ilog_status_expand(const json_t *status)
 			json_decref(c);
 			c = json_array();
 			json_array_foreach(runs, i, run)
-				for (uint64_t n = 0; c && n < ilog_u64_of(run, "count"); n++)
+				for (uint64_t n = 0; c && n < u64_of(run, "count"); n++)
 					if (json_array_append_new(c, run_entry(run, n, bs)) < 0) {
 						json_decref(c);
 						c = NULL;
