@@ -16,7 +16,7 @@ struct event_bus {
 	uint64_t oldest;   /* oldest seq still kept */
 	size_t bytes;      /* text kept in the ring */
 	char **ring;       /* ring[seq % capacity] */
-	bool *runs;        /* runs[seq % capacity]: its "status" kept with block runs */
+	unsigned char *runs; /* runs[seq % capacity]: how it keeps block runs (enum kept) */
 	bool closed;
 	/* the listener has a lock of its own: it runs outside LOCK */
 	pthread_mutex_t listener_lock;
@@ -102,32 +102,52 @@ static void drop_oldest(struct event_bus *b)
 	b->oldest++;
 }
 
-/* EV as the ring keeps it: a report of many blocks ("status") as runs; *RUNS
- * says so.  NULL on ENOMEM. */
-static char *kept_text(json_t *ev, bool *runs)
+/* How the ring keeps an event's blocks. */
+enum kept {
+	KEPT_WHOLE,    /* as published */
+	KEPT_RUNS,     /* a status report (or a progress event) with its blocks as runs */
+	KEPT_STATUS,   /* an event whose "status" member is kept so */
+};
+
+/* EV as the ring keeps it: a report of many blocks with them as runs; *HOW
+ * says how.  NULL on ENOMEM. */
+static char *kept_text(json_t *ev, unsigned char *how)
 {
 	json_t *status = json_object_get(ev, "status");
 	_cleanup_json_ json_t *kept = NULL, *compact = NULL;
 
-	*runs = false;
-	if (json_array_size(json_object_get(status, "blocks")) < EVENTS_RUNS_MIN)
+	*how = KEPT_WHOLE;
+	if (report_runs_blocks(ev) >= EVENTS_RUNS_MIN) {
+		kept = report_runs_compact(ev);
+		if (!kept)
+			return json_dumps(ev, JSON_COMPACT);
+		*how = KEPT_RUNS;
+		return json_dumps(kept, JSON_COMPACT);
+	}
+	if (!json_is_object(status) || report_runs_blocks(status) < EVENTS_RUNS_MIN)
 		return json_dumps(ev, JSON_COMPACT);
 	/* the same members in the same order, the report replaced in place */
 	kept = json_copy(ev);
 	compact = report_runs_compact(status);
 	if (!kept || !compact || json_object_set(kept, "status", compact) < 0)
 		return json_dumps(ev, JSON_COMPACT);
-	*runs = true;
+	*how = KEPT_STATUS;
 	return json_dumps(kept, JSON_COMPACT);
 }
 
-/* The event TEXT as the ring keeps it back to what was published: a new
- * string, NULL on ENOMEM. */
-static char *published_text(const char *text)
+/* The event TEXT the ring kept as HOW says, back to what was published: a
+ * new string, NULL on ENOMEM. */
+static char *published_text(const char *text, unsigned char how)
 {
 	_cleanup_json_ json_t *ev = json_loads(text, 0, NULL), *wire = NULL;
 
-	wire = ev ? report_runs_expand(json_object_get(ev, "status")) : NULL;
+	if (!ev)
+		return NULL;
+	if (how == KEPT_RUNS) {
+		wire = report_runs_expand(ev);
+		return wire ? json_dumps(wire, JSON_COMPACT) : NULL;
+	}
+	wire = report_runs_expand(json_object_get(ev, "status"));
 	if (!wire || json_object_set(ev, "status", wire) < 0)
 		return NULL;
 	return json_dumps(ev, JSON_COMPACT);
@@ -137,7 +157,7 @@ uint64_t events_publish(struct event_bus *b, json_t *ev)
 {
 	char *text;
 	uint64_t seq;
-	bool runs;
+	unsigned char runs;
 
 	pthread_mutex_lock(&b->lock);
 	seq = b->next_seq++;
@@ -171,7 +191,7 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 		uint64_t *missed)
 {
 	struct timespec deadline;
-	bool runs = false;
+	unsigned char runs = KEPT_WHOLE;
 	int r = 0;
 
 	deadline_after_ms(&deadline, timeout_ms);
@@ -205,9 +225,9 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 			break;
 	}
 	pthread_mutex_unlock(&b->lock);
-	if (r == 1 && runs) {
+	if (r == 1 && runs != KEPT_WHOLE) {
 		/* written out whole outside the lock: O(blocks) for this reader only */
-		char *whole = published_text(*text);
+		char *whole = published_text(*text, runs);
 
 		free(*text);
 		*text = whole;

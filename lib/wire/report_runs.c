@@ -97,6 +97,17 @@ static json_t *runs_of(const json_t *blocks)
 	return runs;
 }
 
+/* The lists of block entries and the names of their runs. */
+static const char *const lists[][2] = { { "blocks", "block_runs" }, { "changed_blocks", "changed_block_runs" } };
+
+static int list_at(const char *key, int col)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
+		if (streq(key, lists[i][col]))
+			return (int)i;
+	return -1;
+}
+
 json_t *report_runs_compact(const json_t *status)
 {
 	json_t *out = json_object(), *v;
@@ -106,10 +117,10 @@ json_t *report_runs_compact(const json_t *status)
 		return NULL;
 	/* the members in their order, "block_runs" where "blocks" was */
 	json_object_foreach((json_t *)status, key, v) {
-		bool list = streq(key, "blocks") && json_is_array(v);
-		json_t *c = list ? runs_of(v) : json_incref(v);
+		int l = json_is_array(v) ? list_at(key, 0) : -1;
+		json_t *c = l >= 0 ? runs_of(v) : json_incref(v);
 
-		if (!c || json_object_set_new(out, list ? "block_runs" : key, c) < 0) {
+		if (!c || json_object_set_new(out, l >= 0 ? lists[l][1] : key, c) < 0) {
 			json_decref(out);
 			return NULL;
 		}
@@ -117,30 +128,53 @@ json_t *report_runs_compact(const json_t *status)
 	return out;
 }
 
-int report_runs_check(const json_t *status, char *err, size_t errlen)
+size_t report_runs_blocks(const json_t *status)
 {
-	const json_t *runs = json_object_get(status, "block_runs"), *run;
+	size_t n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++)
+		n += json_array_size(json_object_get(status, lists[i][0]));
+	return n;
+}
+
+static int check_runs(const json_t *runs, const char *name, char *err, size_t errlen)
+{
+	const json_t *run;
 	uint64_t total = 0;
 	size_t i;
 
-	if (!runs)
-		return 0;
-	if (!json_is_array(runs) || json_object_get(status, "blocks"))
-		return errbuf_set(err, errlen, -EINVAL, "\"block_runs\" is not a list, or comes with \"blocks\"");
+	if (!json_is_array(runs))
+		return errbuf_set(err, errlen, -EINVAL, "\"%s\" is not a list", name);
 	json_array_foreach(runs, i, run) {
 		json_int_t first = json_integer_value(json_object_get(run, "first"));
 		json_int_t count = json_integer_value(json_object_get(run, "count"));
-
 		const json_t *down = json_object_get(run, "down");
 
 		if (!json_is_integer(json_object_get(run, "first")) || !json_is_integer(json_object_get(run, "count")) ||
 		    first < 0 || count < 1 || count > BLOCKJSON_MAX_BLOCKS || first > INT64_MAX - count ||
 		    (down && !json_is_true(down)) || (down && first < count - 1))
-			return errbuf_set(err, errlen, -EINVAL, "block_runs[%zu]: \"first\", \"count\" or \"down\" invalid",
-					  i);
+			return errbuf_set(err, errlen, -EINVAL, "%s[%zu]: \"first\", \"count\" or \"down\" invalid",
+					  name, i);
 		total += (uint64_t)count;
 		if (total > BLOCKJSON_MAX_BLOCKS)
-			return errbuf_set(err, errlen, -EINVAL, "block_runs: more than %u blocks", BLOCKJSON_MAX_BLOCKS);
+			return errbuf_set(err, errlen, -EINVAL, "%s: more than %u blocks", name, BLOCKJSON_MAX_BLOCKS);
+	}
+	return 0;
+}
+
+int report_runs_check(const json_t *status, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+		const json_t *runs = json_object_get(status, lists[i][1]);
+		int r;
+
+		if (!runs)
+			continue;
+		if (json_object_get(status, lists[i][0]))
+			return errbuf_set(err, errlen, -EINVAL, "\"%s\" comes with \"%s\"", lists[i][1], lists[i][0]);
+		r = check_runs(runs, lists[i][1], err, errlen);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -167,13 +201,15 @@ fail:
 
 json_t *report_runs_expand(const json_t *status)
 {
-	const json_t *runs = json_object_get(status, "block_runs");
 	uint64_t bs = u64_of(json_object_get(status, "memory"), "block_size");
+	bool any = false;
 	json_t *out, *v, *run;
 	const char *key;
 	size_t i;
 
-	if (!runs)
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
+		any |= json_object_get(status, lists[l][1]) != NULL;
+	if (!any)
 		return json_incref((json_t *)status);
 	if (report_runs_check(status, NULL, 0) < 0)
 		return NULL;
@@ -181,19 +217,20 @@ json_t *report_runs_expand(const json_t *status)
 	if (!out)
 		return NULL;
 	json_object_foreach((json_t *)status, key, v) {
+		int l = list_at(key, 1);
 		json_t *c = json_incref(v);
 
-		if (streq(key, "block_runs")) {
+		if (l >= 0) {
 			json_decref(c);
 			c = json_array();
-			json_array_foreach(runs, i, run)
+			json_array_foreach(v, i, run)
 				for (uint64_t n = 0; c && n < u64_of(run, "count"); n++)
 					if (json_array_append_new(c, run_entry(run, n, bs)) < 0) {
 						json_decref(c);
 						c = NULL;
 					}
 		}
-		if (!c || json_object_set_new(out, streq(key, "block_runs") ? "blocks" : key, c) < 0) {
+		if (!c || json_object_set_new(out, l >= 0 ? lists[l][0] : key, c) < 0) {
 			json_decref(out);
 			return NULL;
 		}

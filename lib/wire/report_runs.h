@@ -23,3 +23,6 @@ json_t *report_runs_expand(const json_t *status);
 /* 0, or -EINVAL with ERR (may be NULL) when STATUS's "block_runs" are
  * malformed (a count below 1, more than BLOCKJSON_MAX_BLOCKS blocks). */
 int report_runs_check(const json_t *status, char *err, size_t errlen);
+/* The block entries STATUS lists ("blocks" and a progress event's
+ * "changed_blocks", which become "changed_block_runs" the same way). */
+size_t report_runs_blocks(const json_t *status);
