@@ -69,7 +69,7 @@ void events_free(struct event_bus *b)
 	free(b);
 }
 
-#define EVENTS_MAX_BYTES (4u << 20)
+#define EVENTS_MAX_BYTES (1u << 20) /* as kept: big reports as runs (EVENTS_RUNS_MIN) */
 /* an event whose report lists more blocks is kept with them as runs: the
  * final event of a 4,096-block grant is a few hundred bytes, not 700 kB */
 #define EVENTS_RUNS_MIN 16

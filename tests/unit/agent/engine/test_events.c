@@ -75,7 +75,7 @@ static void test_bounded_in_bytes(void **state)
 	memset(pad, 'x', 600 * 1024);
 	pad[600 * 1024] = '\0';
 	assert_int_equal(events_new(1024, &b), 0);
-	publish_n(b, 20, pad); /* 12 MB of events: only about 4 MiB stay */
+	publish_n(b, 20, pad); /* 12 MB of events: only about 1 MiB stays */
 	assert_int_equal(events_wait(b, 0, 100, &text, &seq, &missed), 1);
 	assert_true(missed >= 12);
 	assert_true(seq > 12 && seq <= 20);
