@@ -39,7 +39,7 @@ HOTPLUG_SRC := $(wildcard hotplug/*.c hotplug/sysfs/*.c hotplug/sim/*.c) \
 # the helper's start and the confinement of both processes, linked into memgrantd
 PRIVSEP_AGENT_SRC := hotplug/privsep/spawn.c hotplug/privsep/sandbox.c
 CONFIG_SRC := $(wildcard config/*.c)
-AGENT_SRC := lib/log.c agent/reload.c agent/cred_files.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
+AGENT_SRC := agent/reload.c agent/cred_files.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
 HOST_SRC := $(wildcard providers/host/*.c providers/host/cli/*.c providers/host/serve/*.c)
 PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/views/*.c)
 CTL_SRC := $(wildcard agent/ctl/*.c agent/ctl/lsmem/*.c)
@@ -57,7 +57,21 @@ AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS
 # to the daemon needs them (only their headers are used here)
 # nor libsystemd: lib/sdnotify.c and lib/log_journald.c speak its two
 # protocols (a datagram each) without its dependencies
-AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread
+AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread \
+	$(if $(filter 1,$(LINKED_LIBS)),$(CURL_LIBS) $(CRYPTO_LIBS))
+# The loaded libraries' sonames come from lib/dlopen.list (packaging reads it
+# too).  configure --enable-linked-libs links them instead: the code's
+# sym_NAME calls are then libcurl's own, with curl.h's type checks (CI).
+dlopen_soname = $(shell awk -F';' '$$1 == "$(1)" { print $$2 }' lib/dlopen.list)
+$(B)/lib/curl_dl.o: ALL_CFLAGS += -DMEMGRANT_CURL_SONAME='"$(call dlopen_soname,curl)"'
+$(B)/lib/crypto_dl.o: ALL_CFLAGS += -DMEMGRANT_CRYPTO_SONAME='"$(call dlopen_soname,crypto)"'
+ifeq ($(LINKED_LIBS),1)
+ALL_CFLAGS += -DMEMGRANT_LINKED_LIBS
+# curl.h's checks are warnings raised inside a system header's macro: gcc
+# shows them only with -Wsystem-headers (on the files that call libcurl)
+CURL_CALLERS := agent/ctl/ctl_client.c config/keys.c providers/hooks/webhook.c providers/https.c providers/https_http.c
+$(patsubst %.c,$(B)/%.o,$(CURL_CALLERS)): ALL_CFLAGS += -Wsystem-headers -Werror=attribute-warning
+endif
 
 # unit tests mirror the source folders; build/tests/test_NAME from
 # tests/unit/.../test_NAME.c.  Those of lib/ and hotplug/ link only those.
@@ -70,6 +84,13 @@ UNIT_HOTPLUG := $(call unit_bin,$(UNIT_SRC_HOTPLUG))
 UNIT_AGENT := $(call unit_bin,$(UNIT_SRC_AGENT)) $(if $(filter 1,$(HAVE_LIBVIRT)),$(call unit_bin,$(UNIT_SRC_HOST)))
 TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(wildcard tests/tools/*.c))
 
+# the fuzz harnesses, each run over its seed corpus by tests/fuzz_corpus.sh
+# without libFuzzer (tests/fuzz/replay.c); their sources besides the archives
+# are on the harness's " * Sources:" line.  memgrant-host's need libvirt.
+FUZZ_HARNESSES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_HARNESSES := $(if $(filter 1,$(HAVE_LIBVIRT)),$(FUZZ_HARNESSES),$(filter-out host_%,$(FUZZ_HARNESSES)))
+FUZZ_REPLAY := $(patsubst %,$(B)/tests/fuzz/replay_%,$(FUZZ_HARNESSES))
+fuzz_sources = $(shell sed -n 's/^ \* Sources: //p' tests/fuzz/fuzz_$(1).c)
 ifeq ($(ONLY),hotplug)
 PROGRAMS :=
 UNIT := $(UNIT_HOTPLUG)
@@ -79,7 +100,7 @@ UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
 .PHONY: all programs check check-vm check-libvirt check-unit check-hotplug demo install clean distclean deps bench
-all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
+all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS) $(FUZZ_REPLAY))
 # what `make install` installs, without the tests (the packages build this)
 programs: $(PROGRAMS)
 
@@ -149,9 +170,10 @@ $(HOST_LIB): $(patsubst %.c,$(B)/%.o,$(filter-out providers/host/cli/host.c,$(HO
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+# a program of its own: the wire vocabulary and lib/, nothing of memgrantd
+$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 
 define unit_rule
 $(call unit_bin,$(1)): $(patsubst %.c,$(B)/%.o,$(1)) $(2)
@@ -161,6 +183,13 @@ endef
 $(foreach t,$(UNIT_SRC_HOTPLUG),$(eval $(call unit_rule,$(t),$$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(JANSSON_LIBS))))
 $(foreach t,$(UNIT_SRC_AGENT),$(eval $(call unit_rule,$(t),$$(CTL_LIB) $$(AGENT_LIB) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(AGENT_LIBS))))
 $(foreach t,$(UNIT_SRC_HOST),$(eval $(call unit_rule,$(t),$$(HOST_LIB) $$(AGENT_LIB) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(LIBVIRT_LIBS) $$(HOST_XML_LIBS) $$(AGENT_LIBS))))
+
+define fuzz_rule
+$(B)/tests/fuzz/replay_$(1): $(B)/tests/fuzz/fuzz_$(1).o $(B)/tests/fuzz/replay.o $(patsubst %.c,$(B)/%.o,$(call fuzz_sources,$(1))) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB)
+	@$$(if $$(Q),echo "  LD      $$@")
+	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ $$(AGENT_LIBS)
+endef
+$(foreach h,$(FUZZ_HARNESSES),$(eval $(call fuzz_rule,$(h))))
 
 # tests/tools: libfuse3 for simfs (a stub that exits 77 without it)
 TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)
@@ -182,7 +211,7 @@ deps:
 # TEST_WRAPPER runs each test binary (qemu-s390x-static for cross builds).
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh tests/truth_check.sh $(if $(PROGRAMS),tests/fuzz_corpus.sh tests/dead_check.sh) $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
 
 # benchmarks, not part of check: bench/run.sh prints each figure against its
 # reference and writes $(B)/bench/summary.json (docs/performance.md)

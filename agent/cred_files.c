@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * memgrantd's credential files (contract in creds.h).
+ * memgrantd's credential files (contract in cred_files.h).
  */
 #include "agent/cred_files.h"
 

@@ -75,7 +75,6 @@ struct mg_log {
 };
 
 void log_init(struct mg_log *l, const char *ident, int level);
-int log_level_parse(const char *s); /* "debug" -> LOG_DEBUG, -EINVAL when unknown */
 void log_msg(const struct mg_log *l, int prio, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void log_fields(const struct mg_log *l, int prio, const struct log_field *f, size_t n, const char *fmt, ...)

@@ -57,16 +57,6 @@ struct pressure {
 	uint64_t last_request_ms, last_offer_ms, low_since_ms;
 };
 
-const char *pressure_source_name(enum pressure_source s)
-{
-	switch (s) {
-	case PRESSURE_PSI_TRIGGER: return "psi-trigger";
-	case PRESSURE_PSI: return "psi";
-	case PRESSURE_MEMINFO: return "meminfo";
-	}
-	return "?";
-}
-
 enum pressure_source pressure_source(const struct pressure *p)
 {
 	return p->source;

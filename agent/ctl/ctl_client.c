@@ -67,7 +67,7 @@ char *ctl_url_escape(const char *s)
 		return NULL;
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
-		/* RFC 3986's unreserved characters stay, as curl_easy_escape() keeps them */
+		/* RFC 3986's unreserved characters stay, as sym_curl_easy_escape() keeps them */
 		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
 		    ch == '-' || ch == '.' || ch == '_' || ch == '~') {
 			*o++ = (char)ch;
@@ -91,14 +91,14 @@ static CURL *handle_for(const struct ctl_ctx *ctx, const char *path, char *url, 
 		ctl_err("talking to memgrantd needs libcurl: %s", why);
 		return NULL;
 	}
-	c = curl_easy_init();
+	c = sym_curl_easy_init();
 	if (!c)
 		return NULL;
 	snprintf(url, urllen, "http://memgrantd%s", path);
-	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ctl_socket_path(ctx));
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	sym_curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, ctl_socket_path(ctx));
+	sym_curl_easy_setopt(c, CURLOPT_URL, url);
+	sym_curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	sym_curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	return c;
 }
 
@@ -128,7 +128,7 @@ static long probe_connect_errno(const char *path)
 	return e == 0 || e == EINPROGRESS ? EAGAIN : e;
 }
 
-/* curl_easy_perform(), again while the connect fails with EAGAIN (the
+/* sym_curl_easy_perform(), again while the connect fails with EAGAIN (the
  * agent's listen queue is full) or ECONNREFUSED (nothing listens yet) and
  * the socket file exists.  *OS_ERRNO: the connect's errno of the last try. */
 static CURLcode perform_retrying(const struct ctl_ctx *ctx, CURL *c, long *os_errno)
@@ -138,10 +138,10 @@ static CURLcode perform_retrying(const struct ctl_ctx *ctx, CURL *c, long *os_er
 
 	for (;;) {
 		*os_errno = 0;
-		cc = curl_easy_perform(c);
+		cc = sym_curl_easy_perform(c);
 		if (cc != CURLE_COULDNT_CONNECT)
 			return cc;
-		curl_easy_getinfo(c, CURLINFO_OS_ERRNO, os_errno);
+		sym_curl_easy_getinfo(c, CURLINFO_OS_ERRNO, os_errno);
 		if (*os_errno == 0)
 			*os_errno = probe_connect_errno(ctl_socket_path(ctx));
 		if ((*os_errno != EAGAIN && *os_errno != ECONNREFUSED) || waited >= CONNECT_RETRY_MS ||
@@ -225,7 +225,7 @@ static int curl_failure(const struct ctl_ctx *ctx, CURLcode cc, long os_errno)
 	else if (cc == CURLE_COULDNT_CONNECT)
 		ctl_err("cannot connect to memgrantd at %s (is it running? --socket PATH)", path);
 	else
-		ctl_err("talking to memgrantd at %s: %s", ctl_socket_path(ctx), curl_easy_strerror(cc));
+		ctl_err("talking to memgrantd at %s: %s", ctl_socket_path(ctx), sym_curl_easy_strerror(cc));
 	return cc == CURLE_COULDNT_CONNECT && stat_errno == ENOENT ? -ENOENT : -ECONNREFUSED;
 }
 
@@ -243,22 +243,22 @@ int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path,
 	*reply = NULL;
 	if (!c)
 		return -ENOMEM;
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	sym_curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	sym_curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	sym_curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	sym_curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
 	if (body) {
-		hdr = curl_slist_append(NULL, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+		hdr = sym_curl_slist_append(NULL, "Content-Type: application/json");
+		sym_curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+		sym_curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		sym_curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
 	}
 	cc = perform_retrying(ctx, c, &os_errno);
 	if (cc != CURLE_OK) {
 		r = curl_failure(ctx, cc, os_errno);
 	} else {
 		json_error_t jerr;
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+		sym_curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
 		*reply = b.p ? json_loads(b.p, 0, &jerr) : NULL;
 		if (!*reply) {
 			ctl_err("memgrantd answered %ld with something that is not JSON", *status);
@@ -266,8 +266,8 @@ int ctl_request(const struct ctl_ctx *ctx, const char *method, const char *path,
 		}
 	}
 	free(b.p);
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(c);
+	sym_curl_slist_free_all(hdr);
+	sym_curl_easy_cleanup(c);
 	return r;
 }
 
@@ -291,35 +291,6 @@ void ctl_print_json(json_t *j)
 {
 	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 	putchar('\n');
-}
-
-int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text)
-{
-	struct body b = { 0 };
-	char url[512];
-	CURL *c = handle_for(ctx, path, url, sizeof(url));
-	CURLcode cc;
-	long status = 0, os_errno = 0;
-
-	if (!c)
-		return -ENOMEM;
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-	cc = perform_retrying(ctx, c, &os_errno);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	if (cc != CURLE_OK) {
-		free(b.p);
-		return curl_failure(ctx, cc, os_errno);
-	}
-	if (status != 200) {
-		ctl_err("memgrantd answered %ld for %s", status, path);
-		free(b.p);
-		return -EPROTO;
-	}
-	*text = b.p ? b.p : strdup("");
-	return *text ? 0 : -ENOMEM;
 }
 
 /* Server-sent events: "data: {...}" lines, a blank line ends an event.
@@ -416,14 +387,14 @@ int ctl_follow_events(const struct ctl_ctx *ctx, const char *path, int (*on_even
 	c = handle_for(ctx, path, url, sizeof(url));
 	if (!c)
 		return -ENOMEM;
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stream_progress);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
-	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	sym_curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_write);
+	sym_curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+	sym_curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, stream_progress);
+	sym_curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
+	sym_curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 	cc = perform_retrying(ctx, c, &os_errno);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
+	sym_curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	sym_curl_easy_cleanup(c);
 	free(s.line);
 	if (s.stop)
 		return s.stop > 0 ? s.stop : 0;

@@ -26,9 +26,6 @@ int ctl_get_json(const struct ctl_ctx *ctx, const char *path, json_t **reply);
 /* Pretty-prints J (sorted keys) and a newline on stdout. */
 void ctl_print_json(json_t *j);
 
-/* GET PATH as text (for /metrics). */
-int ctl_get_text(const struct ctl_ctx *ctx, const char *path, char **text);
-
 /* Follows the server-sent events of PATH; ON_EVENT gets each event and
  * returns 0 to go on, or a non-zero value that ends the stream and is
  * returned (negative values are returned as 0).  A SIGINT the caller holds

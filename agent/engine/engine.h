@@ -84,7 +84,6 @@ enum engine_source_flags {
  * engine_start(): requests that recovery resumes from a source nobody
  * registered are treated as ENGINE_SOURCE_REPORTS. */
 int engine_source_add(struct engine *e, const char *name, unsigned flags, struct engine_source **out);
-const char *engine_source_name(const struct engine_source *s);
 /* The last generation recorded from S (0: none yet). */
 uint64_t engine_last_generation(struct engine *e, const struct engine_source *s);
 
@@ -208,7 +207,7 @@ int engine_subscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
 /* After it returns, FN is not called with CTX any more. */
 void engine_unsubscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
 
-/* ---- views (agent/engine/views.h renders them) ------------------------------------------ */
+/* ---- views (agent/engine/views.c fills them) ------------------------------------------ */
 
 struct engine_memory {
 	uint64_t block_size;

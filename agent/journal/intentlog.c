@@ -751,18 +751,6 @@ int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, si
 	return 0;
 }
 
-json_t *intentlog_grant_json(struct intentlog *il, const char *id)
-{
-	json_t *g = ilog_find_grant(il->root, id, NULL);
-
-	return g ? json_deep_copy(g) : NULL;
-}
-
-json_t *intentlog_grants_json(struct intentlog *il)
-{
-	return json_deep_copy(json_object_get(il->root, "grants"));
-}
-
 json_t *intentlog_state_json(struct intentlog *il)
 {
 	return json_deep_copy(il->root);

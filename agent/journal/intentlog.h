@@ -220,8 +220,6 @@ void intentlog_grant_done(struct intentlog_grant *g);
 int intentlog_grant_report(const struct intentlog_grant *g, struct report *out);
 int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, size_t *n);
 void intentlog_grants_free(struct intentlog_grant *g, size_t n);
-json_t *intentlog_grant_json(struct intentlog *il, const char *id);
-json_t *intentlog_grants_json(struct intentlog *il);
 int intentlog_find_owned_block(struct intentlog *il, uint64_t block, struct intentlog_block *out);
 int intentlog_owned_blocks(struct intentlog *il, struct intentlog_block **out, size_t *n); /* oldest seq first */
 /* Open intents (a crash interrupted them), in the order they were written. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The credential channel, both ends, and which paths the helper may serve
- * (contract in creds.h).
+ * (contract in cred_channel.h).
  */
 #include "hotplug/privsep/cred_channel.h"
 #include "lib/util.h"

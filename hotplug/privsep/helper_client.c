@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The forwarding backend (contract in client.h).
+ * The forwarding backend (contract in helper_client.h).
  */
 #include "hotplug/privsep/helper_client.h"
 #include "hotplug/privsep/helper_serve.h"
@@ -71,7 +71,7 @@ static uint32_t ms_left(const struct timespec *deadline)
 	return ms > PH_MAX_DEADLINE_MS ? PH_MAX_DEADLINE_MS : (uint32_t)ms;
 }
 
-/* The request for writing VALUE to ATTR of ID, or -EINVAL (see privsep.h). */
+/* The request for writing VALUE to ATTR of ID, or -EINVAL (see helper_serve.h). */
 static int encode(enum hp_attr attr, uint64_t id, const char *value, struct ph_request *rq)
 {
 	memset(rq, 0, sizeof(*rq));

@@ -2,7 +2,7 @@
 /*
  * The unprivileged side of the privilege split: a backend that reads through
  * an inner backend in its own process and sends every write to the
- * privileged helper (privhelper.h) as one typed request.
+ * privileged helper (helper_serve.h) as one typed request.
  *
  * Reads (discover, read_block, read_auto_online) go to the inner backend
  * unchanged, so the unprivileged process parses sysfs (or the sim's files)

@@ -99,7 +99,7 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
 	return 0;
 }
 
-/* ITIMER_REAL: first at MS, then every 50 ms (see privhelper.h). */
+/* ITIMER_REAL: first at MS, then every 50 ms (see helper_serve.h). */
 static void alarm_set(uint32_t ms)
 {
 	struct itimerval it = { 0 };

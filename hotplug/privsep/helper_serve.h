@@ -77,7 +77,7 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
 /*
  * Serves requests on FD (the helper's end of the socketpair) until the peer
  * closes it, and those of the credential channel CREDS (NULL: none, see
- * creds.h) while it is open: each valid request is performed on WRITER, which writes under
+ * cred_channel.h) while it is open: each valid request is performed on WRITER, which writes under
  * ROOT.  Returns 0 at end of file, -EPROTO for a bad request and -errno for a
  * broken socket, with WHY saying what happened.
  *
@@ -88,7 +88,7 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
  * which is what the reply then says.
  */
 struct ph_cred_list {
-	int fd;                    /* the credential channel (creds.h), -1: none */
+	int fd;                    /* the credential channel (cred_channel.h), -1: none */
 	const char *const *paths;  /* by index; NULL entries are not served */
 	size_t n;
 };

@@ -12,7 +12,7 @@
  * Any other root (a test tree): inotify on sys/devices/system/memory,
  * sys/firmware/memory and every memoryN directory of the first (one watch
  * per configured block; the firmware side of a block says nothing the
- * uevents would: see watch.c), so that writes by any process (echo, the
+ * uevents would: see sysfs_watch.c), so that writes by any process (echo, the
  * sim, another memgrant) are seen; a change of auto_online_blocks or an
  * inotify queue overflow is an overflow.
  * Needs no privilege in either form.

@@ -102,16 +102,6 @@ bool msg_state_is_final(enum msg_state s)
 	       s == MSG_STATE_REJECTED || s == MSG_STATE_CANCELLED;
 }
 
-const char *msg_memmap_name(enum msg_memmap m)
-{
-	switch (m) {
-	case MSG_MEMMAP_AUTO: return "auto";
-	case MSG_MEMMAP_ON: return "on";
-	case MSG_MEMMAP_OFF: return "off";
-	}
-	return "?";
-}
-
 bool msg_id_valid(const char *s)
 {
 	size_t n = 0;

@@ -98,7 +98,6 @@ const char *msg_type_name(enum msg_type t);       /* "grant", "revoke", "sync" *
 const char *msg_state_name(enum msg_state s);     /* "accepted", ... */
 int msg_state_parse(const char *s, enum msg_state *out);
 bool msg_state_is_final(enum msg_state s);        /* applied, partial, failed, rejected, cancelled */
-const char *msg_memmap_name(enum msg_memmap m);   /* "auto", "on", "off" (for logs) */
 bool msg_id_valid(const char *s);                 /* 1..63 of [A-Za-z0-9._:-] */
 
 /* RFC 3339 UTC: "2026-12-03T10:00:00Z" (fractional seconds accepted, dropped). */

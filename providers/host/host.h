@@ -11,7 +11,7 @@
  *                     a libvirt stream from virDomainOpenChannel() driven by
  *                     libvirt's default event loop
  *   host_state.c      generations per domain under the state directory
- * Everything below host.c/host_cmds.c returns 0 or -errno and leaves a
+ * Everything below host.c and host_cmds.c returns 0 or -errno and leaves a
  * human-readable reason in a caller's buffer; only the command layer prints.
  */
 #pragma once

@@ -4,7 +4,9 @@
  * (GET /v1/status, /v1/blocks, the HTTPS inventory, the channel's
  * agent_status; docs/protocol.md, docs/api/): one encoder, so the local API,
  * HTTPS, the channel and the hooks write the same shapes.  The engine
- * (agent/engine/engine.h) never writes JSON itself.
+ * (agent/engine/engine.h) writes JSON in one place only, the events it
+ * publishes on its bus (ops.c's progress_event(), machine.c's block
+ * change), through lib/wire/report_json.c as well.
  *
  * Contract: the *_json() functions return a new reference, NULL on ENOMEM;
  * the views_engine_*() helpers read the view from the engine and encode it.

@@ -4,7 +4,7 @@
  * (lib/wire/blockjson.h): any JSON text either becomes a table that
  * serializes back to JSON which parses to the same table, or is refused with
  * -EINVAL and a message, never a half-filled table.  No crash, no leak.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: lib/wire/blockjson.c
  */
 #include <errno.h>

@@ -8,7 +8,7 @@
  * errors).  Whatever the bytes: no crash, no leak; a line is never longer
  * than the limit and holds no newline; a line over the limit is reported
  * once; a bad line carries a code and a message, an ack a seq of at least 1.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: providers/channel_line.c lib/wire/lines.c lib/wire/message.c
  */
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * gmsg_parse() does not crash or leak, gives a known kind, and a bad line
  * carries a reason of printable text; ids it hands out are valid ids and
  * integers stay within 2^53.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: providers/host/serve/serve_gmsg.c lib/wire/message.c
  */
 #include <stdint.h>

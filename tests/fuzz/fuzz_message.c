@@ -7,7 +7,7 @@
  *   - a success survives the canonical round trip: msg_to_json() of the
  *     result parses again to the same canonical JSON;
  *   - text longer than the limit is refused with E2BIG, never parsed.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: lib/wire/message.c
  */
 #include <ctype.h>

@@ -185,7 +185,6 @@ struct gmsg {
  * in WHY; never fails otherwise.  At most GMSG_LINE_MAX bytes are parsed. */
 #define GMSG_LINE_MAX (4u << 20)
 void gmsg_parse(const char *line, size_t len, struct gmsg *out, char *why, size_t why_len);
-const char *gmsg_kind_name(enum gmsg_kind k);
 
 /* ---- the control law (serve_law.c) --------------------------------------------------- */
 

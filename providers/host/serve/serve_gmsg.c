@@ -13,17 +13,6 @@
 #include "lib/util.h"
 #include "providers/host/serve/serve.h"
 
-static const char *const kind_names[] = {
-	[GMSG_EMPTY] = "empty", [GMSG_BAD] = "bad", [GMSG_SYNC] = "sync", [GMSG_STATUS] = "status",
-	[GMSG_REQUEST] = "request", [GMSG_OFFER] = "offer", [GMSG_AGENT_STATUS] = "agent_status",
-	[GMSG_ERROR] = "error", [GMSG_OTHER] = "other",
-};
-
-const char *gmsg_kind_name(enum gmsg_kind k)
-{
-	return (unsigned)k < ARRAY_SIZE(kind_names) ? kind_names[k] : "?";
-}
-
 /* An integer field: absent -> 0 (ok unless REQUIRED); present must be 0..2^53. */
 static int get_u53(json_t *o, const char *key, bool required, uint64_t *out, char *why, size_t len)
 {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* memgrant-host serve's control law (providers/host/serve/serve_law.c): bounded
+/* memgrant-host serve's control law (providers/host/serve/serve_law.c), and a
+ * guest line's generation (serve_gmsg.c): bounded
  * grow steps, the dead band, the floor (use plus reserve), min/max,
  * cooldowns, slack that must last, and the fair share of a short budget. */
 #include <setjmp.h>
@@ -7,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include <string.h>
 
 #include "providers/host/serve/serve.h"
 
@@ -56,6 +59,25 @@ static void test_grow_bounded_by_step_and_max(void **state)
 	assert_int_equal(o.action, LAW_NONE);
 }
 
+/* A guest's status line (serve_gmsg.c): its generation is taken up to 2^53,
+ * the largest integer every JSON reader keeps exact, and refused above. */
+static void test_gmsg_generation_edge(void **state)
+{
+	static const char max[] = "{\"type\":\"status\",\"id\":\"g-1\",\"generation\":9007199254740992,\"state\":\"applied\"}";
+	static const char over[] = "{\"type\":\"status\",\"id\":\"g-1\",\"generation\":9007199254740993,\"state\":\"applied\"}";
+	struct gmsg m;
+	char why[256] = "";
+	(void)state;
+
+	gmsg_parse(max, strlen(max), &m, why, sizeof(why));
+	if (m.kind != GMSG_STATUS)
+		fail_msg("2^53 refused: %s", why);
+	assert_int_equal(m.generation, 1ull << 53);
+	gmsg_parse(over, strlen(over), &m, why, sizeof(why));
+	assert_int_equal(m.kind, GMSG_BAD);
+	assert_non_null(strstr(why, "generation"));
+}
+
 static void test_cooldown_and_dead_band(void **state)
 {
 	struct serve_policy p = pol();
@@ -79,6 +101,10 @@ static void test_cooldown_and_dead_band(void **state)
 	in.shrink_ok_at = in.now + 1;
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.action, LAW_NONE);
+	/* and ends at its time: at shrink_ok_at the offer is taken */
+	in.shrink_ok_at = in.now;
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_SHRINK);
 }
 
 static void test_shrink_floor(void **state)
@@ -169,6 +195,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_grow_bounded_by_step_and_max),
+		cmocka_unit_test(test_gmsg_generation_edge),
 		cmocka_unit_test(test_cooldown_and_dead_band),
 		cmocka_unit_test(test_shrink_floor),
 		cmocka_unit_test(test_min_and_slack),
