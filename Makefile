@@ -56,7 +56,9 @@ AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOM
 
 # unit tests mirror the source folders; build/tests/test_NAME from
 # tests/unit/.../test_NAME.c.  Those of lib/ and hotplug/ link only those.
-UNIT_SRC_HOTPLUG := $(shell find tests/unit/hotplug tests/unit/lib -name 'test_*.c' 2>/dev/null | sort)
+# (test_sandbox tests hotplug/privsep/sandbox.c, which is memgrantd's: it links the agent's)
+UNIT_SRC_HOTPLUG := $(filter-out tests/unit/hotplug/privsep/test_sandbox.c,\
+	$(shell find tests/unit/hotplug tests/unit/lib -name 'test_*.c' 2>/dev/null | sort))
 # memgrant-host's tests link its objects and libvirt: built only with libvirt
 UNIT_SRC_HOST := $(shell find tests/unit/providers/host -name 'test_*.c' 2>/dev/null | sort)
 UNIT_SRC_AGENT := $(filter-out $(UNIT_SRC_HOTPLUG) $(UNIT_SRC_HOST),$(shell find tests/unit -name 'test_*.c' | sort))
