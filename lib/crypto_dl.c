@@ -9,6 +9,9 @@
 
 #include "lib/dl_table.h"
 
+DL_TABLE_NOTE(crypto_dl_note, "[{\"feature\":\"crypto\",\"description\":\"credentials' certificates and keys, "
+			       "signatures\",\"priority\":\"recommended\",\"soname\":[\"" MEMGRANT_CRYPTO_SONAME "\"]}]");
+
 #define CRYPTO_DL_NAME(f) #f,
 static const char *const crypto_dl_names[] = { CRYPTO_DL_FUNCS(CRYPTO_DL_NAME) };
 #define CRYPTO_DL_N (sizeof(crypto_dl_names) / sizeof(crypto_dl_names[0]))
