@@ -75,7 +75,7 @@ PROGRAMS := $(B)/memgrantd $(B)/memgrant-helper $(B)/memgrantctl $(if $(and $(fi
 UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
-.PHONY: all programs check check-vm check-libvirt check-unit check-hotplug demo install clean distclean deps bench
+.PHONY: all programs check check-vm check-libvirt check-s390-kernel check-unit check-hotplug demo install clean distclean deps bench
 all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
 # what `make install` installs, without the tests (the packages build this)
 programs: $(PROGRAMS)
@@ -159,6 +159,8 @@ $(foreach t,$(UNIT_SRC_HOST),$(eval $(call unit_rule,$(t),$$(HOST_LIB) $$(AGENT_
 TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)
 TOOLS_LIBS := $(FUSE3_LIBS)
 $(B)/tests/tools/%.o: ALL_CFLAGS += $(TOOLS_CFLAGS)
+# the rule suite on a real kernel (tests/s390/) runs rules.h's cmocka cases
+$(B)/tests/tools/kernel_rules: TOOLS_LIBS += $(CMOCKA_LIBS)
 
 $(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
@@ -190,6 +192,12 @@ check-vm: all
 # TCG; exits 77 (skip) without libvirtd, QEMU or the kernel package
 check-libvirt: all
 	$(Q)BUILD=$(B) tests/vm/libvirt.sh
+
+# memgrant on the real s390x kernel (sclp_mem.c) of the kit in ../shared/s390-kernel,
+# under its QEMU (TCG); needs an s390x build (.ci/s390x.sh); exits 77 (skip)
+# without the kit: tests/s390/run.sh, docs/vm-test.md
+check-s390-kernel: all
+	$(Q)BUILD=$(B) tests/s390/run.sh
 
 check-unit: $(UNIT)
 	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh $(UNIT)
