@@ -38,6 +38,9 @@ FW=/sys/firmware/memory
 DEV=/sys/devices/system/memory
 memmap_param=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
 echo "S390: kernel $(uname -r), memory_hotplug.memmap_on_memory=$memmap_param, $(grep MemTotal /proc/meminfo | tr -s ' ')"
+# facts the sim's tree is compared on (docs/kernel-rules.md)
+echo "S390: memory12 has: $(ls $DEV/memory12 | tr '\n' ' '); phys_device $(cat $DEV/memory12/phys_device);" \
+	"sys/devices/system/node $([ -d /sys/devices/system/node ] && echo present || echo absent)"
 memtotal() { sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
 # the blocks with config=1 in /sys/firmware/memory, as "8 9 "
 configured() {

@@ -77,7 +77,8 @@ boot() { # NAME KERNEL-ARGS P1: P1 the sim's memmap parameter (Y or N)
 	# the same cases on the sim made like this kernel, big-endian as in the guest
 	echo "--- the rule suite: the real kernel ($name) against the sim"
 	qemu-s390x-static -L "$sysroot" "$BUILD/tests/tools/kernel_rules" sim "$p1" > "$out/rules-sim-$name.txt" 2>&1 || true
-	if python3 tests/s390/compare_rules.py <(tr -d '\r' < "$log") "$out/rules-sim-$name.txt" > "$out/rules-$name.txt"; then
+	if python3 tests/s390/compare_rules.py <(tr -d '\r' < "$log") "$out/rules-sim-$name.txt" \
+		docs/kernel-rules.md > "$out/rules-$name.txt"; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
