@@ -101,8 +101,15 @@ static int kernel_reset(void)
 			char z[128];
 			snprintf(z, sizeof(z), "/sys/devices/system/memory/memory%d/valid_zones", b);
 			bool wrong_zone = boot && streq(v, "online") && read_sys(z, z, sizeof(z)) && !streq(z, "DMA");
-			if (!boot || wrong_zone)
-				write_sys(p, "offline");
+			/* A block a case onlined to Normal may hold kernel allocations
+			 * (EBUSY, W6): the guest's caches are dropped and the offline
+			 * tried again, as an operator would. */
+			for (int tries = 0; (!boot || wrong_zone) && !streq(v, "offline") && tries < 20; tries++) {
+				if (write_sys(p, "offline") == 0)
+					break;
+				write_sys("/proc/sys/vm/drop_caches", "3");
+				usleep(50000);
+			}
 		}
 		snprintf(p, sizeof(p), "/sys/firmware/memory/memory%d/config", b);
 		if (!boot) {
