@@ -142,6 +142,7 @@ def main():
                 dirs[key.strip()] = value.strip()
     install(os.path.join(PROJECT, "config/memgrant.yaml"),
             os.path.join(out, dirs["SYSCONFDIR"].lstrip("/"), "memgrant/memgrant.yaml"), 0o644)
+    os.makedirs(os.path.join(out, "etc"), exist_ok=True)
     with open(os.path.join(out, "etc/memgrant-test.env"), "w") as f:
         f.writelines("%s=%s\n" % kv for kv in sorted(dirs.items()))
     with open(os.path.join(out, "etc/passwd"), "w") as f:
