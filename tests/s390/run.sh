@@ -60,7 +60,7 @@ boot() { # NAME KERNEL-ARGS P1: P1 the sim's memmap parameter (Y or N)
 	t0=$(date +%s)
 	echo "--- boot $name: $args"
 	# -k: a guest that hangs the emulator ignores the timeout's TERM
-	timeout -k 10 600 "$kit/run.sh" -m 2G -s 2G -t 540 -a "quiet $args" "$out/initrd.cpio.gz" > "$log" 2>&1 || qrc=$?
+	timeout -k 10 960 "$kit/run.sh" -m 2G -s 2G -t 900 -a "quiet $args" "$out/initrd.cpio.gz" > "$log" 2>&1 || qrc=$?
 	tr -d '\r' < "$log" | grep -E '^(S390|RULES: kernel)' || true
 	result=$(tr -d '\r' < "$log" | sed -n 's/^S390: RESULT \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
 	if [ -z "$result" ]; then

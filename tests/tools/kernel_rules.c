@@ -73,6 +73,27 @@ static bool read_sys(const char *path, char *buf, size_t len)
 	return ok;
 }
 
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* Writes "offline" to the state file PATH, stopped after SECONDS: offlining
+ * retries its migration with no time limit, and a signal ends it (W6). */
+static int offline_within(const char *path, unsigned seconds)
+{
+	struct sigaction sa = { .sa_handler = on_alarm }, old;
+	int r;
+
+	sigemptyset(&sa.sa_mask); /* no SA_RESTART: the write ends with EINTR */
+	sigaction(SIGALRM, &sa, &old);
+	alarm(seconds);
+	r = write_sys(path, "offline");
+	alarm(0);
+	sigaction(SIGALRM, &old, NULL);
+	return r;
+}
+
 /* P1: whether this boot puts memmaps in the blocks (the kernel's parameter). */
 static bool memmap_supported(void)
 {
@@ -104,11 +125,10 @@ static int kernel_reset(void)
 			/* A block a case onlined to Normal may hold kernel allocations
 			 * (EBUSY, W6): the guest's caches are dropped and the offline
 			 * tried again, as an operator would. */
-			for (int tries = 0; (!boot || wrong_zone) && !streq(v, "offline") && tries < 20; tries++) {
-				if (write_sys(p, "offline") == 0)
+			for (int tries = 0; (!boot || wrong_zone) && !streq(v, "offline") && tries < 10; tries++) {
+				if (offline_within(p, 2) == 0)
 					break;
 				write_sys("/proc/sys/vm/drop_caches", "3");
-				usleep(50000);
 			}
 		}
 		snprintf(p, sizeof(p), "/sys/firmware/memory/memory%d/config", b);
