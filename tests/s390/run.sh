@@ -32,6 +32,12 @@ if [ ! -x "$kit/run.sh" ] || [ ! -f "$kit/bzImage" ] || [ ! -f "$kit/mkinitrd.py
 		"set MEMGRANT_S390_KIT to the kit's folder"
 	exit 77
 fi
+missing=$(ldd "$kit/qemu-system-s390x" 2> /dev/null | sed -n 's/^[[:space:]]*\([^ ]*\) => not found.*/\1/p' | tr '\n' ' ')
+if [ -n "$missing" ]; then
+	echo "check-s390-kernel: the kit's qemu-system-s390x needs $missing(its README lists the Debian packages:" \
+		"libglib2.0-0 libpixman-1-0 zlib1g libbz2-1.0 libcurl4 libgnutls30 libnettle8)" >&2
+	exit 1
+fi
 # ELF, 64-bit, big-endian, e_machine 22 (EM_S390)
 case $(od -An -tx1 -N20 "$BUILD/memgrantd" 2> /dev/null | tr -d ' \n') in
 7f454c460202*0016) ;;
