@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "hotplug/planner.h"
-#include "hotplug/privsep/helper_client.h"
 #include "hotplug/policy.h"
 #include "lib/timeutil.h"
 #include "lib/size.h"
@@ -68,7 +67,7 @@ static void budget_arm(struct engine *e, struct budget_timer *bt, double deadlin
 		end.tv_sec++;
 		end.tv_nsec -= 1000000000L;
 	}
-	if (hp_privsep_set_deadline(e->backend, &end) == 0) {
+	if (hp_set_write_deadline(e->backend, &end) == 0) {
 		bt->helper = true;
 		return;
 	}
@@ -84,7 +83,7 @@ static void budget_arm(struct engine *e, struct budget_timer *bt, double deadlin
 static void budget_disarm(struct engine *e, struct budget_timer *bt)
 {
 	if (bt->helper)
-		hp_privsep_set_deadline(e->backend, NULL);
+		hp_set_write_deadline(e->backend, NULL);
 	bt->helper = false;
 	if (bt->armed)
 		timer_delete(bt->id);
@@ -123,6 +122,21 @@ int plan_table(struct engine *e, struct mem_table **out)
 	if (machine_snapshot(e, out) == 0)
 		return 0;
 	return hp_discover(e->backend, out);
+}
+
+const struct mem_table *plan_table_hold(struct engine *e, struct mem_table **copy)
+{
+	const struct mem_table *t = machine_table_hold(e);
+
+	if (t || hp_discover(e->backend, copy) < 0)
+		return t;
+	return *copy;
+}
+
+void plan_table_release(struct engine *e, const struct mem_table *copy)
+{
+	if (!copy)
+		machine_table_release(e);
 }
 
 bool stop_requested(struct engine *e)
