@@ -404,12 +404,28 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	if (r < 0) {
 		struct intentlog_stats st;
 
-		/* refused up front: nothing was recorded, nothing will be done */
 		intentlog_stats(e->journal, &st);
-		msg_error_set(&v->error, r,
-			      "cannot record %s in the journal in %s: %s (%llu bytes needed); nothing was done: free "
-			      "space there and send it again",
-			      o->msg->id, e->state_dir, strerror(-r), (unsigned long long)st.failed_bytes);
+		if (st.broken) {
+			/* the failed write could not be cut back: the accept may be
+			 * on disk, so "refused" could be reversed by the next start;
+			 * the engine stops and the next start decides, from the file */
+			msg_error_set(&v->error, r,
+				      "cannot record %s in the journal in %s: %s, and the failed write could not be "
+				      "undone: %s may be recorded; memgrantd stops: once it runs again, memgrantctl "
+				      "wait %s says whether it was",
+				      o->msg->id, e->state_dir, strerror(-r), o->msg->id, o->msg->id);
+			if (!e->journal_err)
+				e->journal_err = r;
+			e->stopping = true;
+			pthread_cond_broadcast(&e->cond);
+			engine_notify(e);
+		} else {
+			/* refused up front: nothing was recorded, nothing will be done */
+			msg_error_set(&v->error, r,
+				      "cannot record %s in the journal in %s: %s (%llu bytes needed); nothing was done: "
+				      "free space there and send it again",
+				      o->msg->id, e->state_dir, strerror(-r), (unsigned long long)st.failed_bytes);
+		}
 		log_err(&e->log, "%s", v->error.message);
 		goto refused;
 	}

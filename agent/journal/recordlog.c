@@ -498,4 +498,5 @@ void recordlog_close(struct recordlog *rl)
 void recordlog_stats(const struct recordlog *rl, struct recordlog_stats *out)
 {
 	*out = rl->stats;
+	out->broken = rl->broken;
 }

@@ -12,8 +12,9 @@
  * The counter file holds four little-endian 64-bit words: the calls counted
  * so far, the calls failed, the number of the call to fail (0: none) and how
  * (0 ENOSPC, 1 EIO, 2 EDQUOT, 3 a short write: the write stops half way and
- * the next write of that file fails with ENOSPC; other calls ENOSPC).  The
- * test arms a fault at any time by writing the last two.
+ * the next write of that file fails with ENOSPC; other calls ENOSPC; plus 4:
+ * every later call fails too, as on a disk that stays full).  The test arms
+ * a fault at any time by writing the last two.
  *
  * Counted: write, pwrite, writev, fsync, fdatasync, ftruncate on a file
  * opened under a folder; open/openat with O_CREAT, rename/renameat/renameat2,
@@ -142,16 +143,14 @@ static bool fd_counts(int fd, char *abs, size_t len)
 
 static bool fail_short(void)
 {
-	return atomic_load(&counter->mode) == 3;
+	return (atomic_load(&counter->mode) & 3) == 3;
 }
 
 /* The errno of the fault armed now (a short write's other calls: ENOSPC). */
 static int fail_errno(void)
 {
 	static const int errnos[] = { ENOSPC, EIO, EDQUOT, ENOSPC };
-	unsigned long m = atomic_load(&counter->mode);
-
-	return errnos[m < 4 ? m : 0];
+	return errnos[atomic_load(&counter->mode) & 3];
 }
 
 /* Counts one call; returns true when this one is to fail. */
@@ -159,7 +158,7 @@ static bool hit(const char *call, const char *what)
 {
 	unsigned long n = atomic_fetch_add(&counter->calls, 1) + 1;
 	unsigned long at = atomic_load(&counter->fail_at);
-	bool fail = at && n == at;
+	bool fail = at && (n == at || (n > at && (atomic_load(&counter->mode) & 4)));
 	char line[PATH_MAX + 96];
 	int len;
 
