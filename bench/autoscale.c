@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "providers/host/serve.h"
+#include "providers/host/serve/serve.h"
 
 #define MIB (1ull << 20)
 #define DT 100 /* ms */

@@ -20,7 +20,7 @@
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #define PSI_FILE_MAX 4096
 
@@ -56,16 +56,6 @@ struct pressure {
 	bool requested, offered;
 	uint64_t last_request_ms, last_offer_ms, low_since_ms;
 };
-
-const char *pressure_source_name(enum pressure_source s)
-{
-	switch (s) {
-	case PRESSURE_PSI_TRIGGER: return "psi-trigger";
-	case PRESSURE_PSI: return "psi";
-	case PRESSURE_MEMINFO: return "meminfo";
-	}
-	return "?";
-}
 
 enum pressure_source pressure_source(const struct pressure *p)
 {

@@ -3,7 +3,7 @@
  * engine_plan() (agent/engine/engine.h): a dry run.  The request is checked and
  * planned exactly as engine_submit() would (same precheck, same planner
  * call, same policy), and the plan is answered as a struct engine_plan
- * (providers/wire/views_json.c writes it): the blocks in
+ * (providers/views/views_json.c writes it): the blocks in
  * the order they would be taken, the zone and memmap decisions with their
  * reasons, the cost in online memory.  Nothing is numbered, journaled,
  * queued or written.
@@ -15,20 +15,6 @@
 #include "lib/util.h"
 #include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
-
-
-static void plan_answer_freep(struct engine_plan **p);
-
-void plan_answer_free(struct engine_plan *p)
-{
-	if (!p)
-		return;
-	free(p->blocks);
-	for (size_t i = 0; i < p->n_decisions; i++)
-		free(p->decisions[i]);
-	free(p->decisions);
-	free(p);
-}
 
 static void plan_answer_freep(struct engine_plan **p)
 {

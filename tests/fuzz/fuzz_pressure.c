@@ -5,7 +5,7 @@
  * (policy_read_meminfo(), read from a temporary root).  Whatever the bytes:
  * no crash, no leak; a PSI parse either fails with a negative errno or
  * yields a percentage of at most 100.00; meminfo is read without a crash.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: providers/pressure_psi.c hotplug/policy.c
  */
 #include <stdint.h>
