@@ -87,6 +87,8 @@ unit_bin = $(patsubst %.c,$(B)/tests/%,$(notdir $(1)))
 UNIT_HOTPLUG := $(call unit_bin,$(UNIT_SRC_HOTPLUG))
 UNIT_AGENT := $(call unit_bin,$(UNIT_SRC_AGENT)) $(if $(filter 1,$(HAVE_LIBVIRT)),$(call unit_bin,$(UNIT_SRC_HOST)))
 TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(wildcard tests/tools/*.c))
+# LD_PRELOAD layers for tests (tests/tools/preload/): no sanitizer, no project code
+TEST_PRELOADS := $(patsubst tests/tools/preload/%.c,$(B)/tests/tools/%.so,$(wildcard tests/tools/preload/*.c))
 
 # the fuzz harnesses, each run over its seed corpus by tests/fuzz_corpus.sh
 # without libFuzzer (tests/fuzz/replay.c); their sources besides the archives
@@ -104,7 +106,7 @@ UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
 .PHONY: all programs check check-vm check-libvirt check-s390-kernel check-unit check-hotplug demo install clean distclean deps bench
-all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS) $(FUZZ_REPLAY))
+all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS) $(TEST_PRELOADS) $(FUZZ_REPLAY))
 # what `make install` installs, without the tests (the packages build this)
 programs: $(PROGRAMS)
 
@@ -205,6 +207,11 @@ $(B)/tests/tools/kernel_rules: TOOLS_LIBS += $(CMOCKA_LIBS)
 $(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(TOOLS_LIBS)
+
+$(B)/tests/tools/%.so: tests/tools/preload/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
