@@ -59,7 +59,7 @@ int ph_cred_answer(int fd, const char *const *paths, size_t n, char *why, size_t
 			     .msg_controllen = sizeof(ctl.bytes) };
 	struct stat st;
 	ssize_t got;
-	int file, err = 0, r;
+	int file = -1, err = 0, r;
 
 	memset(&buf, 0, sizeof(buf));
 	do
@@ -93,10 +93,9 @@ int ph_cred_answer(int fd, const char *const *paths, size_t n, char *why, size_t
 	}
 	if (!paths[buf.rq.index])
 		return send_answer(fd, EPERM, -1) < 0 ? -EPIPE : 1;
-	/* O_NONBLOCK: a FIFO put there must not hang the helper */
-	file = open(paths[buf.rq.index], O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (file < 0)
-		err = errno;
+	r = ph_cred_open_walk(paths[buf.rq.index], &file, why, whylen);
+	if (r < 0)
+		err = -r;
 	else if (fstat(file, &st) < 0)
 		err = errno;
 	else if (!S_ISREG(st.st_mode))
@@ -169,6 +168,123 @@ out:
 	pthread_mutex_unlock(&c->lock);
 	if (fd >= 0)
 		close(fd);
+	return r;
+}
+
+/* --- the open, one component at a time ---------------------------------------- */
+
+/* May a name in the folder DIR (open) be looked up by root?  Only when no
+ * one but this process's user (root, for the helper) can change the folder,
+ * or it is sticky and NAME is already this user's. */
+static int folder_ok(int dir, const char *shown, const char *name, char *why, size_t whylen)
+{
+	uid_t me = geteuid();
+	struct stat st, entry;
+
+	if (fstat(dir, &st) < 0)
+		return -errno;
+	if (st.st_uid == me && !(st.st_mode & (S_IWGRP | S_IWOTH)))
+		return 0;
+	if (st.st_uid == me && (st.st_mode & S_ISVTX) && fstatat(dir, name, &entry, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    entry.st_uid == me)
+		return 0;
+	snprintf(why, whylen, "%s, on the way to %s, lies in a folder of uid %u with mode %04o that another user "
+		 "may change: root does not open it; make every folder on the path root's and not writable by "
+		 "group or others", name, shown, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	return -EACCES;
+}
+
+int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen)
+{
+	char rest[PATH_MAX], link[PATH_MAX];
+	int dir = -1, r, links = 0;
+	size_t at = 0;
+
+	*out = -1;
+	if (!path || path[0] != '/' || strlen(path) >= sizeof(rest)) {
+		snprintf(why, whylen, "%s is not an absolute path", path ? path : "(none)");
+		return -EINVAL;
+	}
+	snprintf(rest, sizeof(rest), "%s", path);
+	dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return -errno;
+	for (;;) {
+		char name[NAME_MAX + 1];
+		size_t len = 0;
+		bool last;
+		struct stat st;
+		int next;
+
+		while (rest[at] == '/')
+			at++;
+		while (rest[at + len] && rest[at + len] != '/')
+			len++;
+		if (len == 0 || len > NAME_MAX) {
+			r = len ? -ENAMETOOLONG : -EISDIR;
+			snprintf(why, whylen, "%s does not name a file", path);
+			goto out;
+		}
+		memcpy(name, rest + at, len);
+		name[len] = '\0';
+		at += len;
+		last = rest[at + strspn(rest + at, "/")] == '\0';
+		if (streq(name, "."))
+			continue;
+		r = folder_ok(dir, path, name, why, whylen);
+		if (r < 0)
+			goto out;
+		if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			/* the link is followed here, so that its target's folders are checked too */
+			ssize_t n = readlinkat(dir, name, link, sizeof(link) - 1);
+
+			if (n < 0 || ++links > 40) {
+				r = n < 0 ? -errno : -ELOOP;
+				goto out;
+			}
+			link[n] = '\0';
+			{
+				char joined[PATH_MAX];
+				int k = snprintf(joined, sizeof(joined), "%s%s", link, rest + at);
+
+				if (k < 0 || (size_t)k >= sizeof(joined)) {
+					r = -ENAMETOOLONG;
+					goto out;
+				}
+				memcpy(rest, joined, sizeof(rest));
+			}
+			at = 0;
+			if (link[0] == '/') {
+				close(dir);
+				dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+				if (dir < 0) {
+					r = -errno;
+					goto out;
+				}
+			}
+			continue;
+		}
+		if (last) {
+			/* O_NONBLOCK: a FIFO put there must not hang the helper */
+			*out = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+			r = *out < 0 ? -errno : 0;
+			goto out;
+		}
+		next = openat(dir, name, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (next < 0) {
+			r = -errno;
+			goto out;
+		}
+		close(dir);
+		dir = next;
+	}
+out:
+	if (dir >= 0)
+		close(dir);
 	return r;
 }
 

@@ -25,7 +25,9 @@
  * leads to: no folder on it (as written and as resolved at start) may be
  * owned by that user, or writable by it (a sticky folder counts when the
  * next component is missing or the user's).  ph_cred_path_safe() decides;
- * the agent reads a file in a folder it controls itself, as before.
+ * the agent reads a file in a folder it controls itself, as before.  Every
+ * open is made by ph_cred_open_walk(), which checks the folders again, links
+ * included, at that moment.
  */
 #pragma once
 
@@ -50,6 +52,16 @@ _Static_assert(sizeof(struct ph_cred_request) == 8, "the credential request is 8
  * served).  1 when answered, 0 when the agent closed the channel, -EPROTO
  * for a malformed request, -errno for a broken socket; WHY says which. */
 int ph_cred_answer(int fd, const char *const *paths, size_t n, char *why, size_t whylen);
+
+/* Opens PATH read-only as this process's user resolves it, one component at
+ * a time with each link followed by hand: a name is looked up only in a
+ * folder no other user can change (this user's and not writable by group or
+ * others, or sticky with the name already this user's), so that a link the
+ * agent plants, or a folder it can write, never leads root to a file it
+ * chooses.  This check is made at every open, not once at start.  0 with
+ * *OUT, or a negative errno (-EACCES: a folder another user may change, WHY
+ * says which). */
+int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen);
 
 /* The agent's end (thread-safe: one request at a time). */
 struct ph_cred_client {

@@ -7,7 +7,9 @@
  * folder EINVAL; an index past the list ends the helper (EPROTO), after
  * which every fetch is EPIPE.  ph_cred_path_safe() refuses a folder the
  * agent's uid owns or may write, and accepts root's folders and a sticky
- * one whose next component is not the agent's.
+ * one whose next component is not the agent's.  At every open the helper
+ * walks the path itself: a link planted after the start in a folder the
+ * agent owns is refused (EACCES), a link through root's folders followed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -157,6 +159,71 @@ static void paths_the_agent_can_change_are_not_served(void **state)
 	assert_false(ph_cred_path_safe("relative/key", AGENT_UID, &g, 1, why, sizeof(why)));
 }
 
+/* A root-owned link to a file not yet there, in a folder the agent owns:
+ * the agent then makes that file a link to a root-only victim.  The helper,
+ * which checks at every open, must not hand the victim out; a link whose
+ * folders are all root's is followed. */
+static void a_planted_link_never_reaches_a_root_file(void **state)
+{
+	struct fx *f = *state;
+	char agent_dir[96], link[160], target[160], victim[160], good[160], why[512] = "";
+	const char *paths[2];
+	int sv[2], fd = -1, st;
+	pid_t pid;
+	struct ph_cred_client c;
+
+	if (geteuid() != 0)
+		skip();
+	snprintf(agent_dir, sizeof(agent_dir), "%s/agent", f->dir);
+	snprintf(link, sizeof(link), "%s/token", f->dir);
+	snprintf(target, sizeof(target), "%s/token", agent_dir);
+	snprintf(victim, sizeof(victim), "%s/victim", f->dir);
+	snprintf(good, sizeof(good), "%s/good", f->dir);
+	assert_int_equal(mkdir(agent_dir, 0755), 0);
+	assert_int_equal(chown(agent_dir, AGENT_UID, AGENT_UID), 0);
+	assert_int_equal(symlink(target, link), 0); /* root's, dangling */
+	assert_int_equal(symlink(f->file, good), 0); /* root's, to root's key */
+	fd = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "VICTIM\n", 7), 7);
+	close(fd);
+	/* the agent's move, after the start */
+	assert_int_equal(symlink(victim, target), 0);
+	assert_int_equal(lchown(target, AGENT_UID, AGENT_UID), 0);
+
+	assert_int_equal(ph_cred_open_walk(link, &fd, why, sizeof(why)), -EACCES);
+	assert_int_equal(fd, -1);
+	assert_non_null(strstr(why, link));
+	assert_int_equal(ph_cred_open_walk(good, &fd, why, sizeof(why)), 0);
+	close(fd);
+
+	paths[0] = link;
+	paths[1] = good;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		close(f->c.fd); /* the setup's helper ends when the test closes it */
+		while (ph_cred_answer(sv[1], paths, 2, why, sizeof(why)) == 1)
+			;
+		_exit(0);
+	}
+	close(sv[1]);
+	ph_cred_client_init(&c, sv[0]);
+	assert_int_equal(ph_cred_fetch(&c, 0, &fd), -EACCES);
+	assert_int_equal(fd, -1);
+	assert_int_equal(ph_cred_fetch(&c, 1, &fd), 0);
+	{
+		char buf[16] = "";
+
+		assert_int_equal(read(fd, buf, sizeof(buf) - 1), 7);
+		assert_string_equal(buf, "SECRET\n");
+	}
+	close(fd);
+	ph_cred_client_done(&c);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -164,6 +231,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(refusals_are_errnos, setup, teardown),
 		cmocka_unit_test_setup_teardown(index_past_the_list_ends_the_helper, setup, teardown),
 		cmocka_unit_test_setup_teardown(paths_the_agent_can_change_are_not_served, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_planted_link_never_reaches_a_root_file, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
