@@ -372,6 +372,8 @@ static const char *const helper_calls[] = {
 	"recvmsg", "recv", "send", "sendto", "sendmsg", "poll", "ppoll", "openat", "write", "close", "newfstatat",
 	"fstatat64", "fstat", "setitimer", "rt_sigreturn", "sigreturn", "brk", "mmap", "munmap", "exit_group", "exit",
 	"clock_gettime", "clock_nanosleep", "restart_syscall", "madvise",
+	/* ph_cred_open_walk: links followed by hand, folders checked against its own uid */
+	"readlinkat", "readlink", "geteuid", "geteuid32",
 };
 static const char *const helper_sim_calls[] = {
 	"openat2", "read", "lseek", "flock", "fsync", "fdatasync", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
