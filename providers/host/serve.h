@@ -173,6 +173,9 @@ struct gmsg {
 	enum msg_state state;     /* status */
 	uint64_t requested, applied; /* status */
 	uint64_t bytes;           /* request, offer */
+	/* request (optional, docs/protocol.md): what the agent measured */
+	uint64_t deficit, alloc_rate, mem_available_req;
+	bool have_deficit;
 	char code[16];            /* error */
 	/* agent_status */
 	uint64_t block_size, online, standby, granted, mem_total, mem_available;
@@ -243,6 +246,16 @@ struct dom_record {
 	bool op_has_range;
 	bool take_back;           /* REVOKING: plugged memory the agent did not apply in time */
 	char revoke_grant[MSG_ID_MAX + 1]; /* REVOKING by grant id (take-back, DIMM), else by size */
+	/* What a restart must not forget (written with every record): the
+	 * cooldowns and backoffs as CLOCK_MONOTONIC ms (a restart of the service
+	 * keeps that clock; serve_ctl.c bounds them after a host reboot), and
+	 * the counters. */
+	int64_t grow_ok_at, shrink_ok_at, backoff, grow_backoff;
+	struct serve_counts {
+		uint64_t grows, shrinks, plugs, unplugs, requests, offers, refused_floor, failed_revokes,
+			not_onlined;
+	} counts;
+	bool have_timing;         /* loaded: the journal had them (older journals do not) */
 };
 
 int journal_load(const char *state_dir, const char *domain, struct dom_record *out, bool *found, char *why,

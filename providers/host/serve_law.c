@@ -4,9 +4,9 @@
  * law").  Pure functions of the policy and what was observed, so the tests
  * and bench/autoscale compare it with other rules on the same trace.
  *
- * - Grow only on the guest's request (its PSI-based `request`), or to reach
- *   the policy's min; at most `step`, rounded up to whole blocks, never past
- *   `max`.
+ * - Grow only on the guest's request (the deficit its pressure monitor
+ *   measured), by all of it in one step, or to reach the policy's min (at
+ *   most `step` at a time); rounded up to whole blocks, never past `max`.
  * - Shrink only on an offer, or on slack (MemAvailable above the reserve by
  *   at least a block) that lasted `slack_after`; at most `shrink_step` per
  *   decision, never below what the guest uses plus `reserve` (a virtio-mem
@@ -54,8 +54,9 @@ void law_decide(const struct serve_policy *p, const struct law_input *in, struct
 	if (in->now >= in->grow_ok_at && in->granted < p->max) {
 		uint64_t want = 0;
 
+		/* the guest's request is its deficit: grown in one step */
 		if (in->request)
-			want = up(min64(in->request, p->step), block);
+			want = up(in->request, block);
 		if (in->granted < p->min && p->min - in->granted > want)
 			want = up(min64(p->min - in->granted, p->step), block);
 		want = down(min64(want, p->max - in->granted), block);

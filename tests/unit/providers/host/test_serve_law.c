@@ -32,17 +32,21 @@ static struct law_input in0(void)
 				   .slack_since = -1, .now = 100000 };
 }
 
-static void test_grow_bounded_by_step_and_max(void **state)
+static void test_grow_by_deficit_bounded_by_max(void **state)
 {
 	struct serve_policy p = pol();
 	struct law_input in = in0();
 	struct law_out o;
 	(void)state;
 
-	in.request = 10 * G; /* a guest asking for far too much gets a step */
+	in.request = 10 * G; /* a guest asking for far too much gets what is left below max */
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.action, LAW_GROW);
-	assert_int_equal(o.bytes, 512 * M);
+	assert_int_equal(o.bytes, p.max);
+	in.request = 1536 * M; /* a deficit above the step: all of it, in one grow */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_GROW);
+	assert_int_equal(o.bytes, 1536 * M);
 	in.request = 100 * M; /* rounded up to a block */
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.bytes, B);
@@ -168,7 +172,7 @@ static void test_share(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_grow_bounded_by_step_and_max),
+		cmocka_unit_test(test_grow_by_deficit_bounded_by_max),
 		cmocka_unit_test(test_cooldown_and_dead_band),
 		cmocka_unit_test(test_shrink_floor),
 		cmocka_unit_test(test_min_and_slack),
