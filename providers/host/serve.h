@@ -195,6 +195,7 @@ struct law_input {
 	uint64_t block;           /* the guest's memory block size (dead band, rounding) */
 	uint64_t request;         /* bytes the guest asked for since the last grow (0 none) */
 	uint64_t offer;           /* bytes the guest offered (0 none) */
+	uint64_t pending;         /* a grant given up on whose late report may still add this much */
 	bool have_usage;          /* mem_total/mem_available known */
 	uint64_t mem_total, mem_available;
 	int64_t slack_since;      /* -1: no slack now; else when mem_available - reserve >= a block began */

@@ -51,15 +51,15 @@ void law_decide(const struct serve_policy *p, const struct law_input *in, struct
 		out->floor_total = in->mem_total - in->mem_available + p->reserve;
 
 	/* ---- grow ---- */
-	if (in->now >= in->grow_ok_at && in->granted < p->max) {
-		uint64_t want = 0;
+	if (in->now >= in->grow_ok_at && in->granted + in->pending < p->max) {
+		uint64_t want = 0, had = in->granted + in->pending;
 
 		/* the guest's request is its deficit: grown in one step */
 		if (in->request)
 			want = up(in->request, block);
-		if (in->granted < p->min && p->min - in->granted > want)
-			want = up(min64(p->min - in->granted, p->step), block);
-		want = down(min64(want, p->max - in->granted), block);
+		if (had < p->min && p->min - had > want)
+			want = up(min64(p->min - had, p->step), block);
+		want = down(min64(want, p->max - had), block);
 		if (want >= block) {
 			out->action = LAW_GROW;
 			out->bytes = want;

@@ -155,6 +155,7 @@ void ctl_tick(struct ctl *c, int64_t now)
 			continue;
 		in = (struct law_input){
 			.granted = d->rec.granted, .block = d->block, .request = d->request, .offer = d->offer,
+			.pending = d->late_id[0] && d->late_phase == PH_GRANTING ? d->late_bytes : 0,
 			.have_usage = d->have_usage, .mem_total = d->mem_total, .mem_available = d->mem_available,
 			.slack_since = d->slack_since, .now = now, .grow_ok_at = d->grow_ok_at,
 			.shrink_ok_at = d->shrink_ok_at,

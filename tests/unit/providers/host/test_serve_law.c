@@ -47,6 +47,11 @@ static void test_grow_by_deficit_bounded_by_max(void **state)
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.action, LAW_GROW);
 	assert_int_equal(o.bytes, 1536 * M);
+	in.pending = p.max - 512 * M; /* a grant given up on may still be applied: room for 512M */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_GROW);
+	assert_int_equal(o.bytes, 512 * M);
+	in.pending = 0;
 	in.request = 100 * M; /* rounded up to a block */
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.bytes, B);
