@@ -26,6 +26,8 @@ struct fixture {
 	char tmp[64];
 	char psi[160];
 	char meminfo[160];
+	char vmstat[160];
+	int64_t last_deficit; /* the last request's deficit_bytes (-1: none) */
 	struct mg_log log;
 	pthread_mutex_t lock;
 	unsigned requests, offers, highs, lows;
@@ -48,6 +50,7 @@ static int setup(void **state)
 	mkdir_p(d, 0755);
 	snprintf(f->psi, sizeof(f->psi), "%s/memory", d);
 	snprintf(f->meminfo, sizeof(f->meminfo), "%s/proc/meminfo", f->tmp);
+	snprintf(f->vmstat, sizeof(f->vmstat), "%s/proc/vmstat", f->tmp);
 	log_init(&f->log, "test_pressure", LOG_DEBUG);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
@@ -85,6 +88,9 @@ static void emit(void *ud, const char *event, json_t *msg, json_t *detail)
 	if (type && streq(type, "offer"))
 		f->offers++;
 	f->last_bytes = (uint64_t)json_integer_value(json_object_get(msg, "bytes"));
+	if (type && streq(type, "request"))
+		f->last_deficit = json_object_get(msg, "deficit_bytes")
+					  ? (int64_t)json_integer_value(json_object_get(msg, "deficit_bytes")) : -1;
 	snprintf(f->last_reason, sizeof(f->last_reason), "%s", json_string_value(json_object_get(msg, "reason")));
 	assert_non_null(json_string_value(json_object_get(msg, "id")));
 	assert_string_equal(json_string_value(json_object_get(msg, "agent")), "guest-7");
@@ -150,17 +156,25 @@ static void test_trigger_line(void **state)
 {
 	struct mg_psi_trigger t = { .set = true, .kind = MG_PSI_SOME, .window_s = 10, .threshold_centi = 2000 };
 	char line[64];
+	uint64_t n = 0;
 
 	(void)state;
-	assert_int_equal(pressure_trigger_line(&t, line, sizeof(line)), 0);
-	assert_string_equal(line, "some 2000000 10000000");
-	/* averages longer than the kernel's 10 s trigger window keep the ratio */
+	/* the average's ratio over a short window: a burst without swap stalls briefly */
+	assert_int_equal(pressure_trigger_line(&t, PRESSURE_TRIGGER_WINDOW_US, line, sizeof(line)), 0);
+	assert_string_equal(line, "some 200000 1000000");
 	t = (struct mg_psi_trigger){ .set = true, .kind = MG_PSI_FULL, .window_s = 300, .threshold_centi = 50 };
-	assert_int_equal(pressure_trigger_line(&t, line, sizeof(line)), 0);
-	assert_string_equal(line, "full 50000 10000000");
+	assert_int_equal(pressure_trigger_line(&t, PRESSURE_TRIGGER_WINDOW_UNPRIV_US, line, sizeof(line)), 0);
+	assert_string_equal(line, "full 10000 2000000");
 	t.threshold_centi = 0;
-	assert_int_equal(pressure_trigger_line(&t, line, sizeof(line)), 0);
-	assert_string_equal(line, "full 1 10000000");
+	assert_int_equal(pressure_trigger_line(&t, PRESSURE_TRIGGER_WINDOW_US, line, sizeof(line)), 0);
+	assert_string_equal(line, "full 1 1000000");
+	/* /proc/vmstat's OOM kill count */
+	assert_int_equal(pressure_parse_oom_kills("nr_free_pages 1\noom_kill 17\nnr_foo 3\n", &n), 0);
+	assert_int_equal(n, 17);
+	assert_int_equal(pressure_parse_oom_kills("nr_free_pages 1\n", &n), -ENOENT);
+	assert_int_equal(pressure_parse_oom_kills("oom_kill x\n", &n), -EBADMSG);
+	assert_int_equal(pressure_parse_oom_kills("oom_kill 99999999999999999999999\n", &n), -EBADMSG);
+	assert_int_equal(pressure_parse_oom_kills("oom_kill_other 3\n", &n), -ENOENT);
 }
 
 /* The test's clock (pressure_params.clock_ms): time moves only when a test
@@ -302,6 +316,168 @@ static void test_meminfo_fallback(void **state)
 	pressure_stop(p);
 }
 
+/* meminfo with MemTotal and MemAvailable in MiB */
+static void put_mem(struct fixture *f, unsigned total_mib, unsigned avail_mib)
+{
+	char text[160];
+
+	snprintf(text, sizeof(text), "MemTotal: %8u kB\nMemFree: %8u kB\nMemAvailable: %8u kB\n", total_mib * 1024,
+		 avail_mib * 1024, avail_mib * 1024);
+	put(f->meminfo, text);
+}
+
+static void put_oom(struct fixture *f, unsigned kills)
+{
+	char text[96];
+
+	snprintf(text, sizeof(text), "nr_free_pages 1000\noom_kill %u\nnr_other 5\n", kills);
+	put(f->vmstat, text);
+}
+
+#define MIB (1ull << 20)
+
+/* Without swap anonymous memory goes from "enough" to the OOM killer with
+ * almost no stall: the monitor asks before MemAvailable reaches the reserve,
+ * as soon as the allocation rate would use up what is left above it within
+ * a plug's latency, and asks for the deficit (reserve + two headrooms, less
+ * what is available), not a fixed step. Readings come sooner as the rate
+ * rises. */
+static void test_rate_asks_ahead_for_the_deficit(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(60000);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 10000,
+				      .reserve = 256 * MIB, .emit = emit, .revocable = revocable,
+				      .clock_ms = clock_of, .userdata = f };
+	struct pressure *p = NULL;
+	unsigned req, off;
+
+	cfg.step = 128 * MIB;
+	cfg.plug_latency_ms = 5000;
+	put_mem(f, 4096, 1000);
+	put_oom(f, 0);
+	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
+	assert_int_equal(pressure_source(p), PRESSURE_MEMINFO);
+	read_at(f, p, 10000);
+	assert_int_equal(pressure_next_ms(p), 10000); /* nothing moves: the longest interval */
+	put_mem(f, 4096, 900);
+	read_at(f, p, 11000); /* 100M/s: headroom 500M; 900M > 256M + 500M */
+	counts(f, &req, &off);
+	assert_int_equal(req, 0);
+	/* a quarter of the time to use up 644M at 100M/s */
+	assert_in_range(pressure_next_ms(p), 1600, 1620);
+	put_mem(f, 4096, 800);
+	read_at(f, p, 12000);
+	counts(f, &req, &off);
+	assert_int_equal(req, 0);
+	put_mem(f, 4096, 700);
+	read_at(f, p, 13000); /* 700M < 756M: ask, still 444M above the reserve */
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	assert_int_equal(f->last_deficit, (int64_t)(556 * MIB)); /* 256M + 2 x 500M - 700M */
+	assert_int_equal(f->last_bytes, 640 * MIB);               /* rounded up to the 128M step */
+	assert_non_null(strstr(f->last_reason, "falls 100M/s"));
+	/* not answered yet: no second request within the cooldown */
+	put_mem(f, 4096, 600);
+	read_at(f, p, 14000);
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	/* the grant came (MemTotal grew) and the guest is still short: it asks again at once */
+	put_mem(f, 4096 + 256, 700);
+	read_at(f, p, 14500);
+	put_mem(f, 4096 + 256, 550);
+	read_at(f, p, 15500);
+	counts(f, &req, &off);
+	assert_int_equal(req, 2);
+	assert_int_equal(off, 0);
+	pressure_stop(p);
+}
+
+/* The OOM killer ran: the kernel's own evidence is a request at once, even
+ * within the cooldown and with MemAvailable back above the reserve (the
+ * kill freed memory). */
+static void test_oom_kill_asks_at_once(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(600000);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 1000,
+				      .reserve = 256 * MIB, .emit = emit, .revocable = revocable,
+				      .clock_ms = clock_of, .userdata = f };
+	struct pressure *p = NULL;
+	unsigned req, off;
+
+	cfg.step = 128 * MIB;
+	put_mem(f, 4096, 200);
+	put_oom(f, 7); /* kills before the agent started are history */
+	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
+	read_at(f, p, 10000);
+	counts(f, &req, &off);
+	assert_int_equal(req, 1); /* below the reserve */
+	put_mem(f, 4096, 1500);
+	put_oom(f, 9);
+	read_at(f, p, 11000);
+	counts(f, &req, &off);
+	assert_int_equal(req, 2);
+	assert_non_null(strstr(f->last_reason, "the OOM killer ran 2 times"));
+	assert_int_equal(f->last_bytes, 128 * MIB);
+	read_at(f, p, 12000); /* no new kill, plenty available: quiet */
+	counts(f, &req, &off);
+	assert_int_equal(req, 2);
+	pressure_stop(p);
+}
+
+/* After a burst the guest gives back what is idle in one offer, but keeps
+ * what the last minute's fastest allocation would use up within a plug's
+ * latency; a minute later that is no longer needed and the rest goes. An
+ * answered offer (MemTotal shrank) lets the next one go within the cooldown. */
+static void test_offer_keeps_the_last_minute(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(20000);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 1000,
+				      .reserve = 256 * MIB, .emit = emit, .revocable = revocable,
+				      .clock_ms = clock_of, .userdata = f };
+	struct pressure *p = NULL;
+	unsigned req, off;
+	uint64_t t = 10000;
+
+	cfg.step = 128 * MIB;
+	cfg.plug_latency_ms = 2000;
+	cfg.release_below.window_s = 10;
+	f->revocable = 1024 * MIB;
+	put_mem(f, 2048, 1700);
+	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
+	read_at(f, p, t);
+	put_mem(f, 2048, 1500); /* a burst of 200M/s: keep 400M for a minute */
+	read_at(f, p, t += 1000);
+	put_mem(f, 2048, 1700);
+	for (int i = 0; i < 8; i++)
+		read_at(f, p, t += 1000);
+	counts(f, &req, &off);
+	assert_int_equal(off, 0); /* idle since the first reading: release_below's 10 s are not over */
+	read_at(f, p, t += 1000);
+	counts(f, &req, &off);
+	assert_int_equal(req, 0);
+	assert_int_equal(off, 1);
+	assert_int_equal(f->last_bytes, 1024 * MIB); /* 1700 - 256 - 400 = 1044M: 1G in 128M units */
+	put_mem(f, 1024, 676); /* the revocation took it */
+	for (int i = 0; i < 5; i++)
+		read_at(f, p, t += 1000);
+	counts(f, &req, &off);
+	assert_int_equal(off, 1); /* 676M - 256M - 400M: nothing left to give */
+	while (t < 71000)
+		read_at(f, p, t += 1000);
+	counts(f, &req, &off);
+	assert_int_equal(off, 1); /* the burst at 11 s is within the last minute */
+	for (int i = 0; i < 11; i++) /* and idle for release_below's 10 s */
+		read_at(f, p, t += 1000);
+	counts(f, &req, &off);
+	assert_int_equal(off, 2); /* a minute later: 676M - 256M, in 128M units */
+	assert_int_equal(f->last_bytes, 384 * MIB);
+	assert_int_equal(req, 0);
+	pressure_stop(p);
+}
+
 /* The thread: it reads at once when it starts (no interval first), so a
  * spike present at start is one request; waited for as an event. */
 static void test_thread_reads_at_start(void **state)
@@ -350,6 +526,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_spike_is_one_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_offer_without_grants, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_meminfo_fallback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rate_asks_ahead_for_the_deficit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_oom_kill_asks_at_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offer_keeps_the_last_minute, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thread_reads_at_start, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_params, setup, teardown),
 	};
