@@ -43,9 +43,18 @@ enum hv_kind {
 	HV_STANDBY,    /* s390 standby memory: configured outside libvirt, always plugged */
 };
 
+/* Which control law decides (serve_law.c); the other two are the baselines
+ * the libvirt test and bench/autoscale compare it with. */
+enum serve_law {
+	SERVE_LAW_MEMGRANT,       /* the guest's requests (its deficit) and offers, cooldowns, the floor */
+	SERVE_LAW_MOM,            /* oVirt MoM-style: +-5 % of max per cooldown on MemAvailable's share */
+	SERVE_LAW_NAIVE,          /* plug what is asked, take back what is offered, at once */
+};
+
 /* One domain's policy; every size in bytes, every time in ms. */
 struct serve_policy {
 	enum hv_kind hypervisor;
+	enum serve_law law;
 	uint64_t min, max;        /* granted memory kept within [min, max] */
 	uint64_t step;            /* at most this much per grow */
 	uint64_t shrink_step;     /* at most this much per shrink */

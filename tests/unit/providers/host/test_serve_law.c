@@ -174,6 +174,56 @@ static void test_share(void **state)
 	assert_int_equal(give[0] + give[1], 0);
 }
 
+/* The baselines the libvirt test and bench/autoscale compare with. */
+static void test_baseline_laws(void **state)
+{
+	struct serve_policy p = pol();
+	struct law_input in = in0();
+	struct law_out o;
+	(void)state;
+
+	/* MoM-style: 5 % of max (4G: 204.8M, a block multiple up: 256M) below 20 % available */
+	p.law = SERVE_LAW_MOM;
+	in.have_usage = true;
+	in.mem_total = 2 * G;
+	in.mem_available = 300 * M;
+	in.request = 2 * G; /* not read */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_GROW);
+	assert_int_equal(o.bytes, 256 * M);
+	in.grow_ok_at = in.now + 1; /* once per cooldown */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_NONE);
+	in.grow_ok_at = 0;
+	in.mem_available = 1 * G; /* 50 %: shrink 5 % */
+	in.granted = 1 * G;
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_SHRINK);
+	assert_int_equal(o.bytes, 256 * M);
+	in.mem_available = 600 * M; /* 29 %: nothing */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_NONE);
+
+	/* naive: what is asked, at once, cooldown or not; what is offered, down to the floor */
+	p.law = SERVE_LAW_NAIVE;
+	in = in0();
+	in.grow_ok_at = in.shrink_ok_at = in.now + 100000;
+	in.request = 1536 * M;
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_GROW);
+	assert_int_equal(o.bytes, 1536 * M);
+	in.request = 0;
+	in.granted = 1 * G;
+	in.offer = 1 * G;
+	in.have_usage = true;
+	in.mem_total = 3 * G;
+	in.mem_available = 256 * M + 640 * M; /* room for 640M above the reserve */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_SHRINK);
+	assert_int_equal(o.bytes, 640 * M);
+	assert_true(o.refused_floor);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +232,7 @@ int main(void)
 		cmocka_unit_test(test_shrink_floor),
 		cmocka_unit_test(test_min_and_slack),
 		cmocka_unit_test(test_share),
+		cmocka_unit_test(test_baseline_laws),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
