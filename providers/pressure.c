@@ -65,6 +65,7 @@ struct pressure {
 	bool have_ref;
 	bool have_oom;
 	uint64_t oom_kills;
+	uint64_t latency_ms;            /* the last answered request's: request to MemTotal grown (0: none yet) */
 
 	/* decisions */
 	bool requested, offered;
@@ -263,6 +264,9 @@ static void read_memory(struct pressure *p, uint64_t now)
 		return;
 	}
 	p->meminfo_err = 0;
+	if (p->requested && p->have_mem && total > p->total_at_request && p->total <= p->total_at_request &&
+	    now >= p->last_request_ms)
+		p->latency_ms = now - p->last_request_ms; /* the first rise after a request: it was answered */
 	p->have_mem = true;
 	p->avail = avail;
 	p->total = total;
@@ -326,10 +330,18 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/* How long a grow takes: what the last one took, at most plug_latency. */
+static uint64_t latency_ms(const struct pressure *p)
+{
+	if (p->latency_ms && p->latency_ms < p->cfg.plug_latency_ms)
+		return p->latency_ms < PRESSURE_LATENCY_MIN_MS ? PRESSURE_LATENCY_MIN_MS : p->latency_ms;
+	return p->cfg.plug_latency_ms;
+}
+
 /* Memory the guest uses up while a grow is on its way, at RATE bytes/s. */
 static uint64_t headroom(const struct pressure *p, uint64_t rate)
 {
-	return mul_sat(rate, p->cfg.plug_latency_ms) / 1000;
+	return mul_sat(rate, latency_ms(p)) / 1000;
 }
 
 unsigned pressure_next_ms(const struct pressure *p)

@@ -20,7 +20,9 @@
  *   "meminfo": no PSI (no file, or psi=0): MemAvailable and oom_kill only.
  * - Pressure is any of: the OOM killer ran since the last reading;
  *   MemAvailable is below reserve + headroom, headroom = allocation rate x
- *   plug_latency (what the guest uses up while a grow is on its way);
+ *   grow latency (what the guest uses up while a grow is on its way; the
+ *   latency is the time from the last answered request to MemTotal's rise,
+ *   at most plug_latency, which is also used until a request was answered);
  *   request_above holds (its average, or its trigger fired).  It sends
  *   emit("pressure.high", request), the request's `bytes` being the deficit
  *   (reserve + 2 x headroom - MemAvailable: above the reserve with a
@@ -29,7 +31,7 @@
  *   request (it was answered, so a deficit still there is new) or the OOM
  *   killer ran (always asks).
  * - Idle: MemAvailable above reserve + keep by at least a step, keep = the
- *   fastest allocation rate of the last minute x plug_latency (the guest
+ *   fastest allocation rate of the last minute x the grow latency (the guest
  *   never gives back what a repeat of the last minute would need before a
  *   grow arrived, so an offer never takes it below its own request
  *   watermark), release_below holding (its PSI average; without PSI
@@ -57,6 +59,7 @@
 #define PRESSURE_TRIGGER_WINDOW_UNPRIV_US 2000000u /* unprivileged triggers: multiples of 2 s (Linux 6.5+) */
 #define PRESSURE_RATE_MIN_DT_MS 200 /* rate samples span at least this */
 #define PRESSURE_PEAK_MS 60000     /* the fastest allocation rate is kept this long */
+#define PRESSURE_LATENCY_MIN_MS 500 /* a measured grow latency is taken as at least this */
 
 struct engine;
 struct pressure;

@@ -382,14 +382,16 @@ static void test_rate_asks_ahead_for_the_deficit(void **state)
 	read_at(f, p, 14000);
 	counts(f, &req, &off);
 	assert_int_equal(req, 1);
-	/* the grant came (MemTotal grew) and the guest is still short: it asks again at once */
+	/* the grant came (MemTotal grew) 1.5 s after the request and the guest is still
+	 * short: it asks again at once, with the headroom of the measured 1.5 s */
 	put_mem(f, 4096 + 256, 700);
 	read_at(f, p, 14500);
-	put_mem(f, 4096 + 256, 550);
-	read_at(f, p, 15500);
+	put_mem(f, 4096 + 256, 400);
+	read_at(f, p, 15500); /* 300M/s x 1.5 s = 450M of headroom */
 	counts(f, &req, &off);
 	assert_int_equal(req, 2);
 	assert_int_equal(off, 0);
+	assert_int_equal(f->last_deficit, (int64_t)(756 * MIB)); /* 256M + 2 x 450M - 400M */
 	pressure_stop(p);
 }
 
