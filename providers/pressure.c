@@ -60,7 +60,8 @@ struct pressure {
 	bool have_mem;
 	uint64_t avail, total;
 	uint64_t rate;                  /* bytes/s MemAvailable falls (0 when it rises) */
-	uint64_t peak_rate, peak_at_ms; /* the fastest of the last PRESSURE_PEAK_MS */
+	uint64_t peak_rate, peak_at_ms; /* the fastest of the last PRESSURE_PEAK_MS (see recent_peak()) */
+	bool said_waiting;              /* "not answered yet" logged for the current request */
 	uint64_t ref_ms, ref_avail, ref_total; /* the rate's reference reading */
 	bool have_ref;
 	bool have_oom;
@@ -248,6 +249,19 @@ static uint64_t now_ms(const struct pressure *p)
 	return p->clock_ms ? p->clock_ms(p->ud) : mono_ms();
 }
 
+/* The last minute's fastest allocation rate, weighed by how recent it is:
+ * full just after, nothing a minute later.  The guest keeps the headroom of
+ * it, so memory given back after a burst comes back in step with the burst
+ * fading, not all of it a minute late. */
+static uint64_t recent_peak(const struct pressure *p, uint64_t now)
+{
+	uint64_t age = now > p->peak_at_ms ? now - p->peak_at_ms : 0;
+
+	if (age >= PRESSURE_PEAK_MS)
+		return 0;
+	return p->peak_rate / 1000 * ((PRESSURE_PEAK_MS - age) * 1000 / PRESSURE_PEAK_MS);
+}
+
 /* MemAvailable, MemTotal and the allocation rate; missing files are logged once. */
 static void read_memory(struct pressure *p, uint64_t now)
 {
@@ -290,7 +304,7 @@ static void read_memory(struct pressure *p, uint64_t now)
 		p->ref_ms = now;
 		p->ref_avail = avail;
 	}
-	if (p->rate >= p->peak_rate || now - p->peak_at_ms >= PRESSURE_PEAK_MS) {
+	if (p->rate >= recent_peak(p, now)) {
 		p->peak_rate = p->rate;
 		p->peak_at_ms = now;
 	}
@@ -370,10 +384,12 @@ static void send_request(struct pressure *p, uint64_t now, uint64_t oom_more, co
 	if (p->have_mem && add_sat(p->reserve, 2 * h) > p->avail)
 		deficit = add_sat(p->reserve, 2 * h) - p->avail;
 	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms && !answered && !oom_more) {
-		log_debug(&p->log, "pressure: short of memory, the request %llus ago is not answered yet",
-			  (unsigned long long)((now - p->last_request_ms) / 1000));
+		if (!p->said_waiting)
+			log_debug(&p->log, "pressure: still short of memory; the request is not answered yet");
+		p->said_waiting = true;
 		return;
 	}
+	p->said_waiting = false;
 	bytes = deficit > step ? deficit : step;
 	bytes = bytes % step ? add_sat(bytes, step - bytes % step) : bytes;
 	size_format(p->avail, a, sizeof(a));
@@ -406,7 +422,7 @@ static void send_request(struct pressure *p, uint64_t now, uint64_t oom_more, co
 
 static void send_offer(struct pressure *p, uint64_t now, const struct sample *s)
 {
-	uint64_t keep = headroom(p, p->peak_rate), step = p->cfg.step ? p->cfg.step : 1, surplus = 0, bytes;
+	uint64_t keep = headroom(p, recent_peak(p, now)), step = p->cfg.step ? p->cfg.step : 1, surplus = 0, bytes;
 	bool answered = p->have_mem && p->total < p->total_at_offer;
 	char reason[320], a[16], k[16];
 	json_t *msg;
@@ -426,7 +442,8 @@ static void send_offer(struct pressure *p, uint64_t now, const struct sample *s)
 		p->low_since_ms = now;
 	if (now - p->low_since_ms < s->low_hold_ms)
 		return;
-	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms)
+	/* a request not answered yet: the memory it asked for is on its way */
+	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms && p->total <= p->total_at_request)
 		return;
 	if (p->offered && now - p->last_offer_ms < p->cfg.cooldown_ms && !answered)
 		return;
@@ -494,11 +511,10 @@ int pressure_read_once(struct pressure *p, int *last_err)
 		}
 	}
 	p->trigger_fired = false;
-	/* the PSI average covers its own window; MemAvailable must stay above for as long */
-	if (r == 0 && p->source != PRESSURE_MEMINFO && p->cfg.release_below.set)
-		s.have_psi_low = true;
-	else
-		s.low_hold_ms = (uint64_t)p->cfg.release_below.window_s * 1000;
+	/* the surplus must last release_below's window (with PSI, its average
+	 * holding too): memory a ramp is still eating into is not idle */
+	s.have_psi_low = r == 0 && p->source != PRESSURE_MEMINFO && p->cfg.release_below.set;
+	s.low_hold_ms = (uint64_t)p->cfg.release_below.window_s * 1000;
 	if (r < 0 && !p->have_mem) {
 		*last_err = r;
 		json_decref(s.detail);

@@ -31,12 +31,11 @@
  *   request (it was answered, so a deficit still there is new) or the OOM
  *   killer ran (always asks).
  * - Idle: MemAvailable above reserve + keep by at least a step, keep = the
- *   fastest allocation rate of the last minute x the grow latency (the guest
- *   never gives back what a repeat of the last minute would need before a
- *   grow arrived, so an offer never takes it below its own request
- *   watermark), release_below holding (its PSI average; without PSI
- *   MemAvailable must stay so for release_below's window), a cooldown after
- *   the last request; then
+ *   fastest allocation rate of the last minute, weighed by its age (full
+ *   at once, none a minute later), x the grow latency (an offer never takes
+ *   the guest below its own request watermark), all of it for
+ *   release_below's window (with PSI, its average holding too), no request
+ *   unanswered; then
  *   emit("pressure.low", offer) of that surplus rounded down to `step`, at
  *   most the revocable bytes.  Once per cooldown unless MemTotal shrank
  *   since the last offer (answered).  Without MemAvailable (unreadable) an

@@ -314,7 +314,7 @@ echo "MemTotal at boot $MT0 kB, MemAvailable $(memavail_kb $DOM) kB, block ${BSM
 # --- the service ----------------------------------------------------------------------------
 serve_cfg() { # FILE MAX [LAW]
 	local cool="grow_cooldown: 2s
-    shrink_cooldown: 10s"
+    shrink_cooldown: 5s"
 	# MoM decides every 15 s
 	[ "${3:-memgrant}" = mom ] && cool="grow_cooldown: 15s
     shrink_cooldown: 15s"
@@ -398,9 +398,11 @@ echo "$e" | grep -Eq '"why":"shrink [0-9.]+[MG]: offer' || fail "the shrink was 
 echo "decision $(ms "$t_free") ms after the hog exited"
 ev 30 revoke.offline domain=$DOM; e=$EV
 echo "$e"
-ev 30 unplugged domain=$DOM; e=$EV
+# the guest keeps the headroom of its last allocation burst while it fades
+# (docs/autoscaling.md): the rest may come back in a second offer
+ev 90 unplugged domain=$DOM plugged=0; e=$EV
 echo "$e"
-echo "unplugged $(ms "$t_free") ms after the hog exited"
+echo "all unplugged $(ms "$t_free") ms after the hog exited; shrinks: $(sfield $DOM counts.shrinks)"
 MT2=$(memtotal_kb $DOM)
 echo "MemTotal $MT2 kB; virtio-mem current/requested $(vm_current $DOM); hot blocks online: '$(hot_blocks $DOM $FIRST_HOT)'"
 [ "$MT2" = "$MT0" ] || fail "MemTotal $MT2 kB after the revocation, $MT0 at boot"
@@ -443,13 +445,18 @@ serve_stop TERM
 serve_start "$S/serve-max0.yaml"
 ev 30 shrink.refused domain=$DOM; e=$EV
 echo "$e"
-# a few more ticks (interval 1s): still nothing revoked
-sleep 3
+FLOOR4=$(evfield "$e" floor_total)
+# a few more ticks (interval 1s): what lies above the floor may go (the grant
+# was the agent's deficit, more than the hog holds), nothing below it
+sleep 5
 G4=$(sfield $DOM granted_bytes)
 MT4=$(memtotal_kb $DOM)
-echo "granted $G4, MemTotal $MT4 kB, device $(vm_current $DOM), refused_floor $(sfield $DOM counts.refused_floor)"
-[ "$G4" = "$G3" ] && [ "$MT4" = "$MT3" ] || fail "the shrink below the floor went ahead: granted $G4, MemTotal $MT4"
-grep -q '"event":"revoke' <(tail -n +$(( EVLINE + 1 )) "$S/events.jsonl") && fail "a revocation was sent below the floor"
+echo "granted $G4, MemTotal $MT4 kB (floor: use + reserve = $FLOOR4 bytes), device $(vm_current $DOM), refused_floor $(sfield $DOM counts.refused_floor)"
+[ "$G4" -gt 0 ] && [ $(( MT4 * 1024 )) -ge "$FLOOR4" ] ||
+	fail "the shrink below the floor went ahead: granted $G4, MemTotal $MT4 kB, floor $FLOOR4 bytes"
+[ "$(sfield $DOM phase)" = idle ] && [ "$(vm_current $DOM)" = "$G4 $G4" ] ||
+	fail "after the refusal: phase $(sfield $DOM phase), device $(vm_current $DOM), granted $G4"
+MT3=$MT4 G3=$G4
 step "the hog exits: the shrink to max 0 goes ahead"
 g $DOM "rm -f /hog/fill"
 ev 60 unplugged domain=$DOM plugged=0; e=$EV
@@ -491,7 +498,7 @@ trace_run() { # LABEL CONFIG OFFSET_S RAMP_S
 	sleep "$3"
 	g $DOM "rm -f /run/trace.log; trace /run/trace.log 12:352:$4 10:640 32:0 10:448 32:0 > /run/trace.out 2>&1 &"
 	t=$(date +%s)
-	until g $DOM "grep -q '^E' /run/trace.log" 2>/dev/null; do
+	until $VMCTL guest "$S/control-$DOM.sock" 30 "grep -q '^E' /run/trace.log" >/dev/null 2>&1; do
 		[ $(( $(date +%s) - t )) -lt 200 ] || fail "the trace did not end within 200 s: $(g $DOM "tail -n 3 /run/trace.log; cat /run/trace.out")"
 		sleep 3
 	done

@@ -126,7 +126,7 @@ static struct mg_pressure_config config(uint64_t cooldown_ms)
 		.enabled = true,
 		.request_above = { .set = true, .kind = MG_PSI_SOME, .window_s = 10, .above = true,
 				   .threshold_centi = 2000 },
-		.release_below = { .set = true, .kind = MG_PSI_SOME, .window_s = 60, .above = false,
+		.release_below = { .set = true, .kind = MG_PSI_SOME, .window_s = 10, .above = false,
 				   .threshold_centi = 100 },
 		.step = 1ull << 30,
 		.cooldown_ms = cooldown_ms,
@@ -202,15 +202,16 @@ static void read_at(struct fixture *f, struct pressure *p, uint64_t now)
 }
 
 /* A stand-in file is no procfs: the monitor reads it at the interval.  A
- * spike that lasts many readings is one request; idle within the cool-down
- * is no offer, idle past it one offer of at most a step; a new spike after
- * the cool-down is a new request.  Readings at the test's clock, 40 ms
- * apart, cool-down 1000 ms: the offer comes at exactly the first reading
- * 1000 ms after the request. */
+ * spike that lasts many readings is one request; idle is an offer only once
+ * it lasted release_below's window (10 s) and the request is answered or its
+ * cool-down over; then one offer (at most a step without MemAvailable); a new
+ * spike is a new request.  Readings at the test's clock, 40 ms apart,
+ * cool-down 20 s: the offer comes at exactly the first reading 20 s after
+ * the request. */
 static void test_spike_is_one_request(void **state)
 {
 	struct fixture *f = *state;
-	struct mg_pressure_config cfg = config(1000);
+	struct mg_pressure_config cfg = config(20000);
 	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 40,
 				      .emit = emit, .revocable = revocable, .clock_ms = clock_of, .userdata = f };
 	struct pressure *p = NULL;
@@ -236,18 +237,18 @@ static void test_spike_is_one_request(void **state)
 	assert_int_equal(f->last_bytes, 1ull << 30);
 	assert_non_null(strstr(f->last_reason, "some avg10 45.50% is above 20.00%"));
 
-	put(f->psi, PSI_IDLE); /* idle, but within the cool-down: no offer yet */
-	for (; t < asked + 1000; t += 40)
+	put(f->psi, PSI_IDLE); /* idle for the window, but the request is within its cool-down */
+	for (; t < asked + 20000; t += 40)
 		read_at(f, p, t);
-	read_at(f, p, asked + 999);
+	read_at(f, p, asked + 19999);
 	counts(f, &req, &off);
 	assert_int_equal(off, 0);
-	read_at(f, p, asked + 1000); /* the cool-down is over: one offer of at most a step */
+	read_at(f, p, asked + 20000); /* the cool-down is over: one offer of at most a step */
 	counts(f, &req, &off);
 	assert_int_equal(req, 1);
 	assert_int_equal(off, 1);
 	assert_int_equal(f->last_bytes, 1ull << 30);
-	t = asked + 1000;
+	t = asked + 20000;
 	for (int i = 0; i < 10; i++) /* still idle, within the offer's cool-down: no second offer */
 		read_at(f, p, t += 40);
 	counts(f, &req, &off);
@@ -262,7 +263,7 @@ static void test_spike_is_one_request(void **state)
 }
 
 /* Nothing granted: idle memory is nobody's to offer.  Once something is
- * revocable, the next reading offers it (at most a step). */
+ * revocable, the next reading past the idle window offers it (at most a step). */
 static void test_no_offer_without_grants(void **state)
 {
 	struct fixture *f = *state;
@@ -283,7 +284,7 @@ static void test_no_offer_without_grants(void **state)
 	pthread_mutex_lock(&f->lock);
 	f->revocable = 128ull << 20; /* read at the monitor's next reading */
 	pthread_mutex_unlock(&f->lock);
-	read_at(f, p, t);
+	read_at(f, p, 10000 + 10000); /* idle since the first reading, for release_below's 10 s */
 	counts(f, &req, &off);
 	assert_int_equal(off, 1);
 	assert_int_equal(f->last_bytes, 128ull << 20);
@@ -430,7 +431,7 @@ static void test_oom_kill_asks_at_once(void **state)
 
 /* After a burst the guest gives back what is idle in one offer, but keeps
  * what the last minute's fastest allocation would use up within a plug's
- * latency; a minute later that is no longer needed and the rest goes. An
+ * latency, fading with the burst's age; as it fades the rest goes.  An
  * answered offer (MemTotal shrank) lets the next one go within the cooldown. */
 static void test_offer_keeps_the_last_minute(void **state)
 {
@@ -463,19 +464,16 @@ static void test_offer_keeps_the_last_minute(void **state)
 	assert_int_equal(off, 1);
 	assert_int_equal(f->last_bytes, 1024 * MIB); /* 1700 - 256 - 400 = 1044M: 1G in 128M units */
 	put_mem(f, 1024, 676); /* the revocation took it */
-	for (int i = 0; i < 5; i++)
+	while (t < 37000)
 		read_at(f, p, t += 1000);
+	/* keep fades with the burst's age: 400M x (60 s - age) / 60 s; 676M - 256M -
+	 * keep is a step from age 16.2 s (28 s on the clock), then release_below's 10 s */
 	counts(f, &req, &off);
-	assert_int_equal(off, 1); /* 676M - 256M - 400M: nothing left to give */
-	while (t < 71000)
-		read_at(f, p, t += 1000);
+	assert_int_equal(off, 1);
+	read_at(f, p, t += 1000);
 	counts(f, &req, &off);
-	assert_int_equal(off, 1); /* the burst at 11 s is within the last minute */
-	for (int i = 0; i < 11; i++) /* and idle for release_below's 10 s */
-		read_at(f, p, t += 1000);
-	counts(f, &req, &off);
-	assert_int_equal(off, 2); /* a minute later: 676M - 256M, in 128M units */
-	assert_int_equal(f->last_bytes, 384 * MIB);
+	assert_int_equal(off, 2); /* the answered offer (MemTotal shrank) lets this one go at once */
+	assert_int_equal(f->last_bytes, 128 * MIB); /* 676M - 256M - 220M: one step */
 	assert_int_equal(req, 0);
 	pressure_stop(p);
 }
