@@ -430,7 +430,7 @@ static const struct key_def pressure_keys[] = {
 	{ .name = "interval",
 	  .kind = K_DURATION,
 	  .off = CFG(pressure.interval_ms),
-	  .dflt = "1s",
+	  .dflt = "250ms",
 	  .min = 50,
 	  .max = 60 * 1000 },
 	{ NULL },

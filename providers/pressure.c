@@ -72,6 +72,7 @@ struct pressure {
 	bool requested, offered;
 	uint64_t last_request_ms, last_offer_ms, low_since_ms;
 	uint64_t total_at_request, total_at_offer;
+	uint64_t last_request_bytes;
 };
 
 const char *pressure_source_name(enum pressure_source s)
@@ -383,15 +384,18 @@ static void send_request(struct pressure *p, uint64_t now, uint64_t oom_more, co
 		return;
 	if (p->have_mem && add_sat(p->reserve, 2 * h) > p->avail)
 		deficit = add_sat(p->reserve, 2 * h) - p->avail;
-	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms && !answered && !oom_more) {
+	bytes = deficit > step ? deficit : step;
+	bytes = bytes % step ? add_sat(bytes, step - bytes % step) : bytes;
+	/* an unanswered request is repeated only after the cooldown, unless the
+	 * need grew past it (the host may have refused the smaller one) */
+	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms && !answered && !oom_more &&
+	    bytes <= p->last_request_bytes) {
 		if (!p->said_waiting)
 			log_debug(&p->log, "pressure: still short of memory; the request is not answered yet");
 		p->said_waiting = true;
 		return;
 	}
 	p->said_waiting = false;
-	bytes = deficit > step ? deficit : step;
-	bytes = bytes % step ? add_sat(bytes, step - bytes % step) : bytes;
 	size_format(p->avail, a, sizeof(a));
 	size_format(p->reserve, r, sizeof(r));
 	size_format(p->rate, rt, sizeof(rt));
@@ -410,6 +414,7 @@ static void send_request(struct pressure *p, uint64_t now, uint64_t oom_more, co
 	p->requested = true;
 	p->offered = false;
 	p->last_request_ms = now;
+	p->last_request_bytes = bytes;
 	p->total_at_request = p->total;
 	p->low_since_ms = 0;
 	msg = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I}", "type", "request", "id", "", "agent", p->agent_id, "bytes",

@@ -28,8 +28,9 @@
  *   (reserve + 2 x headroom - MemAvailable: above the reserve with a
  *   headroom left when the memory arrives) rounded up to `step`, at least
  *   one step.  Once per cooldown, unless MemTotal grew since the last
- *   request (it was answered, so a deficit still there is new) or the OOM
- *   killer ran (always asks).
+ *   request (it was answered, so a deficit still there is new), the need
+ *   grew past the last request's bytes (the host may have refused that one)
+ *   or the OOM killer ran (always asks).
  * - Idle: MemAvailable above reserve + keep by at least a step, keep = the
  *   fastest allocation rate of the last minute, weighed by its age (full
  *   at once, none a minute later), x the grow latency (an offer never takes
@@ -52,7 +53,7 @@
 #include "config/config.h"
 #include "lib/log.h"
 
-#define PRESSURE_INTERVAL_DEFAULT_MS 1000
+#define PRESSURE_INTERVAL_DEFAULT_MS 250
 #define PRESSURE_INTERVAL_MIN_MS 50
 #define PRESSURE_TRIGGER_WINDOW_US 1000000u /* short: a burst without swap stalls briefly */
 #define PRESSURE_TRIGGER_WINDOW_UNPRIV_US 2000000u /* unprivileged triggers: multiples of 2 s (Linux 6.5+) */

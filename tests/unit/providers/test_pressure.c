@@ -378,19 +378,25 @@ static void test_rate_asks_ahead_for_the_deficit(void **state)
 	assert_int_equal(f->last_deficit, (int64_t)(556 * MIB)); /* 256M + 2 x 500M - 700M */
 	assert_int_equal(f->last_bytes, 640 * MIB);               /* rounded up to the 128M step */
 	assert_non_null(strstr(f->last_reason, "falls 100M/s"));
-	/* not answered yet: no second request within the cooldown */
-	put_mem(f, 4096, 600);
+	/* not answered yet, the same need (640M): no second request within the cooldown */
+	put_mem(f, 4096, 620);
 	read_at(f, p, 14000);
 	counts(f, &req, &off);
 	assert_int_equal(req, 1);
-	/* the grant came (MemTotal grew) 1.5 s after the request and the guest is still
-	 * short: it asks again at once, with the headroom of the measured 1.5 s */
-	put_mem(f, 4096 + 256, 700);
-	read_at(f, p, 14500);
-	put_mem(f, 4096 + 256, 400);
-	read_at(f, p, 15500); /* 300M/s x 1.5 s = 450M of headroom */
+	/* the need grew past what was asked (the host may have refused it): asked again */
+	put_mem(f, 4096, 500);
+	read_at(f, p, 14500); /* 240M/s: 256M + 2 x 1200M - 500M */
 	counts(f, &req, &off);
 	assert_int_equal(req, 2);
+	assert_int_equal(f->last_bytes, 2176 * MIB);
+	/* the grant came (MemTotal grew) 1.5 s after that request and the guest is
+	 * still short: it asks again at once, with the headroom of the measured 1.5 s */
+	put_mem(f, 4096 + 256, 700);
+	read_at(f, p, 16000);
+	put_mem(f, 4096 + 256, 400);
+	read_at(f, p, 17000); /* 300M/s x 1.5 s = 450M of headroom */
+	counts(f, &req, &off);
+	assert_int_equal(req, 3);
 	assert_int_equal(off, 0);
 	assert_int_equal(f->last_deficit, (int64_t)(756 * MIB)); /* 256M + 2 x 450M - 400M */
 	pressure_stop(p);
