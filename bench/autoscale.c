@@ -11,7 +11,7 @@
  * "The pressure trace"): boot MemTotal 393M with 58M in use, the workload
  * faulting anonymous memory in at FAULT_MIB_S, a grow taking GROW_MS from
  * decision to memory online, a shrink SHRINK_MS from decision to unplugged,
- * serve's tick 1 s, the channel CHANNEL_MS.  The OOM killer is modelled:
+ * serve's tick TICK_MS, the channel CHANNEL_MS.  The OOM killer is modelled:
  * when the workload would take MemTotal below MIN_FREE it is killed (its
  * memory freed, a kill counted) and started again, and it faults its way
  * back to the trace.
@@ -39,11 +39,11 @@
 /* measured by tests/vm/libvirt.sh (see the header) */
 #define BOOT_MIB 393
 #define BASE_MIB 58
-#define FAULT_MIB_S 95
+#define FAULT_MIB_S 120
 #define GROW_MS 1200
 #define SHRINK_MS 1100
 #define CHANNEL_MS 20
-#define TICK_MS 1000
+#define TICK_MS 200 /* serve_loop.c ticks at most 200 ms apart */
 #define MIN_FREE_MIB 16
 #define RESERVE_MIB 256
 
@@ -154,7 +154,7 @@ static int run(enum serve_law law, const char *name)
 	struct pressure *p = NULL;
 	struct mg_log log;
 	char path[128], rel[64] = "", flo[64] = "";
-	int64_t next_read = 0, next_tick = 500, end = 0, short_ms = 0, start;
+	int64_t next_read = 0, next_tick = 100, end = 0, short_ms = 0, start;
 	int64_t relief[3] = { -1, -1, -1 }, floor_at[2] = { -1, -1 };
 	uint64_t total_at_burst[3] = { 0 }, beyond = 0, need_peak[3] = { 0 }, granted_peak[3] = { 0 };
 	int last_dir = 0, last_phase = -1, reversals = 0, last_err = 0;

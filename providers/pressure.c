@@ -250,10 +250,11 @@ static uint64_t now_ms(const struct pressure *p)
 	return p->clock_ms ? p->clock_ms(p->ud) : mono_ms();
 }
 
-/* The last minute's fastest allocation rate, weighed by how recent it is:
- * full just after, nothing a minute later.  The guest keeps the headroom of
- * it, so memory given back after a burst comes back in step with the burst
- * fading, not all of it a minute late. */
+/* The fastest allocation rate of the last PRESSURE_PEAK_MS, weighed by how
+ * recent it is: full just after, nothing at the end.  The guest keeps the
+ * headroom of it, so memory goes back in step with the burst fading; 30 s,
+ * not a minute: a minute kept a burst's headroom past the 30 s in which a
+ * guest should be back at its floor after a release (the libvirt test). */
 static uint64_t recent_peak(const struct pressure *p, uint64_t now)
 {
 	uint64_t age = now > p->peak_at_ms ? now - p->peak_at_ms : 0;
@@ -460,11 +461,11 @@ static void send_offer(struct pressure *p, uint64_t now, const struct sample *s)
 	size_format(p->avail, a, sizeof(a));
 	size_format(keep, k, sizeof(k));
 	if (s->have_psi_low && p->have_mem)
-		snprintf(reason, sizeof(reason), "%s; MemAvailable %s, keeping the reserve and %s for the last minute's allocation rate",
+		snprintf(reason, sizeof(reason), "%s; MemAvailable %s, keeping the reserve and %s for the recent allocation rate",
 			 s->psi_low_reason, a, k);
 	else if (p->have_mem)
 		snprintf(reason, sizeof(reason),
-			 "MemAvailable %s stayed above the reserve and %s (the last minute's allocation rate) for %llus", a, k,
+			 "MemAvailable %s stayed above the reserve and %s (the recent allocation rate) for %llus", a, k,
 			 (unsigned long long)(s->low_hold_ms / 1000));
 	else
 		snprintf(reason, sizeof(reason), "%s", s->psi_low_reason);
@@ -478,7 +479,16 @@ static void send_offer(struct pressure *p, uint64_t now, const struct sample *s)
 
 static void decide(struct pressure *p, uint64_t now, uint64_t oom_more, const struct sample *s)
 {
-	bool low_mem = p->have_mem && p->avail < add_sat(p->reserve, headroom(p, p->rate));
+	uint64_t h = headroom(p, p->rate);
+	bool low_mem = p->have_mem && p->avail < add_sat(p->reserve, h);
+
+	/* the need is gone (a step above the watermark): an unanswered request
+	 * is forgotten, the next shortage is a new need, not a repeat */
+	if (p->requested && p->have_mem && p->avail >= add_sat(add_sat(p->reserve, h), p->cfg.step) &&
+	    p->total <= p->total_at_request) {
+		p->requested = false;
+		p->last_request_bytes = 0;
+	}
 
 	if (oom_more || low_mem || s->psi_high) {
 		p->low_since_ms = 0;

@@ -30,10 +30,11 @@
  *   one step.  Once per cooldown, unless MemTotal grew since the last
  *   request (it was answered, so a deficit still there is new), the need
  *   grew past the last request's bytes (the host may have refused that one)
- *   or the OOM killer ran (always asks).
+ *   or the OOM killer ran (always asks).  An unanswered request is
+ *   forgotten once MemAvailable is a step above the watermark again.
  * - Idle: MemAvailable above reserve + keep by at least a step, keep = the
- *   fastest allocation rate of the last minute, weighed by its age (full
- *   at once, none a minute later), x the grow latency (an offer never takes
+ *   fastest allocation rate of the last PRESSURE_PEAK_MS, weighed by its
+ *   age (full at once, none at the end), x the grow latency (an offer never takes
  *   the guest below its own request watermark), all of it for
  *   release_below's window (with PSI, its average holding too), no request
  *   unanswered; then
@@ -58,7 +59,7 @@
 #define PRESSURE_TRIGGER_WINDOW_US 1000000u /* short: a burst without swap stalls briefly */
 #define PRESSURE_TRIGGER_WINDOW_UNPRIV_US 2000000u /* unprivileged triggers: multiples of 2 s (Linux 6.5+) */
 #define PRESSURE_RATE_MIN_DT_MS 200 /* rate samples span at least this */
-#define PRESSURE_PEAK_MS 60000     /* the fastest allocation rate is kept this long */
+#define PRESSURE_PEAK_MS 30000     /* the fastest allocation rate fades over this */
 #define PRESSURE_LATENCY_MIN_MS 500 /* a measured grow latency is taken as at least this */
 
 struct engine;

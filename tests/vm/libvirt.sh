@@ -529,8 +529,8 @@ for p in sys.argv[1:]:
     if r["reversals"]:
         bad.append("%s: %d grow/shrink reversals" % (r["label"], r["reversals"]))
     for i, v in enumerate(r["relief_s"]):
-        if v is not None and v > 5:
-            print("TARGET MISSED: %s burst %d relief %.1f s > 5 s" % (r["label"], i + 1, v))
+        if v is None or (v != "n/a" and v > 5):
+            print("TARGET MISSED: %s burst %d relief %s s > 5 s" % (r["label"], i + 1, v))
     for i, v in enumerate(r["floor_s"]):
         if v is None or v > 30:
             print("TARGET MISSED: %s release %d back to the floor %s s > 30 s" % (r["label"], i + 1, v))

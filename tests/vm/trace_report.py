@@ -9,7 +9,9 @@
 #
 # Per run:
 #   relief      per burst: the burst's start to the first MemTotal rise after it
-#               (memory granted and online); "-" when the burst needed none
+#               (memory granted and online); "n/a" when the burst never took
+#               MemAvailable below the reserve and got nothing (it had enough),
+#               "never" when it did and got nothing
 #   short_s     seconds with MemAvailable below the agent's reserve
 #   oom_kills   the rise of /proc/vmstat's oom_kill over the run
 #   beyond_mib  memory granted beyond the need (peak use + reserve - boot
@@ -63,9 +65,14 @@ def run(args):
         nxt = min([r for r in releases if r > b], default=None)
         need_end = phases[nxt][0] if nxt is not None else s[-1][0]
         total0 = next((x[1] for x in s if x[0] >= start), s[-1][1])
-        rise = next((x[0] for x in s if x[0] >= start and x[1] > total0), None)
-        relief.append(None if rise is None else (rise - start) / 1000)
+        rise = next((x[0] for x in s if start <= x[0] < need_end and x[1] > total0), None)
         during = [x for x in s if start <= x[0] < need_end]
+        if rise is not None:
+            relief.append((rise - start) / 1000)
+        elif any(x[2] < reserve_kb for x in during):
+            relief.append(None)   # short, and nothing came
+        else:
+            relief.append("n/a")  # what it had was enough
         if during:
             need = max(x[1] - x[2] for x in during) + reserve_kb - boot_kb
             granted = max(x[1] for x in during) - boot_kb
@@ -106,6 +113,8 @@ def run(args):
 
 
 def fmt(v):
+    if v == "n/a":
+        return v
     if v is None:
         return "never"
     return "%.1f" % v

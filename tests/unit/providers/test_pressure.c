@@ -436,10 +436,10 @@ static void test_oom_kill_asks_at_once(void **state)
 }
 
 /* After a burst the guest gives back what is idle in one offer, but keeps
- * what the last minute's fastest allocation would use up within a plug's
- * latency, fading with the burst's age; as it fades the rest goes.  An
+ * what the recent fastest allocation would use up within a plug's latency,
+ * fading over 30 s with the burst's age; as it fades the rest goes.  An
  * answered offer (MemTotal shrank) lets the next one go within the cooldown. */
-static void test_offer_keeps_the_last_minute(void **state)
+static void test_offer_keeps_the_recent_headroom(void **state)
 {
 	struct fixture *f = *state;
 	struct mg_pressure_config cfg = config(20000);
@@ -457,7 +457,7 @@ static void test_offer_keeps_the_last_minute(void **state)
 	put_mem(f, 2048, 1700);
 	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
 	read_at(f, p, t);
-	put_mem(f, 2048, 1500); /* a burst of 200M/s: keep 400M for a minute */
+	put_mem(f, 2048, 1500); /* a burst of 200M/s: keep up to 400M, fading over 30 s */
 	read_at(f, p, t += 1000);
 	put_mem(f, 2048, 1700);
 	for (int i = 0; i < 8; i++)
@@ -470,17 +470,56 @@ static void test_offer_keeps_the_last_minute(void **state)
 	assert_int_equal(off, 1);
 	assert_int_equal(f->last_bytes, 1024 * MIB); /* 1700 - 256 - 400 = 1044M: 1G in 128M units */
 	put_mem(f, 1024, 676); /* the revocation took it */
-	while (t < 37000)
-		read_at(f, p, t += 1000);
-	/* keep fades with the burst's age: 400M x (60 s - age) / 60 s; 676M - 256M -
-	 * keep is a step from age 16.2 s (28 s on the clock), then release_below's 10 s */
+	read_at(f, p, t += 1000);
+	/* keep fades with the burst's age: 400M x (30 s - 10 s) / 30 s = 267M; the offer
+	 * was answered (MemTotal shrank), so what is left goes at once */
 	counts(f, &req, &off);
-	assert_int_equal(off, 1);
+	assert_int_equal(off, 2);
+	assert_int_equal(f->last_bytes, 128 * MIB); /* 676M - 256M - 267M: one step */
+	put_mem(f, 896, 548);
+	while (t < 38000)
+		read_at(f, p, t += 1000);
+	counts(f, &req, &off);
+	assert_int_equal(off, 2); /* a step above the reserve and keep from 29 s, for 10 s */
 	read_at(f, p, t += 1000);
 	counts(f, &req, &off);
-	assert_int_equal(off, 2); /* the answered offer (MemTotal shrank) lets this one go at once */
-	assert_int_equal(f->last_bytes, 128 * MIB); /* 676M - 256M - 220M: one step */
+	assert_int_equal(off, 3);
+	assert_int_equal(f->last_bytes, 256 * MIB); /* 548M - 256M - 27M */
 	assert_int_equal(req, 0);
+	pressure_stop(p);
+}
+
+/* A request the host did not answer (it may have had nothing) is forgotten
+ * once the need is gone: the next shortage asks at once, not a cooldown
+ * later. */
+static void test_unanswered_request_forgotten(void **state)
+{
+	struct fixture *f = *state;
+	struct mg_pressure_config cfg = config(600000);
+	struct pressure_params pp = { .cfg = &cfg, .root = f->tmp, .agent_id = "guest-7", .interval_ms = 1000,
+				      .reserve = 256 * MIB, .emit = emit, .revocable = revocable,
+				      .clock_ms = clock_of, .userdata = f };
+	struct pressure *p = NULL;
+	unsigned req, off;
+
+	cfg.step = 128 * MIB;
+	put_mem(f, 4096, 200);
+	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
+	read_at(f, p, 10000);
+	put_mem(f, 4096, 200);
+	read_at(f, p, 11000); /* unanswered, within the cooldown: no repeat */
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	put_mem(f, 4096, 1000); /* the hog went away, MemTotal never grew */
+	read_at(f, p, 12000);
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	/* a new shortage of the same size (MemTotal moved, so no rate: 128M asked again) */
+	put_mem(f, 4000, 200);
+	read_at(f, p, 13000);
+	counts(f, &req, &off);
+	assert_int_equal(req, 2);
+	assert_int_equal(f->last_bytes, 128 * MIB);
 	pressure_stop(p);
 }
 
@@ -534,7 +573,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_meminfo_fallback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rate_asks_ahead_for_the_deficit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oom_kill_asks_at_once, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_offer_keeps_the_last_minute, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unanswered_request_forgotten, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offer_keeps_the_recent_headroom, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thread_reads_at_start, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_params, setup, teardown),
 	};
