@@ -440,7 +440,10 @@ static void send_offer(struct pressure *p, uint64_t now, const struct sample *s)
 	} else {
 		surplus = step;
 	}
-	if (!p->cfg.release_below.set || surplus == 0 || (s->have_psi_low && !s->psi_low)) {
+	/* idle means not allocating: MemAvailable falling faster than a step a
+	 * minute is a ramp in progress, however much is left */
+	if (!p->cfg.release_below.set || surplus == 0 || (s->have_psi_low && !s->psi_low) ||
+	    mul_sat(p->rate, 60) >= step) {
 		p->low_since_ms = 0;
 		return;
 	}

@@ -32,7 +32,8 @@
  *   grew past the last request's bytes (the host may have refused that one)
  *   or the OOM killer ran (always asks).  An unanswered request is
  *   forgotten once MemAvailable is a step above the watermark again.
- * - Idle: MemAvailable above reserve + keep by at least a step, keep = the
+ * - Idle: MemAvailable not falling (less than a step a minute) and above
+ *   reserve + keep by at least a step, keep = the
  *   fastest allocation rate of the last PRESSURE_PEAK_MS, weighed by its
  *   age (full at once, none at the end), x the grow latency (an offer never takes
  *   the guest below its own request watermark), all of it for
