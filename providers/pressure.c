@@ -67,6 +67,7 @@ struct pressure {
 	bool have_oom;
 	uint64_t oom_kills;
 	uint64_t latency_ms;            /* the last answered request's: request to MemTotal grown (0: none yet) */
+	uint64_t given_back_ms;         /* when MemTotal last shrank (0: never) */
 
 	/* decisions */
 	bool requested, offered;
@@ -264,6 +265,20 @@ static uint64_t recent_peak(const struct pressure *p, uint64_t now)
 	return p->peak_rate / 1000 * ((PRESSURE_PEAK_MS - age) * 1000 / PRESSURE_PEAK_MS);
 }
 
+/* An offer not answered yet, or memory that left within the grow latency:
+ * the guest is giving memory back, and what that does to MemAvailable (and
+ * to PSI: offlining migrates pages) is not the workload's. */
+static bool giving_back(const struct pressure *p, uint64_t now)
+{
+	uint64_t lat = p->latency_ms && p->latency_ms < p->cfg.plug_latency_ms ? p->latency_ms : p->cfg.plug_latency_ms;
+
+	if (!p->have_mem)
+		return false; /* nothing to tell the workload's from the revocation's */
+	if (p->offered && p->total >= p->total_at_offer && now - p->last_offer_ms < p->cfg.cooldown_ms)
+		return true;
+	return p->given_back_ms && now - p->given_back_ms < lat;
+}
+
 /* MemAvailable, MemTotal and the allocation rate; missing files are logged once. */
 static void read_memory(struct pressure *p, uint64_t now)
 {
@@ -283,9 +298,18 @@ static void read_memory(struct pressure *p, uint64_t now)
 	if (p->requested && p->have_mem && total > p->total_at_request && p->total <= p->total_at_request &&
 	    now >= p->last_request_ms)
 		p->latency_ms = now - p->last_request_ms; /* the first rise after a request: it was answered */
+	if (p->have_mem && total < p->total)
+		p->given_back_ms = now;
 	p->have_mem = true;
 	p->avail = avail;
 	p->total = total;
+	if (giving_back(p, now)) {
+		/* a revocation isolates its pages before MemTotal drops: MemAvailable
+		 * falls, but nothing allocates; no rate sample from it */
+		p->have_ref = false;
+		p->rate /= 2;
+		return;
+	}
 	if (!p->have_ref || total != p->ref_total || now < p->ref_ms) {
 		/* memory came or went: the rate starts over from here */
 		p->have_ref = true;
@@ -390,7 +414,7 @@ static void send_request(struct pressure *p, uint64_t now, uint64_t oom_more, co
 	/* an unanswered request is repeated only after the cooldown, unless the
 	 * need grew past it (the host may have refused the smaller one) */
 	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms && !answered && !oom_more &&
-	    bytes <= p->last_request_bytes) {
+	    (bytes <= p->last_request_bytes || now - p->last_request_ms < PRESSURE_REQUEST_GAP_MS)) {
 		if (!p->said_waiting)
 			log_debug(&p->log, "pressure: still short of memory; the request is not answered yet");
 		p->said_waiting = true;
@@ -484,11 +508,18 @@ static void decide(struct pressure *p, uint64_t now, uint64_t oom_more, const st
 {
 	uint64_t h = headroom(p, p->rate);
 	bool low_mem = p->have_mem && p->avail < add_sat(p->reserve, h);
+	struct sample own = *s;
 
-	/* the need is gone (a step above the watermark): an unanswered request
-	 * is forgotten, the next shortage is a new need, not a repeat */
-	if (p->requested && p->have_mem && p->avail >= add_sat(add_sat(p->reserve, h), p->cfg.step) &&
-	    p->total <= p->total_at_request) {
+	if (own.psi_high && giving_back(p, now)) {
+		/* stalls of the revocation's own page migration */
+		log_debug(&p->log, "pressure: %s while giving memory back: not counted", s->psi_high_reason);
+		own.psi_high = false;
+		s = &own;
+	}
+
+	/* the need is gone (back above the watermark): an unanswered request is
+	 * forgotten, the next shortage is a new need, not a repeat */
+	if (p->requested && p->have_mem && !low_mem && p->total <= p->total_at_request) {
 		p->requested = false;
 		p->last_request_bytes = 0;
 	}

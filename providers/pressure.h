@@ -30,8 +30,12 @@
  *   one step.  Once per cooldown, unless MemTotal grew since the last
  *   request (it was answered, so a deficit still there is new), the need
  *   grew past the last request's bytes (the host may have refused that one)
- *   or the OOM killer ran (always asks).  An unanswered request is
- *   forgotten once MemAvailable is a step above the watermark again.
+ *   (at most once a second) or the OOM killer ran (always asks).  An
+ *   unanswered request is forgotten once MemAvailable is above the
+ *   watermark again.  While the guest gives memory back (an offer not
+ *   answered yet, or MemTotal shrank within the grow latency) MemAvailable's
+ *   fall is the revocation isolating its pages, not an allocation, and PSI
+ *   stalls are its page migration: neither counts.
  * - Idle: MemAvailable not falling (less than a step a minute) and above
  *   reserve + keep by at least a step, keep = the
  *   fastest allocation rate of the last PRESSURE_PEAK_MS, weighed by its
@@ -62,6 +66,7 @@
 #define PRESSURE_RATE_MIN_DT_MS 200 /* rate samples span at least this */
 #define PRESSURE_PEAK_MS 30000     /* the fastest allocation rate fades over this */
 #define PRESSURE_LATENCY_MIN_MS 500 /* a measured grow latency is taken as at least this */
+#define PRESSURE_REQUEST_GAP_MS 1000 /* a growing need is asked again at most this often */
 
 struct engine;
 struct pressure;
