@@ -28,21 +28,26 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 # lib/: generic helpers; hotplug/: the kernel side (block model, planner,
 # policy, live table, the sysfs and sim backends, both ends of the privilege
 # split's wire); agent/: memgrantd (engine/, exec/, journal/) and memgrantctl
-# (ctl/); providers/: the adapters and the wire protocol (wire/).
+# (ctl/); providers/: the adapters (views/: the engine's views as JSON, for
+# every adapter) and memgrant-host (host/: cli/, serve/ and the guest link
+# both share); lib/wire/: the port's typed messages and reports and their
+# codecs, below the engine and the adapters alike.
 LIB_SRC := $(wildcard lib/*.c)
+WIRE_SRC := $(wildcard lib/wire/*.c)
 HOTPLUG_SRC := $(wildcard hotplug/*.c hotplug/sysfs/*.c hotplug/sim/*.c) \
-	hotplug/privsep/client.c hotplug/privsep/serve.c hotplug/privsep/creds.c
+	hotplug/privsep/helper_client.c hotplug/privsep/helper_serve.c hotplug/privsep/cred_channel.c
 # the helper's start and the confinement of both processes, linked into memgrantd
 PRIVSEP_AGENT_SRC := hotplug/privsep/spawn.c hotplug/privsep/sandbox.c
 CONFIG_SRC := $(wildcard config/*.c)
-AGENT_SRC := lib/log.c agent/reload.c agent/log_journald.c agent/creds.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
-HOST_SRC := $(wildcard providers/host/*.c)
-PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/wire/*.c)
+AGENT_SRC := agent/reload.c agent/cred_files.c $(wildcard agent/engine/*.c agent/exec/*.c agent/journal/*.c)
+HOST_SRC := $(wildcard providers/host/*.c providers/host/cli/*.c providers/host/serve/*.c)
+PROVIDERS_SRC := $(wildcard providers/*.c providers/hooks/*.c providers/views/*.c)
 CTL_SRC := $(wildcard agent/ctl/*.c agent/ctl/lsmem/*.c)
 
 CTL_LIB := $(B)/libctl.a
 MG_LIB := $(B)/libmg.a
 HOTPLUG_LIB := $(B)/libhotplug.a
+WIRE_LIB := $(B)/libwire.a
 AGENT_LIB := $(B)/libagent.a
 
 AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
@@ -50,9 +55,23 @@ AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS
 # libcurl and libcrypto are not linked: lib/curl_dl.c and lib/crypto_dl.c
 # load them when HTTPS, a webhook, a client certificate or memgrantctl's talk
 # to the daemon needs them (only their headers are used here)
-# nor libsystemd: lib/sdnotify.c and agent/log_journald.c speak its two
+# nor libsystemd: lib/sdnotify.c and lib/log_journald.c speak its two
 # protocols (a datagram each) without its dependencies
-AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread
+AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread \
+	$(if $(filter 1,$(LINKED_LIBS)),$(CURL_LIBS) $(CRYPTO_LIBS))
+# The loaded libraries' sonames come from lib/dlopen.list (packaging reads it
+# too).  configure --enable-linked-libs links them instead: the code's
+# sym_NAME calls are then libcurl's own, with curl.h's type checks (CI).
+dlopen_soname = $(shell awk -F';' '$$1 == "$(1)" { print $$2 }' lib/dlopen.list)
+$(B)/lib/curl_dl.o: ALL_CFLAGS += -DMEMGRANT_CURL_SONAME='"$(call dlopen_soname,curl)"'
+$(B)/lib/crypto_dl.o: ALL_CFLAGS += -DMEMGRANT_CRYPTO_SONAME='"$(call dlopen_soname,crypto)"'
+ifeq ($(LINKED_LIBS),1)
+ALL_CFLAGS += -DMEMGRANT_LINKED_LIBS
+# curl.h's checks are warnings raised inside a system header's macro: gcc
+# shows them only with -Wsystem-headers (on the files that call libcurl)
+CURL_CALLERS := agent/ctl/ctl_client.c config/keys.c providers/hooks/webhook.c providers/https.c providers/https_http.c
+$(patsubst %.c,$(B)/%.o,$(CURL_CALLERS)): ALL_CFLAGS += -Wsystem-headers -Werror=attribute-warning
+endif
 
 # unit tests mirror the source folders; build/tests/test_NAME from
 # tests/unit/.../test_NAME.c.  Those of lib/ and hotplug/ link only those.
@@ -65,6 +84,13 @@ UNIT_HOTPLUG := $(call unit_bin,$(UNIT_SRC_HOTPLUG))
 UNIT_AGENT := $(call unit_bin,$(UNIT_SRC_AGENT)) $(if $(filter 1,$(HAVE_LIBVIRT)),$(call unit_bin,$(UNIT_SRC_HOST)))
 TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(wildcard tests/tools/*.c))
 
+# the fuzz harnesses, each run over its seed corpus by tests/fuzz_corpus.sh
+# without libFuzzer (tests/fuzz/replay.c); their sources besides the archives
+# are on the harness's " * Sources:" line.  memgrant-host's need libvirt.
+FUZZ_HARNESSES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_HARNESSES := $(if $(filter 1,$(HAVE_LIBVIRT)),$(FUZZ_HARNESSES),$(filter-out host_%,$(FUZZ_HARNESSES)))
+FUZZ_REPLAY := $(patsubst %,$(B)/tests/fuzz/replay_%,$(FUZZ_HARNESSES))
+fuzz_sources = $(shell sed -n 's/^ \* Sources: //p' tests/fuzz/fuzz_$(1).c)
 ifeq ($(ONLY),hotplug)
 PROGRAMS :=
 UNIT := $(UNIT_HOTPLUG)
@@ -74,7 +100,7 @@ UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
 .PHONY: all programs check check-vm check-libvirt check-unit check-hotplug demo install clean distclean deps bench
-all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS))
+all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS) $(FUZZ_REPLAY))
 # what `make install` installs, without the tests (the packages build this)
 programs: $(PROGRAMS)
 
@@ -99,6 +125,10 @@ $(MG_LIB): $(patsubst %.c,$(B)/%.o,$(LIB_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
+$(WIRE_LIB): $(patsubst %.c,$(B)/%.o,$(WIRE_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 $(HOTPLUG_LIB): $(patsubst %.c,$(B)/%.o,$(HOTPLUG_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
@@ -107,7 +137,7 @@ $(AGENT_LIB): $(patsubst %.c,$(B)/%.o,$(CONFIG_SRC) $(AGENT_SRC) $(PRIVSEP_AGENT
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/memgrantd: $(B)/agent/memgrantd.o $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/memgrantd: $(B)/agent/memgrantd.o $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
@@ -117,7 +147,7 @@ $(B)/memgrant-helper: $(B)/hotplug/privsep/main.o $(B)/hotplug/privsep/sandbox.o
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SECCOMP_LIBS) $(JANSSON_LIBS)
 
-$(B)/memgrantctl: $(B)/agent/ctl/ctl.o $(CTL_LIB) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/memgrantctl: $(B)/agent/ctl/ctl.o $(CTL_LIB) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
@@ -136,29 +166,37 @@ HOST_XML_LIBS := $(XML_LIBS)
 $(B)/providers/host/%.o: ALL_CFLAGS += $(HOST_XML_CFLAGS)
 
 HOST_LIB := $(B)/libhost.a
-$(HOST_LIB): $(patsubst %.c,$(B)/%.o,$(filter-out providers/host/host.c,$(HOST_SRC)))
+$(HOST_LIB): $(patsubst %.c,$(B)/%.o,$(filter-out providers/host/cli/host.c,$(HOST_SRC)))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+# a program of its own: the wire vocabulary and lib/, nothing of memgrantd
+$(B)/memgrant-host: $(patsubst %.c,$(B)/%.o,$(HOST_SRC)) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(YAML_LIBS) $(JANSSON_LIBS) -lpthread
 
 define unit_rule
 $(call unit_bin,$(1)): $(patsubst %.c,$(B)/%.o,$(1)) $(2)
 	@$$(if $$(Q),echo "  LD      $$@")
 	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ $(3) $$(CMOCKA_LIBS)
 endef
-$(foreach t,$(UNIT_SRC_HOTPLUG),$(eval $(call unit_rule,$(t),$$(HOTPLUG_LIB) $$(MG_LIB),$$(JANSSON_LIBS))))
-$(foreach t,$(UNIT_SRC_AGENT),$(eval $(call unit_rule,$(t),$$(CTL_LIB) $$(AGENT_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(AGENT_LIBS))))
-$(foreach t,$(UNIT_SRC_HOST),$(eval $(call unit_rule,$(t),$$(HOST_LIB) $$(AGENT_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(LIBVIRT_LIBS) $$(HOST_XML_LIBS) $$(AGENT_LIBS))))
+$(foreach t,$(UNIT_SRC_HOTPLUG),$(eval $(call unit_rule,$(t),$$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(JANSSON_LIBS))))
+$(foreach t,$(UNIT_SRC_AGENT),$(eval $(call unit_rule,$(t),$$(CTL_LIB) $$(AGENT_LIB) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(AGENT_LIBS))))
+$(foreach t,$(UNIT_SRC_HOST),$(eval $(call unit_rule,$(t),$$(HOST_LIB) $$(AGENT_LIB) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB),$$(LIBVIRT_LIBS) $$(HOST_XML_LIBS) $$(AGENT_LIBS))))
+
+define fuzz_rule
+$(B)/tests/fuzz/replay_$(1): $(B)/tests/fuzz/fuzz_$(1).o $(B)/tests/fuzz/replay.o $(patsubst %.c,$(B)/%.o,$(call fuzz_sources,$(1))) $$(WIRE_LIB) $$(HOTPLUG_LIB) $$(MG_LIB)
+	@$$(if $$(Q),echo "  LD      $$@")
+	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ $$(AGENT_LIBS)
+endef
+$(foreach h,$(FUZZ_HARNESSES),$(eval $(call fuzz_rule,$(h))))
 
 # tests/tools: libfuse3 for simfs (a stub that exits 77 without it)
 TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)
 TOOLS_LIBS := $(FUSE3_LIBS)
 $(B)/tests/tools/%.o: ALL_CFLAGS += $(TOOLS_CFLAGS)
 
-$(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(TOOLS_LIBS)
 
@@ -173,7 +211,7 @@ deps:
 # TEST_WRAPPER runs each test binary (qemu-s390x-static for cross builds).
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
+	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh tests/include_check.sh tests/truth_check.sh $(if $(PROGRAMS),tests/fuzz_corpus.sh tests/dead_check.sh) $(UNIT) $(if $(PROGRAMS),$(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh)))
 
 # benchmarks, not part of check: bench/run.sh prints each figure against its
 # reference and writes $(B)/bench/summary.json (docs/performance.md)
@@ -221,7 +259,7 @@ distclean: clean
 BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(if $(filter 1,$(HAVE_LIBVIRT)),$(wildcard bench/*.c),$(filter-out bench/autoscale.c,$(wildcard bench/*.c))))
 bench-bin: $(BENCH_BIN)
 # bench/autoscale runs memgrant-host serve's control law (libhost.a)
-$(B)/bench/autoscale: $(B)/bench/autoscale.o $(HOST_LIB) $(AGENT_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+$(B)/bench/autoscale: $(B)/bench/autoscale.o $(HOST_LIB) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
 $(B)/bench/%: $(B)/bench/%.o $(HOTPLUG_LIB) $(MG_LIB)

@@ -34,8 +34,8 @@
 #include "agent/engine/events.h"
 #include "lib/log.h"
 #include "agent/reload.h"
-#include "agent/log_journald.h"
-#include "agent/creds.h"
+#include "lib/log_journald.h"
+#include "agent/cred_files.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"

@@ -30,7 +30,7 @@
 #include "lib/fileio.h"
 #include "lib/log.h"
 #include "lib/util.h"
-#include "providers/host/serve.h"
+#include "providers/host/serve/serve.h"
 #include "providers/pressure.h"
 
 #define MIB (1ull << 20)

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hotplug/privsep/creds.h"
+#include "hotplug/privsep/cred_channel.h"
 #include "lib/credstore.h"
 #include "lib/crypto_dl.h"
 #include "lib/util.h"
@@ -166,13 +166,13 @@ regular:
 
 static void openssl_text(char *buf, size_t len)
 {
-	unsigned long e = ERR_get_error();
+	unsigned long e = sym_ERR_get_error();
 
 	if (e)
-		ERR_error_string_n(e, buf, len);
+		sym_ERR_error_string_n(e, buf, len);
 	else
 		snprintf(buf, len, "no PEM block found");
-	ERR_clear_error();
+	sym_ERR_clear_error();
 }
 
 static X509 *load_cert(const char *path, char *why, size_t len)
@@ -187,7 +187,7 @@ static X509 *load_cert(const char *path, char *why, size_t len)
 		snprintf(why, len, "%s", strerror(errno));
 		return NULL;
 	}
-	x = PEM_read_X509(f, NULL, NULL, NULL);
+	x = sym_PEM_read_X509(f, NULL, NULL, NULL);
 	fclose(f);
 	if (!x)
 		openssl_text(why, len);
@@ -213,7 +213,7 @@ static EVP_PKEY *load_key(const char *path, char *why, size_t len)
 		snprintf(why, len, "%s", strerror(errno));
 		return NULL;
 	}
-	k = PEM_read_PrivateKey(f, NULL, no_pass, NULL);
+	k = sym_PEM_read_PrivateKey(f, NULL, no_pass, NULL);
 	fclose(f);
 	if (!k)
 		openssl_text(why, len);
@@ -230,14 +230,14 @@ int config_cert_days(const char *path, long *days, char *until, size_t len)
 
 	if (!x)
 		return -EINVAL;
-	if (ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) == 1 && ASN1_TIME_diff(&d, &s, NULL, X509_get0_notAfter(x)) == 1) {
+	if (sym_ASN1_TIME_to_tm(sym_X509_get0_notAfter(x), &tm) == 1 && sym_ASN1_TIME_diff(&d, &s, NULL, sym_X509_get0_notAfter(x)) == 1) {
 		strftime(until, len, "%Y-%m-%d %H:%M UTC", &tm);
 		*days = d; /* whole days left, negative once expired */
 		if (d == 0 && s < 0)
 			*days = -1;
 		r = 0;
 	}
-	X509_free(x);
+	sym_X509_free(x);
 	return r;
 }
 
@@ -256,11 +256,11 @@ static void check_pair(struct ctx *c, const char *cert_path, const char *key_key
 			   "the control plane; install the certificate in PEM form", cert_path, why);
 		return;
 	}
-	if (X509_cmp_time(X509_get0_notBefore(x), NULL) > 0)
+	if (sym_X509_cmp_time(sym_X509_get0_notBefore(x), NULL) > 0)
 		cfg_err_at(c, cfg_where(c, "providers.https.cert_file"),
 			   "providers.https.cert_file: %s is not valid yet (check the clock, or the certificate's "
 			   "notBefore); the control plane would refuse it", cert_path);
-	if (config_cert_days(cert_path, &days, until, sizeof(until)) == 0 && X509_cmp_time(X509_get0_notAfter(x), NULL) < 0)
+	if (config_cert_days(cert_path, &days, until, sizeof(until)) == 0 && sym_X509_cmp_time(sym_X509_get0_notAfter(x), NULL) < 0)
 		cfg_err_at(c, cfg_where(c, "providers.https.cert_file"),
 			   "providers.https.cert_file: %s expired on %s; the control plane would refuse it: install a "
 			   "renewed certificate and its key, then systemctl reload memgrantd", cert_path, until);
@@ -269,16 +269,16 @@ static void check_pair(struct ctx *c, const char *cert_path, const char *key_key
 		cfg_err_at(c, cfg_where(c, key_key),
 			   "%s: %s holds no private key memgrantd can use (%s; a key encrypted with a passphrase "
 			   "cannot be used); the agent could not connect to the control plane", key_key, key_path, why);
-	} else if (X509_check_private_key(x, k) != 1) {
-		ERR_clear_error();
+	} else if (sym_X509_check_private_key(x, k) != 1) {
+		sym_ERR_clear_error();
 		cfg_err_at(c, cfg_where(c, key_key),
 			   "%s: %s is not the key of the certificate %s (another pair): the TLS handshake would fail; "
 			   "install the key made with this certificate (compare openssl x509 -noout -pubkey -in %s "
 			   "with openssl pkey -pubout -in %s)",
 			   key_key, key_path, cert_path, cert_path, key_path);
 	}
-	EVP_PKEY_free(k);
-	X509_free(x);
+	sym_EVP_PKEY_free(k);
+	sym_X509_free(x);
 }
 
 void cfg_check_credentials(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v)

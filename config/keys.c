@@ -112,7 +112,7 @@ static bool check_socket_mode(const char *s, char *why, size_t len)
 /* Events a hook can name: "*", KIND.*, KIND.STATE (the states of a status). */
 static bool check_event(const char *s, char *why, size_t len)
 {
-	/* The events providers/hooks.c fires (docs/autoscaling.md); "kind.*" matches all of a kind. */
+	/* The events providers/hooks/hooks.c fires (docs/autoscaling.md); "kind.*" matches all of a kind. */
 	static const struct {
 		const char *kind;
 		const char *const states[9];
@@ -153,20 +153,20 @@ static bool check_url(const char *s, char *why, size_t len)
 
 	if (curl_dl_load(why, len) < 0) /* libcurl parses it as it will fetch it */
 		return false;
-	h = curl_url();
+	h = sym_curl_url();
 	if (!h) {
 		snprintf(why, len, "out of memory");
 		return false;
 	}
-	rc = curl_url_set(h, CURLUPART_URL, s, CURLU_NON_SUPPORT_SCHEME);
+	rc = sym_curl_url_set(h, CURLUPART_URL, s, CURLU_NON_SUPPORT_SCHEME);
 	if (rc != CURLUE_OK)
-		snprintf(why, len, "'%s' is not a URL: %s", s, curl_url_strerror(rc));
-	else if (curl_url_get(h, CURLUPART_HOST, &host, 0) != CURLUE_OK || !host || !*host)
+		snprintf(why, len, "'%s' is not a URL: %s", s, sym_curl_url_strerror(rc));
+	else if (sym_curl_url_get(h, CURLUPART_HOST, &host, 0) != CURLUE_OK || !host || !*host)
 		snprintf(why, len, "'%s' has no host", s);
 	else
 		ok = true;
-	curl_free(host);
-	curl_url_cleanup(h);
+	sym_curl_free(host);
+	sym_curl_url_cleanup(h);
 	return ok;
 }
 

@@ -86,7 +86,7 @@ struct hp_backend_ops {
 
 /*
  * What write_attr returns when the backend's writer is gone: the privileged
- * helper exited, was killed or broke the protocol (hotplug/privsep/client.h).
+ * helper exited, was killed or broke the protocol (hotplug/privsep/helper_client.h).
  * Not an outcome of the block: whether the last write reached the kernel is
  * unknown and no write after it will, so the caller stops where the kernel
  * is, undoes nothing and records nothing final; the next start reads the

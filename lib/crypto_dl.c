@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /* libcrypto's functions, loaded once when first needed (crypto_dl.h). */
-#define CRYPTO_DL_IMPL
 #include "lib/crypto_dl.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "lib/dl_table.h"
 
+#ifdef MEMGRANT_LINKED_LIBS
+int crypto_dl_load(char *why, size_t whylen)
+{
+	(void)why;
+	(void)whylen;
+	return 0; /* linked: loaded with the program */
+}
+#else
 #define CRYPTO_DL_NAME(f) #f,
 static const char *const crypto_dl_names[] = { CRYPTO_DL_FUNCS(CRYPTO_DL_NAME) };
 #define CRYPTO_DL_N (sizeof(crypto_dl_names) / sizeof(crypto_dl_names[0]))
@@ -46,5 +54,13 @@ int crypto_dl_load(char *why, size_t whylen)
 const struct crypto_dl *crypto_dl_fns(void)
 {
 	pthread_once(&crypto_dl_once, load);
+	if (crypto_dl_result < 0) {
+		/* a caller went on after crypto_dl_load() failed: a bug, stopped
+		 * here rather than as a jump through a NULL pointer */
+		fprintf(stderr, "memgrant: a libcrypto function was called although libcrypto did not load: %s\n",
+			crypto_dl_why);
+		abort();
+	}
 	return &crypto_dl_table;
 }
+#endif

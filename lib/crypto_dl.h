@@ -5,14 +5,16 @@
  * --check-config and the status (config/check_creds.c).  An agent without
  * webhooks or a client certificate never maps it.
  *
- * Include this instead of the <openssl/...> headers it includes: the
- * functions below become calls through the loaded table.
+ * As lib/curl_dl.h: the code calls sym_NAME (sym_HMAC(...)), which goes
+ * through the loaded table (crypto_dl_fns() loads it first when nobody did,
+ * and stops the process with the reason after a failed load), or is NAME in
+ * a build configured with --enable-linked-libs.
  * - crypto_dl_load(): loads it once per process (pthread_once, safe from any
  *   thread); 0, or -ELIBACC with WHY naming the library and the reason.
  *   Call it before the first of the functions below; a failed load is not
  *   retried.
- * - crypto_dl_fns(): the table; only after crypto_dl_load() returned 0.
- * The table is written once under pthread_once and only read afterwards.
+ * The soname is in lib/dlopen.list (MEMGRANT_CRYPTO_SONAME).  The table is
+ * written once under pthread_once and only read afterwards.
  */
 #ifndef MEMGRANT_LIB_CRYPTO_DL_H
 #define MEMGRANT_LIB_CRYPTO_DL_H
@@ -26,45 +28,60 @@
 #include <openssl/x509.h>
 #include <stddef.h>
 
-#ifndef MEMGRANT_CRYPTO_SONAME
-#if OPENSSL_VERSION_MAJOR >= 3
-#define MEMGRANT_CRYPTO_SONAME "libcrypto.so.3"
+#if OPENSSL_VERSION_MAJOR < 3
+#error "lib/dlopen.list names libcrypto.so.3: OpenSSL 3 headers are needed"
+#endif
+
+int crypto_dl_load(char *why, size_t whylen);
+
+#define CRYPTO_DL_FUNCS(X)                                                            \
+	X(ASN1_TIME_diff) X(ASN1_TIME_to_tm) X(ERR_clear_error) X(ERR_error_string_n) \
+	X(ERR_get_error) X(EVP_PKEY_free) X(PEM_read_PrivateKey) X(PEM_read_X509)     \
+	X(X509_check_private_key) X(X509_cmp_time) X(X509_free) X(X509_get0_notAfter) \
+	X(X509_get0_notBefore) X(EVP_Digest) X(EVP_sha256) X(HMAC)
+
+#ifdef MEMGRANT_LINKED_LIBS
+#define sym_ASN1_TIME_diff ASN1_TIME_diff
+#define sym_ASN1_TIME_to_tm ASN1_TIME_to_tm
+#define sym_ERR_clear_error ERR_clear_error
+#define sym_ERR_error_string_n ERR_error_string_n
+#define sym_ERR_get_error ERR_get_error
+#define sym_EVP_PKEY_free EVP_PKEY_free
+#define sym_PEM_read_PrivateKey PEM_read_PrivateKey
+#define sym_PEM_read_X509 PEM_read_X509
+#define sym_X509_check_private_key X509_check_private_key
+#define sym_X509_cmp_time X509_cmp_time
+#define sym_X509_free X509_free
+#define sym_X509_get0_notAfter X509_get0_notAfter
+#define sym_X509_get0_notBefore X509_get0_notBefore
+#define sym_EVP_Digest EVP_Digest
+#define sym_EVP_sha256 EVP_sha256
+#define sym_HMAC HMAC
 #else
-#define MEMGRANT_CRYPTO_SONAME "libcrypto.so.1.1"
-#endif
-#endif
-
-#define CRYPTO_DL_FUNCS(X)                                                                              \
-	X(ASN1_TIME_diff) X(ASN1_TIME_to_tm) X(ERR_clear_error) X(ERR_error_string_n) X(ERR_get_error)     \
-	X(EVP_PKEY_free) X(PEM_read_PrivateKey) X(PEM_read_X509) X(X509_check_private_key) X(X509_cmp_time) \
-	X(X509_free) X(X509_get0_notAfter) X(X509_get0_notBefore) X(EVP_Digest) X(EVP_sha256) X(HMAC)
-
 struct crypto_dl {
 #define CRYPTO_DL_MEMBER(f) __typeof__(&f) f;
 	CRYPTO_DL_FUNCS(CRYPTO_DL_MEMBER)
 #undef CRYPTO_DL_MEMBER
 };
 
-int crypto_dl_load(char *why, size_t whylen);
 const struct crypto_dl *crypto_dl_fns(void);
 
-#ifndef CRYPTO_DL_IMPL
-#define ASN1_TIME_diff (crypto_dl_fns()->ASN1_TIME_diff)
-#define ASN1_TIME_to_tm (crypto_dl_fns()->ASN1_TIME_to_tm)
-#define ERR_clear_error (crypto_dl_fns()->ERR_clear_error)
-#define ERR_error_string_n (crypto_dl_fns()->ERR_error_string_n)
-#define ERR_get_error (crypto_dl_fns()->ERR_get_error)
-#define EVP_PKEY_free (crypto_dl_fns()->EVP_PKEY_free)
-#define PEM_read_PrivateKey (crypto_dl_fns()->PEM_read_PrivateKey)
-#define PEM_read_X509 (crypto_dl_fns()->PEM_read_X509)
-#define X509_check_private_key (crypto_dl_fns()->X509_check_private_key)
-#define X509_cmp_time (crypto_dl_fns()->X509_cmp_time)
-#define X509_free (crypto_dl_fns()->X509_free)
-#define X509_get0_notAfter (crypto_dl_fns()->X509_get0_notAfter)
-#define X509_get0_notBefore (crypto_dl_fns()->X509_get0_notBefore)
-#define EVP_Digest (crypto_dl_fns()->EVP_Digest)
-#define EVP_sha256 (crypto_dl_fns()->EVP_sha256)
-#define HMAC (crypto_dl_fns()->HMAC)
+#define sym_ASN1_TIME_diff (crypto_dl_fns()->ASN1_TIME_diff)
+#define sym_ASN1_TIME_to_tm (crypto_dl_fns()->ASN1_TIME_to_tm)
+#define sym_ERR_clear_error (crypto_dl_fns()->ERR_clear_error)
+#define sym_ERR_error_string_n (crypto_dl_fns()->ERR_error_string_n)
+#define sym_ERR_get_error (crypto_dl_fns()->ERR_get_error)
+#define sym_EVP_PKEY_free (crypto_dl_fns()->EVP_PKEY_free)
+#define sym_PEM_read_PrivateKey (crypto_dl_fns()->PEM_read_PrivateKey)
+#define sym_PEM_read_X509 (crypto_dl_fns()->PEM_read_X509)
+#define sym_X509_check_private_key (crypto_dl_fns()->X509_check_private_key)
+#define sym_X509_cmp_time (crypto_dl_fns()->X509_cmp_time)
+#define sym_X509_free (crypto_dl_fns()->X509_free)
+#define sym_X509_get0_notAfter (crypto_dl_fns()->X509_get0_notAfter)
+#define sym_X509_get0_notBefore (crypto_dl_fns()->X509_get0_notBefore)
+#define sym_EVP_Digest (crypto_dl_fns()->EVP_Digest)
+#define sym_EVP_sha256 (crypto_dl_fns()->EVP_sha256)
+#define sym_HMAC (crypto_dl_fns()->HMAC)
 #endif
 
 #endif

@@ -28,19 +28,6 @@ void log_init(struct mg_log *l, const char *ident, int level)
 	l->send = NULL;
 }
 
-int log_level_parse(const char *s)
-{
-	static const struct { const char *name; int level; } levels[] = {
-		{ "error", LOG_ERR }, { "warning", LOG_WARNING }, { "notice", LOG_NOTICE },
-		{ "info", LOG_INFO }, { "debug", LOG_DEBUG },
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
-		if (streq(s, levels[i].name))
-			return levels[i].level;
-	return -EINVAL;
-}
-
 static const char *prio_word(int prio)
 {
 	switch (prio) {

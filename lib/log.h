@@ -6,7 +6,7 @@
  *
  * Where lines go:
  * - a sink set by the program (struct mg_log.send): memgrantd sets the
- *   journald one (agent/log_journald.h) when its stderr is the journal, so
+ *   journald one (lib/log_journald.h) when its stderr is the journal, so
  *   that each entry carries the fields below as journal fields;
  * - otherwise stderr: under journald (JOURNAL_STREAM names stderr) each line
  *   starts with a syslog priority prefix "<3>" so journald keeps the level;
@@ -75,7 +75,6 @@ struct mg_log {
 };
 
 void log_init(struct mg_log *l, const char *ident, int level);
-int log_level_parse(const char *s); /* "debug" -> LOG_DEBUG, -EINVAL when unknown */
 void log_msg(const struct mg_log *l, int prio, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void log_fields(const struct mg_log *l, int prio, const struct log_field *f, size_t n, const char *fmt, ...)

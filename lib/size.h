@@ -13,7 +13,7 @@
  * Both return 0, -EINVAL (malformed) or -ERANGE (does not fit in 64 bits).
  *
  * size_format(): the shortest human form lsmem prints ("128M", "1.9G").
- * duration_parse(): "30", "30s", "5m", "2h", "250ms" into milliseconds.
+ * duration_parse_ms(): "30", "30s", "5m", "2h", "250ms" into milliseconds.
  */
 #pragma once
 

@@ -13,7 +13,7 @@
  */
 #include "providers/api_int.h"
 #include "providers/api_parse.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 #include "lib/timeutil.h"
 #include "lib/fileio.h"
 #include "lib/util.h"

@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agent/engine/events.h"
+#include "agent/engine/engine.h"
 #include "lib/json.h"
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_Result_t;

@@ -14,7 +14,7 @@
 #include "providers/api_int.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "providers/wire/lines.h" /* the line framing, channel_reader_* */
+#include "lib/wire/lines.h" /* the line framing, channel_reader_* */
 
 struct msg;
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What one line from the host is (see channel.h; the framing is
- * providers/wire/lines.c).  Apart from channel.c so that it builds alone for the unit
+ * lib/wire/lines.c).  Apart from channel.c so that it builds alone for the unit
  * test and tests/fuzz/fuzz_channel.c.
  */
 #include "providers/channel.h"
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "lib/util.h"
 
 #include <jansson.h>

@@ -11,7 +11,7 @@
  *           pausing while the agent's queue or outbox is full (back-pressure);
  *   sender  PUT {url}/v1/agents/{agent} (inventory) when the layout changed,
  *           then POST {url}/v1/agents/{agent}/status for each outbox report.
- * A multi handle rather than curl_easy_perform() because curl_multi_wakeup()
+ * A multi handle rather than sym_curl_easy_perform() because sym_curl_multi_wakeup()
  * lets https_provider_stop() abort a long poll at once, with no periodic
  * progress callback waking the thread while the server holds the poll.
  */
@@ -28,8 +28,8 @@
 #include "config/config.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
-#include "providers/wire/message.h"
-#include "providers/wire/views_json.h"
+#include "lib/wire/message.h"
+#include "providers/views/views_json.h"
 
 /* --- inventory ----------------------------------------------------------------- */
 
@@ -454,12 +454,12 @@ static int conn_init(struct https_provider *p, struct conn *c, const char *name)
 	uint32_t seed = 0;
 
 	c->name = name;
-	c->multi = curl_multi_init();
-	c->easy = curl_easy_init();
+	c->multi = sym_curl_multi_init();
+	c->easy = sym_curl_easy_init();
 	if (!c->multi || !c->easy)
 		return -ENOMEM;
 	/* one connection per thread, kept alive between requests */
-	curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1L);
+	sym_curl_multi_setopt(c->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 1L);
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
 		seed = (uint32_t)mono_ms() ^ (uint32_t)getpid() ^ (uint32_t)(uintptr_t)c;
 	c->seed = seed ? seed : 1;
@@ -470,9 +470,9 @@ static int conn_init(struct https_provider *p, struct conn *c, const char *name)
 static void conn_done(struct conn *c)
 {
 	if (c->easy)
-		curl_easy_cleanup(c->easy);
+		sym_curl_easy_cleanup(c->easy);
 	if (c->multi)
-		curl_multi_cleanup(c->multi);
+		sym_curl_multi_cleanup(c->multi);
 	https_token_clear(c);
 	https_tls_clear(c);
 	c->easy = NULL;
@@ -502,16 +502,16 @@ static void share_unlock(CURL *e, curl_lock_data data, void *user)
 
 static int share_init(struct https_provider *p)
 {
-	p->share = curl_share_init();
+	p->share = sym_curl_share_init();
 	if (!p->share)
 		return -ENOMEM;
-	if (curl_share_setopt(p->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
-	    curl_share_setopt(p->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
-	    curl_share_setopt(p->share, CURLSHOPT_USERDATA, p) != CURLSHE_OK ||
-	    curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
-	    curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK) {
+	if (sym_curl_share_setopt(p->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+	    sym_curl_share_setopt(p->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+	    sym_curl_share_setopt(p->share, CURLSHOPT_USERDATA, p) != CURLSHE_OK ||
+	    sym_curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
+	    sym_curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK) {
 		/* a libcurl without it: each handle keeps its own sessions */
-		curl_share_cleanup(p->share);
+		sym_curl_share_cleanup(p->share);
 		p->share = NULL;
 	}
 	return 0;
@@ -525,9 +525,9 @@ static void provider_free(struct https_provider *p)
 	conn_done(&p->send);
 	/* after the easy handles that used it */
 	if (p->share)
-		curl_share_cleanup(p->share);
+		sym_curl_share_cleanup(p->share);
 	if (p->curl_initialised)
-		curl_global_cleanup();
+		sym_curl_global_cleanup();
 	free(p->base);
 	free(p->agent);
 	free(p->agent_id);
@@ -572,7 +572,7 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	struct https_provider *p;
 	pthread_condattr_t ca;
 	const char *env;
-	char why[300] = "curl_global_init() failed";
+	char why[300] = "sym_curl_global_init() failed";
 	size_t n;
 	char *esc;
 	int r;
@@ -632,17 +632,17 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	while (n > 0 && p->base[n - 1] == '/')
 		p->base[--n] = '\0';
 
-	if (curl_dl_load(why, sizeof(why)) < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (curl_dl_load(why, sizeof(why)) < 0 || sym_curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		log_err(log, "providers.https: %s (install libcurl to use the HTTPS provider)", why);
 		r = -ELIBACC;
 		goto fail;
 	}
 	p->curl_initialised = true;
-	esc = curl_easy_escape(NULL, agent_id, 0);
+	esc = sym_curl_easy_escape(NULL, agent_id, 0);
 	if (!esc)
 		goto fail;
 	p->agent = strdup(esc);
-	curl_free(esc);
+	sym_curl_free(esc);
 	if (!p->agent)
 		goto fail;
 	r = share_init(p);
@@ -711,8 +711,8 @@ void https_provider_stop(struct https_provider *p)
 	atomic_store(&p->stop, true);
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
-	curl_multi_wakeup(p->poll.multi);
-	curl_multi_wakeup(p->send.multi);
+	sym_curl_multi_wakeup(p->poll.multi);
+	sym_curl_multi_wakeup(p->send.multi);
 	if (p->poll_started)
 		join_waking(p, p->poll_thread);
 	if (p->send_started)

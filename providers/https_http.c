@@ -307,7 +307,7 @@ static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char 
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	n = curl_slist_append(l, line);
+	n = sym_curl_slist_append(l, line);
 	explicit_bzero(line, sizeof(line)); /* may have held the token */
 	if (!n) {
 		*ok = false;
@@ -322,7 +322,7 @@ static void slist_freep(struct curl_slist **l)
 		/* the Authorization line holds the token */
 		for (struct curl_slist *i = *l; i; i = i->next)
 			explicit_bzero(i->data, strlen(i->data));
-		curl_slist_free_all(*l);
+		sym_curl_slist_free_all(*l);
 	}
 }
 
@@ -331,52 +331,52 @@ static void set_common(struct https_provider *p, struct conn *c, struct response
 {
 	CURL *e = c->easy;
 
-	curl_easy_reset(e); /* keeps the connection, the TLS session and DNS caches */
+	sym_curl_easy_reset(e); /* keeps the connection, the TLS session and DNS caches */
 	c->errbuf[0] = '\0';
-	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, p->insecure ? "http,https" : "https");
-	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	sym_curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
+	sym_curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	sym_curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, p->insecure ? "http,https" : "https");
+	sym_curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	sym_curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	sym_curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+	sym_curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+	sym_curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	sym_curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+	sym_curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	sym_curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
 	/* the files' contents, not their paths: the agent may not be able to
 	 * open them itself (root-only keys, credstore.h) */
 	if (c->tls[0]) {
 		struct curl_blob b = { .data = c->tls[0], .len = c->tls_len[0], .flags = CURL_BLOB_COPY };
-		curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
+		sym_curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
 	}
 	if (c->tls[1] && c->tls[2]) {
 		struct curl_blob cb = { .data = c->tls[1], .len = c->tls_len[1], .flags = CURL_BLOB_COPY };
 		struct curl_blob kb = { .data = c->tls[2], .len = c->tls_len[2], .flags = CURL_BLOB_COPY };
-		curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cb);
-		curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &kb);
+		sym_curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cb);
+		sym_curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &kb);
 	}
 	if (c->fresh) {
 		/* a reload: neither the kept-alive connection nor a TLS session
 		 * made with the old certificate serves this request */
-		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
-		curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
+		sym_curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+		sym_curl_easy_setopt(e, CURLOPT_SSL_SESSIONID_CACHE, 0L);
 		c->fresh = false;
 	}
-	curl_easy_setopt(e, CURLOPT_USERAGENT, "memgrantd/" MEMGRANT_VERSION);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
-	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(e, CURLOPT_HEADERDATA, resp);
+	sym_curl_easy_setopt(e, CURLOPT_USERAGENT, "memgrantd/" MEMGRANT_VERSION);
+	sym_curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	sym_curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
+	sym_curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	sym_curl_easy_setopt(e, CURLOPT_HEADERDATA, resp);
 	/* TLS sessions shared by both threads and kept across reconnects: after
 	 * an outage the agent resumes instead of a full handshake (the storm's
 	 * cost is the server's signatures) */
 	if (p->share)
-		curl_easy_setopt(e, CURLOPT_SHARE, p->share);
+		sym_curl_easy_setopt(e, CURLOPT_SHARE, p->share);
 #if LIBCURL_VERSION_NUM >= 0x075700
 	/* the parsed CA store kept across connections where the TLS library
 	 * caches it (a CA file; libcurl parses a CA blob per handshake) */
-	curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 24L * 3600L);
+	sym_curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 24L * 3600L);
 #endif
 }
 
@@ -409,37 +409,37 @@ static void perform(struct https_provider *p, struct conn *c, struct response *r
 	int running = 1, left;
 
 	resp->cc = CURLE_FAILED_INIT;
-	if (curl_multi_add_handle(c->multi, c->easy) != CURLM_OK)
+	if (sym_curl_multi_add_handle(c->multi, c->easy) != CURLM_OK)
 		return;
 	for (;;) {
-		mc = curl_multi_perform(c->multi, &running);
+		mc = sym_curl_multi_perform(c->multi, &running);
 		if (mc != CURLM_OK || running == 0)
 			break;
 		if (https_stopping(p)) {
 			resp->aborted = true;
 			break;
 		}
-		/* sleeps until a socket is ready, curl's own timer, or curl_multi_wakeup() */
-		mc = curl_multi_poll(c->multi, NULL, 0, 60000, NULL);
+		/* sleeps until a socket is ready, curl's own timer, or sym_curl_multi_wakeup() */
+		mc = sym_curl_multi_poll(c->multi, NULL, 0, 60000, NULL);
 		if (mc != CURLM_OK)
 			break;
 	}
-	while ((m = curl_multi_info_read(c->multi, &left)))
+	while ((m = sym_curl_multi_info_read(c->multi, &left)))
 		if (m->msg == CURLMSG_DONE && m->easy_handle == c->easy)
 			resp->cc = m->data.result;
-	curl_multi_remove_handle(c->multi, c->easy);
+	sym_curl_multi_remove_handle(c->multi, c->easy);
 	if (resp->aborted)
 		return;
 	if (resp->cc == CURLE_OK) {
 		curl_off_t ra = -1;
-		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &resp->code);
+		sym_curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &resp->code);
 		if (resp->code >= 300 && resp->code < 400) {
 			char *loc = NULL;
-			if (curl_easy_getinfo(c->easy, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc)
+			if (sym_curl_easy_getinfo(c->easy, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc)
 				resp->location = strdup(loc);
 		}
 		resp->retry_after_s = -1;
-		if (curl_easy_getinfo(c->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
+		if (sym_curl_easy_getinfo(c->easy, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
 			resp->retry_after_s = (long)ra;
 		spread_record(p, resp);
 	}
@@ -479,19 +479,19 @@ int https_request(struct https_provider *p, struct conn *c, const char *method, 
 		snprintf(why, whylen, "out of memory");
 		return -ENOMEM;
 	}
-	curl_easy_setopt(c->easy, CURLOPT_URL, url);
-	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, h);
+	sym_curl_easy_setopt(c->easy, CURLOPT_URL, url);
+	sym_curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, h);
 	if (body) {
-		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
+		sym_curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+		sym_curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
 		if (!streq(method, "POST"))
-			curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
+			sym_curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
 	} else {
-		curl_easy_setopt(c->easy, CURLOPT_HTTPGET, 1L);
+		sym_curl_easy_setopt(c->easy, CURLOPT_HTTPGET, 1L);
 	}
 	perform(p, c, resp);
 	/* the header list dies here: make sure curl no longer points at it */
-	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
+	sym_curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
 	return 0;
 }
 
@@ -533,7 +533,7 @@ static void transport_message(struct https_provider *p, struct conn *c, const st
 	default:
 		break;
 	}
-	snprintf(out, outlen, "%s: %s (curl error %d)%s", what, c->errbuf[0] ? c->errbuf : curl_easy_strerror(r->cc),
+	snprintf(out, outlen, "%s: %s (curl error %d)%s", what, c->errbuf[0] ? c->errbuf : sym_curl_easy_strerror(r->cc),
 		 (int)r->cc, hint);
 }
 
@@ -568,7 +568,7 @@ static const char *curl_class(CURLcode cc)
 	case CURLE_HTTP2_STREAM:
 		return "connection";
 	default:
-		return curl_easy_strerror(cc);
+		return sym_curl_easy_strerror(cc);
 	}
 }
 
@@ -634,7 +634,7 @@ enum outcome https_classify(struct https_provider *p, struct conn *c, int r, con
 	return https_stopping(p) ? OUT_STOPPED : OUT_REFUSED;
 }
 
-/* OUT_OK only for a 2xx whose body acknowledges (see ack_body_ok). */
+/* OUT_OK only for a 2xx whose body acknowledges (see https_ack_body_ok()). */
 enum outcome https_classify_ack(struct https_provider *p, struct conn *c, int r, const struct response *resp,
 				 const char *what, const char *why)
 {

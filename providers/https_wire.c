@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "providers/https_wire.h"
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "lib/json.h"
 #include "lib/util.h"
 

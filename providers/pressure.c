@@ -21,7 +21,7 @@
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #define PSI_FILE_MAX 4096
 #define VMSTAT_MAX 65536
@@ -76,7 +76,7 @@ struct pressure {
 	uint64_t last_request_bytes;
 };
 
-const char *pressure_source_name(enum pressure_source s)
+static const char *source_name(enum pressure_source s)
 {
 	switch (s) {
 	case PRESSURE_PSI_TRIGGER: return "psi-trigger";
@@ -570,7 +570,7 @@ int pressure_read_once(struct pressure *p, int *last_err)
 		return r;
 	}
 	*last_err = r;
-	json_object_set_new(s.detail, "source", json_string(pressure_source_name(p->source)));
+	json_object_set_new(s.detail, "source", json_string(source_name(p->source)));
 	if (p->have_mem) {
 		json_object_set_new(s.detail, "mem_available", json_integer((json_int_t)p->avail));
 		json_object_set_new(s.detail, "mem_total", json_integer((json_int_t)p->total));

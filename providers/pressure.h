@@ -98,7 +98,6 @@ int pressure_start(const struct pressure_params *p, const struct mg_log *log, st
 /* Joins the thread and frees P. */
 void pressure_stop(struct pressure *p);
 enum pressure_source pressure_source(const struct pressure *p);
-const char *pressure_source_name(enum pressure_source s);
 
 /* Where pressure.high / pressure.low go (memgrantd passes hooks_fire()). */
 typedef int pressure_fire_fn(void *ctx, const char *event, json_t *fields);

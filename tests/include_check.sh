@@ -1,14 +1,20 @@
 #!/bin/sh
 # The layout's rules (docs/design.md), checked on the source tree:
-# - lib/ includes only lib/; hotplug/ (the kernel side) includes only lib/
-#   and hotplug/;
+# - lib/wire/ (the port's typed messages and reports and their codecs)
+#   includes lib/ and, of hotplug/, only the block model (hotplug/block.h,
+#   hotplug/words.h): never the engine nor an adapter; the rest of lib/
+#   includes only lib/ outside lib/wire/; hotplug/ (the kernel side) includes
+#   only lib/ (not lib/wire/) and hotplug/;
 # - the engine (agent/engine/, agent/exec/, agent/journal/) and config/
-#   include no adapter (providers/), only the wire protocol's types
-#   (providers/wire/);
+#   include no adapter (providers/, views/ included);
 # - an adapter includes nothing of another adapter: the adapters are
 #   providers/NAME.{c,h} and NAME_PART.{c,h} (api, https, channel, pressure)
-#   and the folders providers/hooks/ and providers/host/; providers/wire/ (the
-#   protocol every adapter speaks) includes no adapter;
+#   and the folders providers/hooks/ and providers/host/; providers/views/
+#   (the engine's views as JSON, every adapter's) includes no adapter;
+# - an adapter includes of agent/ only the engine's port,
+#   agent/engine/engine.h (the engine's other headers are its inside);
+# - memgrant-host (providers/host/) is a program of its own: it includes no
+#   agent/ header at all;
 # - the engine's dependencies go one way: only engine.c (the life cycle)
 #   includes the executor (agent/exec/), and the executor does not include
 #   admission (the message-to-plan translation is agent/engine/plan_request.h);
@@ -33,7 +39,7 @@ complain() {
 # The adapter a path belongs to ("" when none; wire is nobody's).
 adapter_of() {
 	case $1 in
-	providers/wire/*) echo "" ;;
+	providers/views/*) echo "" ;;
 	providers/*/*) p=${1#providers/}; echo "${p%%/*}" ;;
 	providers/*.c | providers/*.h) p=${1#providers/}; p=${p%.*}; echo "${p%%_*}" ;; # https_wire.c is https's
 	*) echo "" ;;
@@ -60,13 +66,25 @@ for f in $(find lib hotplug agent/engine agent/exec agent/journal config -name '
 	for inc in $(includes "$f"); do
 		target=$(resolve "$f" "$inc")
 		case $f in
+		lib/wire/*)
+			case $target in
+			lib/* | hotplug/block.h | hotplug/words.h) ;;
+			*) complain "$f includes $inc: lib/wire/ includes lib/ and hotplug/block.h, hotplug/words.h only" ;;
+			esac ;;
 		lib/*)
-			case $target in lib/*) ;; *) complain "$f includes $inc: lib/ includes only lib/" ;; esac ;;
+			case $target in
+			lib/wire/*) complain "$f includes $inc: lib/ outside lib/wire/ includes no wire type" ;;
+			lib/*) ;;
+			*) complain "$f includes $inc: lib/ includes only lib/" ;;
+			esac ;;
 		hotplug/*)
-			case $target in lib/* | hotplug/*) ;; *) complain "$f includes $inc: hotplug/ includes only lib/ and hotplug/" ;; esac ;;
+			case $target in
+			lib/wire/*) complain "$f includes $inc: hotplug/ includes no wire type" ;;
+			lib/* | hotplug/*) ;;
+			*) complain "$f includes $inc: hotplug/ includes only lib/ and hotplug/" ;;
+			esac ;;
 		*)
 			case $target in
-			providers/wire/*) ;;
 			providers/*) complain "$f includes $inc: the engine and config/ include no adapter" ;;
 			esac ;;
 		esac
@@ -80,10 +98,15 @@ for f in $(find providers -name '*.[ch]' | sort); do
 		theirs=$(adapter_of "$target")
 		if [ -n "$theirs" ] && [ "$theirs" != "$mine" ]; then
 			case $f in
-			providers/wire/*) complain "$f includes $inc: the wire protocol includes no adapter" ;;
+			providers/views/*) complain "$f includes $inc: the views include no adapter" ;;
 			*) complain "$f includes $inc: adapter $mine includes adapter $theirs" ;;
 			esac
 		fi
+		case $f:$target in
+		providers/host/*:agent/*) complain "$f includes $inc: memgrant-host includes no agent/ header" ;;
+		*:agent/engine/engine.h) ;;
+		*:agent/*) complain "$f includes $inc: an adapter includes of agent/ only agent/engine/engine.h" ;;
+		esac
 	done
 done
 

@@ -8,7 +8,7 @@
  */
 #include <getopt.h>
 
-#include "agent/ctl/client.h"
+#include "agent/ctl/ctl_client.h"
 #include "agent/ctl/ctl.h"
 #include "lib/size.h"
 #include "lib/util.h"

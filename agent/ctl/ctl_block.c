@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/ctl/client.h"
+#include "agent/ctl/ctl_client.h"
 #include "agent/ctl/ctl.h"
 #include "hotplug/sim/sim.h"
 #include "lib/util.h"

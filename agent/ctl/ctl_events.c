@@ -2,7 +2,7 @@
 /* memgrantctl events [--json]: follow what the agent does, one line per event. */
 #include <getopt.h>
 
-#include "agent/ctl/client.h"
+#include "agent/ctl/ctl_client.h"
 #include "agent/ctl/ctl.h"
 #include "lib/size.h"
 #include "lib/util.h"

@@ -9,8 +9,8 @@
 #include <signal.h>
 #include <time.h>
 
-#include "providers/wire/message.h"
-#include "agent/ctl/client.h"
+#include "lib/wire/message.h"
+#include "agent/ctl/ctl_client.h"
 #include "agent/ctl/ctl.h"
 #include "agent/ctl/ctl_ops.h"
 #include "lib/size.h"

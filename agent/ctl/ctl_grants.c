@@ -7,8 +7,8 @@
 #include <libsmartcols.h>
 #include <string.h>
 
-#include "providers/wire/message.h"
-#include "agent/ctl/client.h"
+#include "lib/wire/message.h"
+#include "agent/ctl/ctl_client.h"
 #include "agent/ctl/ctl.h"
 #include "hotplug/words.h"
 #include "lib/size.h"

@@ -21,9 +21,9 @@
 #include <string.h>
 
 #include "agent/ctl/lsmem/lsmem.h"
-#include "agent/ctl/client.h"
+#include "agent/ctl/ctl_client.h"
 #include "agent/ctl/ctl.h"
-#include "providers/wire/blockjson.h"
+#include "lib/wire/blockjson.h"
 #include "lib/util.h"
 
 static void lsmem_usage(FILE *f)

@@ -2,7 +2,7 @@
 /* memgrantctl status [--json]: what the agent is doing and how much memory it holds. */
 #include <getopt.h>
 
-#include "agent/ctl/client.h"
+#include "agent/ctl/ctl_client.h"
 #include "agent/ctl/ctl.h"
 #include "lib/size.h"
 #include "lib/util.h"

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "hotplug/planner.h"
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 
 struct engine;
 

@@ -6,7 +6,7 @@
 #include "agent/engine/backend_setup.h"
 
 #include "config/config.h"
-#include "hotplug/privsep/client.h"
+#include "hotplug/privsep/helper_client.h"
 #include "hotplug/privsep/spawn.h"
 #include "hotplug/sim/sim.h"
 #include "lib/fileio.h"

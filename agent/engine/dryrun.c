@@ -3,7 +3,7 @@
  * engine_plan() (agent/engine/engine.h): a dry run.  The request is checked and
  * planned exactly as engine_submit() would (same precheck, same planner
  * call, same policy), and the plan is answered as a struct engine_plan
- * (providers/wire/views_json.c writes it): the blocks in
+ * (providers/views/views_json.c writes it): the blocks in
  * the order they would be taken, the zone and memmap decisions with their
  * reasons, the cost in online memory.  Nothing is numbered, journaled,
  * queued or written.

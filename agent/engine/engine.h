@@ -2,7 +2,7 @@
 /*
  * The engine of memgrantd: the one port every adapter (local API, HTTPS,
  * channel, hooks, webhooks, pressure) talks to.  It knows messages (struct
- * msg, providers/wire/message.h), sources and destinations registered by adapters,
+ * msg, lib/wire/message.h), sources and destinations registered by adapters,
  * and the kernel through hotplug/; it knows no transport, no HTTP status and
  * no provider name.
  *
@@ -34,8 +34,8 @@
 
 #include "hotplug/block.h"
 #include "lib/log.h"
-#include "providers/wire/msg_types.h"
-#include "providers/wire/report.h"
+#include "lib/wire/msg_types.h"
+#include "lib/wire/report.h"
 
 struct engine;
 struct engine_source;
@@ -84,7 +84,6 @@ enum engine_source_flags {
  * engine_start(): requests that recovery resumes from a source nobody
  * registered are treated as ENGINE_SOURCE_REPORTS. */
 int engine_source_add(struct engine *e, const char *name, unsigned flags, struct engine_source **out);
-const char *engine_source_name(const struct engine_source *s);
 /* The last generation recorded from S (0: none yet). */
 uint64_t engine_last_generation(struct engine *e, const struct engine_source *s);
 
@@ -208,7 +207,7 @@ int engine_subscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
 /* After it returns, FN is not called with CTX any more. */
 void engine_unsubscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
 
-/* ---- views (agent/engine/views.h renders them) ------------------------------------------ */
+/* ---- views (agent/engine/views.c fills them) ------------------------------------------ */
 
 struct engine_memory {
 	uint64_t block_size;
@@ -241,7 +240,7 @@ struct engine_running {
 	char cancel_requested_by[64];   /* "" when nobody asked */
 };
 
-/* GET /v1/status as a struct (providers/wire/views_json.h writes it). */
+/* GET /v1/status as a struct (providers/views/views_json.h writes it). */
 struct engine_status {
 	const char *agent, *version, *backend, *root; /* the engine's: valid while it lives */
 	bool stopping;
@@ -318,6 +317,20 @@ void engine_count_skipped(struct engine *e, const struct engine_source *src, con
 void engine_status_line(struct engine *e, char *buf, size_t len);
 /* Status messages as they are published (the SSE stream). */
 struct event_bus *engine_events(struct engine *e);
+/* Waits up to TIMEOUT_MS for an event with seq > AFTER.  Returns 1 with
+ * *TEXT (malloc'd JSON) and *SEQ set, 0 on timeout, -EPIPE once the bus is
+ * closed, other -errno on error.
+ * *MISSED is set to the number of events lost to the ring's wrap-around. */
+int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text, uint64_t *seq,
+		uint64_t *missed);
+
+uint64_t events_last_seq(struct event_bus *b);
+
+/* FN(ARG) is called after every publish and after events_close(), on the
+ * publisher's thread with no lock of the bus held (a reader that does not
+ * block, such as a suspended HTTP stream, resumes from there).  One listener;
+ * NULL removes it, and returns only once a call in progress has ended. */
+void events_set_listener(struct event_bus *b, void (*fn)(void *arg), void *arg);
 /* Readable whenever the state changed; drain it after reading the state. */
 int engine_notify_fd(struct engine *e);
 void engine_notify_drain(struct engine *e);
@@ -329,7 +342,7 @@ void engine_notify_drain(struct engine *e);
 int engine_outbox_register(struct engine *e, const char *dest);
 /* Oldest undelivered document for DEST (a status report, or what an adapter
  * queued): 0 with *DOC (JSON text, malloc'd: the journal's encoding) and
- * *SEQ, -ENOENT none.  providers/wire/views_json.h reads it as JSON. */
+ * *SEQ, -ENOENT none.  providers/views/views_json.h reads it as JSON. */
 int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, char **doc);
 /* DEST acknowledged SEQ: removed durably. */
 int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq);

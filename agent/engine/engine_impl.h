@@ -5,7 +5,7 @@
  * parts below it or beside it):
  *   engine.c         life cycle: new, start, stop, free, reload (the top)
  *   admission.c      engine_submit(): numbering, precheck, journal, queue
- *   dryrun.c         engine_dry_run(): admission's precheck, nothing kept
+ *   dryrun.c         engine_plan(): admission's precheck, nothing kept
  *   adopt.c          engine_adopt(): blocks online outside memgrant into a grant
  *   cancel.c         engine_cancel(): queued ops ended, the running one asked
  *   views.c          the read side: status, grant, blocks, memory

@@ -11,7 +11,7 @@
 #include "hotplug/livetable.h"
 #include "hotplug/words.h"
 #include "lib/json.h"
-#include "providers/wire/report_json.h"
+#include "lib/wire/report_json.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
 

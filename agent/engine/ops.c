@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "lib/json.h"
-#include "providers/wire/report_json.h"
+#include "lib/wire/report_json.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"

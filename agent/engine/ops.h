@@ -31,8 +31,8 @@
 #include "hotplug/block.h"
 #include "lib/idmap.h"
 #include "agent/journal/intentlog.h"
-#include "providers/wire/message.h"
-#include "providers/wire/report.h"
+#include "lib/wire/message.h"
+#include "lib/wire/report.h"
 
 struct engine;
 struct engine_source;
@@ -142,7 +142,7 @@ int op_done_add(struct op *o, uint64_t block, enum mem_zone zone, bool memmap);
 const struct intentlog_done *op_done_find(const struct op *o, uint64_t block);
 /* BLOCK is no longer among O's done blocks (it left outside memgrant); true when it was. */
 bool op_done_remove(struct op *o, uint64_t block);
-/* Puts REPORT on the event bus (as JSON: providers/wire/report_json.h) and
+/* Puts REPORT on the event bus (as JSON: lib/wire/report_json.h) and
  * tells the subscribers (no journal write).
  * While O is in progress the event carries what changed since the previous
  * one ("changed_blocks" instead of "blocks"); other states the whole report. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * From a message (providers/wire/message.h) to the planner's request
+ * From a message (lib/wire/message.h) to the planner's request
  * (hotplug/planner.h), and the ownership list the planner plans against:
  * what admission's precheck and the executor's run both need.  Admission
  * and the executor depend on this; it depends on neither.
@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "hotplug/planner.h"
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 
 struct engine;
 

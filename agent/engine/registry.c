@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine's bottom services, used by every part and depending on none:
- * the main loop's wake-up (an eventfd), the event bus handle, the queue,
- * the sources and the subscribers.  engine.c (the life cycle) sits on top;
- * see engine_impl.h for the map.
+ * The engine's small shared services: the state-change eventfd
+ * (engine_notify(); memgrantd's main loop waits on engine_notify_fd()), the
+ * event bus handle, the queue's append, the sources and the transition
+ * subscribers.  engine.c (the life cycle) creates what they hand out; see
+ * engine_impl.h for the map.
  */
 #include "agent/engine/engine.h"
 
@@ -100,11 +101,6 @@ int engine_source_add(struct engine *e, const char *name, unsigned flags, struct
 	if (r == 0 && out)
 		*out = s;
 	return r;
-}
-
-const char *engine_source_name(const struct engine_source *s)
-{
-	return s->name;
 }
 
 int engine_subscribe(struct engine *e, engine_transition_fn *fn, void *ctx)

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "hotplug/planner.h"
-#include "hotplug/privsep/client.h"
+#include "hotplug/privsep/helper_client.h"
 #include "hotplug/policy.h"
 #include "lib/timeutil.h"
 #include "lib/size.h"

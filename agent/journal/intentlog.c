@@ -5,7 +5,7 @@
  * appended), batches, compaction, and the readers of the live state.
  */
 #include "agent/journal/intentlog_impl.h"
-#include "providers/wire/report_json.h"
+#include "lib/wire/report_json.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 
@@ -748,18 +748,6 @@ int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, si
 	*out = list;
 	*n = count;
 	return 0;
-}
-
-json_t *intentlog_grant_json(struct intentlog *il, const char *id)
-{
-	json_t *g = ilog_find_grant(il->root, id, NULL);
-
-	return g ? json_deep_copy(g) : NULL;
-}
-
-json_t *intentlog_grants_json(struct intentlog *il)
-{
-	return json_deep_copy(json_object_get(il->root, "grants"));
 }
 
 json_t *intentlog_state_json(struct intentlog *il)

@@ -7,7 +7,7 @@
  * destination, and the blocks an operator adopted or released.  The kernel
  * records per-block progress; after a crash, recovery compares an open
  * intent with the kernel.  Status reports come in typed (struct report)
- * and are stored in the journal's own JSON (providers/wire/report_json.h);
+ * and are stored in the journal's own JSON (lib/wire/report_json.h);
  * intentlog_grant_report() decodes them.
  *
  * STATE_DIR/journal.log is an append-only recordlog (agent/journal/recordlog.h) of
@@ -42,8 +42,8 @@
  */
 #pragma once
 
-#include "providers/wire/message.h"
-#include "providers/wire/report.h"
+#include "lib/wire/message.h"
+#include "lib/wire/report.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -220,8 +220,6 @@ void intentlog_grant_done(struct intentlog_grant *g);
 int intentlog_grant_report(const struct intentlog_grant *g, struct report *out);
 int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, size_t *n);
 void intentlog_grants_free(struct intentlog_grant *g, size_t n);
-json_t *intentlog_grant_json(struct intentlog *il, const char *id);
-json_t *intentlog_grants_json(struct intentlog *il);
 int intentlog_find_owned_block(struct intentlog *il, uint64_t block, struct intentlog_block *out);
 int intentlog_owned_blocks(struct intentlog *il, struct intentlog_block **out, size_t *n); /* oldest seq first */
 /* Open intents (a crash interrupted them), in the order they were written. */

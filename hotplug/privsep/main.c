@@ -8,10 +8,10 @@
  *                   [--credential PATH | --credential ""]...
  *
  * Each --credential names, in order, a file of the credential list
- * (creds.h) it serves on fd 5; an empty one holds the place of a file it
+ * (cred_channel.h) it serves on fd 5; an empty one holds the place of a file it
  * does not serve.
  * It opens the backend for writing, drops every capability, loads its
- * seccomp filter, says hello and serves hotplug/privsep/serve.h's requests
+ * seccomp filter, says hello and serves hotplug/privsep/helper_serve.h's requests
  * until the socket closes (exit 0).  A malformed request: one log line,
  * exit 2.  Anything failing before the hello: one log line, exit 1.
  * Being its own program, it maps none of the libraries that parse outside
@@ -21,8 +21,8 @@
 #include <malloc.h>
 #include <signal.h>
 
-#include "hotplug/privsep/serve.h"
-#include "hotplug/privsep/creds.h"
+#include "hotplug/privsep/helper_serve.h"
+#include "hotplug/privsep/cred_channel.h"
 #include "hotplug/sim/sim.h"
 #include "lib/util.h"
 #include "lib/log.h"

@@ -4,8 +4,8 @@
  */
 #include "hotplug/privsep/spawn.h"
 #include "hotplug/privsep/sandbox.h"
-#include "hotplug/privsep/serve.h"
-#include "hotplug/privsep/creds.h"
+#include "hotplug/privsep/helper_serve.h"
+#include "hotplug/privsep/cred_channel.h"
 #include "hotplug/sim/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"

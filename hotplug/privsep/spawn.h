@@ -7,7 +7,7 @@
  * and its end of a socketpair (fd 3): a fresh program that maps none of the
  * libraries parsing outside input.  It opens the configured backend for
  * writing, drops every capability, loads its seccomp filter, says hello and
- * serves hotplug/privsep/serve.h's requests until the socket closes.  It
+ * serves hotplug/privsep/helper_serve.h's requests until the socket closes.  It
  * ignores SIGTERM, SIGINT and SIGHUP: the agent stops it by closing the
  * socket once the block operation in progress and the restore of
  * auto_online_blocks are done, and dies with the agent (PR_SET_PDEATHSIG)
@@ -15,7 +15,7 @@
  * (and its faults set) here, before the fork.
  *
  * With a credential list, a second socketpair (the helper's fd 5) carries
- * creds.h's requests; its other end is OUT->cred_fd.
+ * cred_channel.h's requests; its other end is OUT->cred_fd.
  *
  * One helper per state directory: it holds an flock on
  * STATE_DIR/helper.lock for its whole life (fd 4), and helper_start()
@@ -43,7 +43,7 @@
 struct helper {
 	pid_t pid;
 	int fd;      /* the agent's end of the socketpair */
-	int cred_fd; /* the agent's end of the credential channel (creds.h), -1: no list */
+	int cred_fd; /* the agent's end of the credential channel (cred_channel.h), -1: no list */
 };
 
 /* What the helper serves: the sim's state file (created by the caller
@@ -53,7 +53,7 @@ struct helper_spec {
 	const char *sim_state;         /* the sim's state file, or NULL: sysfs */
 	const char *root;              /* sysfs: "/" or a test tree */
 	enum mg_seccomp_action seccomp;
-	/* the credential list (creds.h), fixed for the helper's life; a NULL
+	/* the credential list (cred_channel.h), fixed for the helper's life; a NULL
 	 * entry holds the place of a file it does not serve */
 	const char *const *cred_paths;
 	size_t n_creds;                /* at most PH_CRED_MAX */

@@ -3,12 +3,12 @@
  * Internals shared by the sim's files (not an interface of memgrant):
  *   fs.c         the folders opened once, and every file reached below them
  *                without following a link (no path another user can change)
- *   sim_state.c  the descriptor, the per-block records, the summary, the
+ *   state.c      the descriptor, the per-block records, the summary, the
  *                writers' lock and its in-flight marker, zone arithmetic
- *   sim_tree.c   the sysfs-shaped tree rendered from the records
+ *   tree.c       the sysfs-shaped tree rendered from the records
  *   sim_watch.c  change notifications (inotify on the state directory)
- *   sim_kernel.c parsing of written values and the waits of a write
- *   sim_read.c   one block read (read_block), the descriptor cached
+ *   kernel.c     parsing of written values and the waits of a write
+ *   read.c       one block read (read_block), the descriptor cached
  *   sim.c        the kernel's rules and the backend
  *
  * On disk (sim.h describes the promise):
@@ -209,7 +209,7 @@ void sim_marker_format(const struct sim_marker *m, char buf[static SIM_MARKER_LE
 /* true while some process holds the writers' lock. */
 bool sim_writer_active(const struct sim_fs *fs);
 
-/* sim_kernel.c */
+/* kernel.c */
 int sim_parse_kbool(const char *s, bool *out);             /* K1 */
 bool sim_sysfs_streq(const char *value, const char *word); /* one trailing newline allowed */
 int sim_parse_state_word(const char *v, int *type);        /* W1: -1 for offline */
@@ -217,7 +217,7 @@ int sim_sleep(uint64_t ms);                                /* signals restart it
 void sim_block_signals(sigset_t *old);
 int sim_sleep_interruptible(uint64_t ms, const sigset_t *open_mask); /* W6: -EINTR */
 
-/* sim_tree.c */
+/* tree.c */
 int sim_tree_render_all(const struct sim_settings *s, const struct sim_block *all,
 			const struct sim_summary *sum);
 /* Block ID went from OLD (NULL: unknown, rewrite all of it) to NEW. */

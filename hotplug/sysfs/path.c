@@ -56,11 +56,6 @@ const char *hp_path_root(const struct hp_path *p)
 	return p->root;
 }
 
-int hp_path_fd(const struct hp_path *p)
-{
-	return p->fd;
-}
-
 int hp_read_at(int dirfd, const char *rel, char *buf, size_t len)
 {
 	_cleanup_close_ int fd = -1;

@@ -41,8 +41,6 @@ static inline void hp_path_freep(struct hp_path **p) { hp_path_free(*p); }
 
 /* The root as given to hp_path_open ("/" for NULL). */
 const char *hp_path_root(const struct hp_path *p);
-/* The O_PATH directory fd of the root, owned by P. */
-int hp_path_fd(const struct hp_path *p);
 
 /* Reads REL into BUF (LEN bytes incl. NUL).  Returns the length (>= 0). */
 int hp_path_read(struct hp_path *p, const char *rel, char *buf, size_t len);

@@ -9,7 +9,7 @@
 #include "hotplug/backend.h"
 #include "hotplug/sysfs/discover.h"
 #include "hotplug/sysfs/path.h"
-#include "hotplug/sysfs/watch.h"
+#include "hotplug/sysfs/sysfs_watch.h"
 #include "lib/util.h"
 
 #include <inttypes.h>

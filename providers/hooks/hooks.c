@@ -14,9 +14,9 @@
 
 #include "agent/engine/engine.h"
 #include "lib/json.h"
-#include "providers/wire/report_json.h"
+#include "lib/wire/report_json.h"
 #include "lib/util.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #define PENDING_MAX 4096 /* events waiting for the runner; beyond, dropped with a log line */
 

@@ -16,7 +16,7 @@
 #include "lib/fileio.h"
 #include "lib/util.h"
 #include "agent/engine/engine.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #ifndef MEMGRANT_VERSION
 #define MEMGRANT_VERSION "0"
@@ -58,7 +58,7 @@ int webhook_dest_for(const char *url, char *out, size_t len)
 
 	if (crypto_dl_load(NULL, 0) < 0) /* webhook_new() says why */
 		return -ELIBACC;
-	if (!EVP_Digest(url, strlen(url), md, &mdlen, EVP_sha256(), NULL))
+	if (!sym_EVP_Digest(url, strlen(url), md, &mdlen, sym_EVP_sha256(), NULL))
 		return -EIO;
 	hex(md, 8, h);
 	if ((size_t)snprintf(out, len, "webhook:%s", h) >= len)
@@ -76,7 +76,7 @@ int webhook_sign(const void *key, size_t key_len, const void *body, size_t body_
 		return -ENOBUFS;
 	if (crypto_dl_load(NULL, 0) < 0)
 		return -ELIBACC;
-	if (!HMAC(EVP_sha256(), key, (int)key_len, body, body_len, md, &mdlen) || mdlen != 32)
+	if (!sym_HMAC(sym_EVP_sha256(), key, (int)key_len, body, body_len, md, &mdlen) || mdlen != 32)
 		return -EIO;
 	memcpy(out, "sha256=", 7);
 	hex(md, mdlen, out + 7);
@@ -195,7 +195,7 @@ static int post(struct webhook *w, json_t *ev, char *why, size_t whylen)
 		snprintf(why, whylen, "out of memory");
 		return -EAGAIN;
 	}
-	c = curl_easy_init();
+	c = sym_curl_easy_init();
 	if (!c) {
 		snprintf(why, whylen, "cannot create a curl handle");
 		return -EAGAIN;
@@ -203,7 +203,7 @@ static int post(struct webhook *w, json_t *ev, char *why, size_t whylen)
 #define ADD_HEADER(...)                                                  \
 	do {                                                             \
 		snprintf(line, sizeof(line), __VA_ARGS__);               \
-		nh = curl_slist_append(hdr, line);                       \
+		nh = sym_curl_slist_append(hdr, line);                       \
 		if (nh)                                                  \
 			hdr = nh;                                        \
 		else                                                     \
@@ -225,32 +225,32 @@ static int post(struct webhook *w, json_t *ev, char *why, size_t whylen)
 		snprintf(why, whylen, "cannot build the request");
 		goto out;
 	}
-	curl_easy_setopt(c, CURLOPT_URL, w->url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, w->insecure_http ? "http,https" : "https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)w->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "memgrant/" MEMGRANT_VERSION);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, w);
-	cr = curl_easy_perform(c);
+	sym_curl_easy_setopt(c, CURLOPT_URL, w->url);
+	sym_curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, w->insecure_http ? "http,https" : "https");
+	sym_curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	sym_curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	sym_curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	sym_curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	sym_curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	sym_curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)w->timeout_ms);
+	sym_curl_easy_setopt(c, CURLOPT_USERAGENT, "memgrant/" MEMGRANT_VERSION);
+	sym_curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	sym_curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	sym_curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress);
+	sym_curl_easy_setopt(c, CURLOPT_XFERINFODATA, w);
+	cr = sym_curl_easy_perform(c);
 	if (cr != CURLE_OK) {
-		snprintf(why, whylen, "%s", curl_easy_strerror(cr));
+		snprintf(why, whylen, "%s", sym_curl_easy_strerror(cr));
 		goto out;
 	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	sym_curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	if (code >= 200 && code < 300)
 		r = 0;
 	else
 		snprintf(why, whylen, "HTTP status %ld", code);
 out:
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(c);
+	sym_curl_slist_free_all(hdr);
+	sym_curl_easy_cleanup(c);
 	return r;
 }
 

@@ -11,7 +11,7 @@
  *                     a libvirt stream from virDomainOpenChannel() driven by
  *                     libvirt's default event loop
  *   host_state.c      generations per domain under the state directory
- * Everything below host.c/host_cmds.c returns 0 or -errno and leaves a
+ * Everything below host.c and host_cmds.c returns 0 or -errno and leaves a
  * human-readable reason in a caller's buffer; only the command layer prints.
  */
 #pragma once
@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "providers/wire/lines.h"
+#include "lib/wire/lines.h"
 
 #define HOST_CHANNEL_NAME "org.memgrant.0"
 #define HOST_STATE_DIR_DEFAULT "/var/lib/memgrant-host"

@@ -7,7 +7,7 @@
  */
 #include <sys/random.h>
 
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
 #include "providers/host/host.h"

@@ -13,7 +13,7 @@
 
 #include "lib/fileio.h"
 #include "lib/util.h"
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "providers/host/host.h"
 
 #define STATE_MAX 65536

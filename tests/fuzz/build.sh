@@ -1,12 +1,13 @@
 #!/bin/sh
 # Builds the libFuzzer harnesses with clang (fuzzer, address, undefined) and
-# runs each for SECONDS (default 60).  Not part of make check (CI runs every
+# runs each for SECONDS (default 60).  make check replays only the seeds,
+# without libFuzzer (tests/fuzz_corpus.sh); CI runs every
 # harness briefly through tests/fuzz/run-all.sh).
 #
 #   tests/fuzz/build.sh [SECONDS] [HARNESS...]     e.g. tests/fuzz/build.sh 30 message
 #
 # Every tests/fuzz/fuzz_NAME.c is a harness; the sources it needs besides
-# lib/ are listed in its header comment on a line " * Sources: a.c b.c".
+# lib/ are listed in its header comment on a line " * Sources: PATH.c ...".
 # FUZZ_RUNS=N runs each N inputs instead of SECONDS.  FUZZ_JOBS harnesses
 # build and run at a time (default: one per CPU).
 # Needs clang and its runtime (Debian: apt-get install clang libclang-rt-14-dev,
@@ -34,6 +35,9 @@ CFLAGS="-std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missin
 LIBS="$(pc --libs jansson yaml-0.1 libcurl libcrypto)"
 [ -n "$LIBS" ] || LIBS="-ljansson -lyaml -lcurl -lcrypto"
 LIBSRC="lib/errname.c lib/size.c lib/fileio.c lib/timeutil.c hotplug/words.c hotplug/block.c lib/dl_table.c lib/curl_dl.c lib/crypto_dl.c" # message.c and config use the words and the block model; config/ the loaded libcurl and libcrypto
+# the loaded libraries' sonames, from the one list (lib/dlopen.list)
+soname() { awk -F';' -v n="$1" '$1 == n { print $2 }' lib/dlopen.list; }
+CFLAGS="$CFLAGS -DMEMGRANT_CURL_SONAME=\"$(soname curl)\" -DMEMGRANT_CRYPTO_SONAME=\"$(soname crypto)\""
 LIMIT="-max_total_time=$SECONDS_EACH"
 [ -n "${FUZZ_RUNS:-}" ] && LIMIT="-runs=$FUZZ_RUNS"
 

@@ -8,7 +8,7 @@
  * number prints back to the same digits (no sign, no blank, no overflow);
  * the body is never longer than the limit and equals the input when it
  * fits; an event name is a safe SSE token.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: providers/api_parse.c
  */
 #include <inttypes.h>

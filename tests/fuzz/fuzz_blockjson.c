@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for blockjson_to_table() / blockjson_to_block()
- * (providers/wire/blockjson.h): any JSON text either becomes a table that
+ * (lib/wire/blockjson.h): any JSON text either becomes a table that
  * serializes back to JSON which parses to the same table, or is refused with
  * -EINVAL and a message, never a half-filled table.  No crash, no leak.
- * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: providers/wire/blockjson.c
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
+ * Sources: lib/wire/blockjson.c
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "providers/wire/blockjson.h"
+#include "lib/wire/blockjson.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

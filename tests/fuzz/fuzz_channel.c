@@ -8,14 +8,14 @@
  * errors).  Whatever the bytes: no crash, no leak; a line is never longer
  * than the limit and holds no newline; a line over the limit is reported
  * once; a bad line carries a code and a message, an ack a seq of at least 1.
- * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: providers/channel_line.c providers/wire/lines.c providers/wire/message.c
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
+ * Sources: providers/channel_line.c lib/wire/lines.c lib/wire/message.c
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "providers/channel.h"
 
 #define LINE_MAX_FUZZ 256

@@ -5,8 +5,9 @@
  * override.  Whatever the bytes: no crash, no leak, no libyaml assertion,
  * and the contract holds: 0 with a config and no messages, or a negative
  * errno with no config and at least one non-empty message that starts with
- * the document's name.  Built by tests/fuzz/build.sh; not part of make check.
- * Sources: config/keys.c config/convert.c config/load.c config/validate.c config/check.c config/check_agent.c config/check_creds.c config/check_sim.c hotplug/privsep/creds.c lib/credstore.c
+ * the document's name.  Built by tests/fuzz/build.sh; make check
+ * replays its seeds (tests/fuzz_corpus.sh).
+ * Sources: config/keys.c config/convert.c config/load.c config/validate.c config/check.c config/check_agent.c config/check_creds.c config/check_sim.c hotplug/privsep/cred_channel.c lib/credstore.c
  */
 #include <stdint.h>
 #include <stdlib.h>

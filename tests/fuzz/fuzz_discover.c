@@ -8,7 +8,7 @@
  * keeps a good value.  Whatever the bytes: no crash, no leak; discovery
  * either fails with a negative errno and a message naming the file, or
  * returns a table whose blocks have the tree's block size.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: hotplug/sysfs/discover.c hotplug/sysfs/path.c
  */
 #include <stdint.h>
@@ -39,7 +39,7 @@ static void put(const char *rel, const char *val, size_t n)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char d[256];
+	char d[2 * sizeof(dev) + 32];
 
 	(void)argc;
 	(void)argv;

@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for memgrant-host serve's parser of guest lines
- * (providers/host/serve_gmsg.c): whatever a guest writes on its channel,
+ * (providers/host/serve/serve_gmsg.c): whatever a guest writes on its channel,
  * gmsg_parse() does not crash or leak, gives a known kind, and a bad line
  * carries a reason of printable text; ids it hands out are valid ids and
  * integers stay within 2^53.
- * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: providers/host/serve_gmsg.c providers/wire/message.c
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
+ * Sources: providers/host/serve/serve_gmsg.c lib/wire/message.c
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "providers/host/serve.h"
+#include "providers/host/serve/serve.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -13,8 +13,8 @@
  * integer seq) with one line {"type":"ack","seq":SEQ} and nothing else, and
  * sends nothing for any other message.
  * The transport is a stub in this file.
- * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: providers/host/host_session.c providers/wire/lines.c providers/wire/message.c
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
+ * Sources: providers/host/host_session.c lib/wire/lines.c lib/wire/message.c
  */
 #include <errno.h>
 #include <stdbool.h>

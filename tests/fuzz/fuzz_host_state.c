@@ -5,7 +5,7 @@
  * no crash, no leak; reading the last generation either fails with a
  * negative errno and a reason, or yields a generation of at most 2^53, and
  * the next generation is above both it and the agent's.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: providers/host/host_state.c
  */
 #include <stdint.h>
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "providers/host/host.h"
 
 static char dir[64];

@@ -9,7 +9,7 @@
  *     ascending, max_taken the last one, every skipped message described;
  *   - https_server_message() always yields one printable, non-empty line of
  *     at most 200 characters.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: providers/https_wire.c
  */
 #include <ctype.h>
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 #include "providers/https_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -9,8 +9,8 @@
  *     says why in one printable line;
  *   - a replayed state written back as one snapshot record replays to the
  *     same state (what compaction relies on).
- * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: agent/journal/intentlog.c agent/journal/replay.c agent/journal/recordlog.c providers/wire/message.c providers/wire/report.c providers/wire/report_json.c lib/crc32c.c lib/idmap.c
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
+ * Sources: agent/journal/intentlog.c agent/journal/replay.c agent/journal/recordlog.c lib/wire/message.c lib/wire/report.c lib/wire/report_json.c lib/crc32c.c lib/idmap.c
  */
 #include <ctype.h>
 #include <errno.h>

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for msg_parse() (providers/wire/message.h): whatever the bytes,
+ * libFuzzer harness for msg_parse() (lib/wire/message.h): whatever the bytes,
  * no crash, no leak, and the contract holds:
  *   - a failure returns one of the documented errnos, leaves *out NULL and
  *     fills a non-empty code and a one-line printable message;
  *   - a success survives the canonical round trip: msg_to_json() of the
  *     result parses again to the same canonical JSON;
  *   - text longer than the limit is refused with E2BIG, never parsed.
- * Built by tests/fuzz/build.sh; not part of make check.
- * Sources: providers/wire/message.c
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
+ * Sources: lib/wire/message.c
  */
 #include <ctype.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "providers/wire/message.h"
+#include "lib/wire/message.h"
 
 static void check_error(int r, const struct msg *m, const struct msg_error *err)
 {

@@ -7,7 +7,7 @@
  * no crash, no leak; a PSI parse either fails with a negative errno or
  * yields a percentage of at most 100.00; the OOM count parses or fails with
  * -ENOENT/-EBADMSG; meminfo is read without a crash.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: providers/pressure_psi.c hotplug/policy.c
  */
 #include <errno.h>

@@ -18,7 +18,7 @@
  *     "full" and an id never together, and read back the same after
  *     sim_marker_format.
  * No crash, no leak whatever the bytes.
- * Built by tests/fuzz/build.sh; not part of make check.
+ * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * Sources: hotplug/sim/state.c hotplug/sim/fs.c
  */
 #include <errno.h>

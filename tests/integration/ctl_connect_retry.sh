@@ -1,7 +1,7 @@
 #!/bin/sh
 # memgrantctl retries a connect that the agent's socket refuses (nothing
 # listens yet: a restart) or that finds its connection queue full (a busy
-# agent) for about 2 s (agent/ctl/client.c), then says which it was:
+# agent) for about 2 s (agent/ctl/ctl_client.c), then says which it was:
 #  - the socket exists, listen() comes 0.5 s later: status succeeds;
 #  - the listen queue is full and frees up after 0.5 s: status succeeds;
 #  - nothing ever listens: exit 1 after the retries, "memgrantd is not

@@ -1,8 +1,8 @@
 #!/bin/sh
-# Under journald memgrantd's entries carry structured fields, sent through
-# libsystemd's journal API (sd_journal_sendv): GRANT_ID=, BLOCK=, STEP=,
-# ERRNO= and ERRNO_NAME=, so that `journalctl GRANT_ID=g-1` finds a grant.
-# libsystemd sends to the fixed path /run/systemd/journal/socket; here, in
+# Under journald memgrantd's entries carry structured fields, sent in
+# journald's native protocol by lib/log_journald.c (no libsystemd): GRANT_ID=,
+# BLOCK=, STEP=, ERRNO= and ERRNO_NAME=, so that `journalctl GRANT_ID=g-1`
+# finds a grant.  It sends to the fixed path /run/systemd/journal/socket; here, in
 # the test's own mount namespace (as_shipped: a fresh /run), a listener of
 # the test binds that path and decodes journald's native protocol.  The
 # split as shipped: root starts memgrantd with the shipped configuration on

@@ -24,7 +24,7 @@
 #include "hotplug/privsep/spawn.h"
 #include "agent/engine/backend_setup.h"
 #include "config/config.h"
-#include "hotplug/privsep/serve.h"
+#include "hotplug/privsep/helper_serve.h"
 #include "lib/util.h"
 
 #include <fcntl.h>

@@ -282,6 +282,22 @@ static void test_sim_and_empty_sections(void **state)
 	assert_int_equal(c->n_hooks, 0);
 }
 
+/* The edges of the ranges, on the side that is accepted: the smallest sim
+ * block (1M) and a PSI threshold of exactly 100%. */
+static void test_range_edges_accepted(void **state)
+{
+	struct mg_config *c;
+
+	(void)state;
+	c = load_ok("backend:\n  type: sim\n  sim:\n    state: /tmp/memgrant-edge/sim.json\n    online: 64M\n"
+		    "    standby: 64M\n    block_size: 1M\n");
+	assert_int_equal(c->backend.sim.block_size, MIB);
+	config_free(c);
+	c = load_ok("pressure:\n  request_above: \"some avg10>100\"\n  release_below: \"some avg10<20\"\n  step: 1G\n");
+	assert_int_equal(c->pressure.request_above.threshold_centi, 10000);
+	config_free(c);
+}
+
 /* Every bad fixture yields exactly the messages its "#>" lines list. */
 static void check_bad_fixture(const char *path)
 {
@@ -623,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_shipped_config),
 		cmocka_unit_test(test_full_config),
 		cmocka_unit_test(test_sim_and_empty_sections),
+		cmocka_unit_test(test_range_edges_accepted),
 		cmocka_unit_test(test_bad_fixtures),
 		cmocka_unit_test(test_unknown_key),
 		cmocka_unit_test(test_bad_sizes),

@@ -14,7 +14,7 @@
 #include "hotplug/backend.h"
 #include "hotplug/livetable.h"
 #include "hotplug/sim/sim.h"
-#include "hotplug/sysfs/watch.h"
+#include "hotplug/sysfs/sysfs_watch.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 

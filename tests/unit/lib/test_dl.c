@@ -70,11 +70,11 @@ static void test_curl_and_crypto_tables(void **state)
 
 	(void)state;
 	assert_int_equal(curl_dl_load(why, sizeof(why)), 0);
-	esc = curl_easy_escape(NULL, "a b/c", 0);
+	esc = sym_curl_easy_escape(NULL, "a b/c", 0);
 	assert_string_equal(esc, "a%20b%2Fc");
-	curl_free(esc);
+	sym_curl_free(esc);
 	assert_int_equal(crypto_dl_load(why, sizeof(why)), 0);
-	assert_non_null(HMAC(EVP_sha256(), key, 3, (const unsigned char *)msg, strlen(msg), md, &mdlen));
+	assert_non_null(sym_HMAC(sym_EVP_sha256(), key, 3, (const unsigned char *)msg, strlen(msg), md, &mdlen));
 	assert_int_equal(mdlen, 32);
 	for (unsigned i = 0; i < mdlen; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);

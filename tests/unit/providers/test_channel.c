@@ -185,6 +185,8 @@ static void test_bad_lines_then_resume(void **state)
 		{ "[1,2]", "EBADMSG" },
 		{ "{\"type\":\"frobnicate\"}", "EINVAL" },
 		{ "{\"type\":\"ack\",\"seq\":-1}", "EINVAL" },
+		{ "{\"type\":\"ack\",\"seq\":0}", "EINVAL" }, /* seqs start at 1: 0 acknowledges nothing */
+		{ "{\"type\":\"ack\",\"seq\":\"1\"}", "EINVAL" },
 	};
 	_cleanup_free_ char *huge = malloc(CHANNEL_LINE_MAX + 2);
 	json_t *j;

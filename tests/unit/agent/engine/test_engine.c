@@ -14,7 +14,7 @@
 #include "config/config.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
-#include "providers/wire/views_json.h"
+#include "providers/views/views_json.h"
 
 #define MIB (1024ull * 1024)
 
@@ -314,12 +314,103 @@ static void test_plan(void **state)
 	json_decref(g);
 }
 
+/* Submits TEXT from SRC: the verdict's kind, and its error in *ERR. */
+static enum engine_verdict_kind submit_kind(struct engine *e, const struct engine_source *src, const char *text,
+					    int *err)
+{
+	struct engine_verdict v;
+	enum engine_verdict_kind k;
+
+	assert_int_equal(engine_submit(e, src, parse(text, 0), &v), 0);
+	k = v.kind;
+	*err = v.err;
+	engine_verdict_done(&v);
+	return k;
+}
+
+/* Admission's edges, each on both sides: the standby there is (8 blocks of
+ * 128M), the generations around the last one, a deadline just past, and a
+ * revocation of exactly what is owned. */
+static void test_admission_boundaries(void **state)
+{
+	struct fixture *f = *state;
+	struct engine_source *cp = NULL, *op = NULL;
+	struct engine_verdict v;
+	char text[256], when[32];
+	int err;
+
+	assert_int_equal(engine_source_add(f->e, "cp", ENGINE_SOURCE_REPORTS, &cp), 0);
+	assert_int_equal(engine_source_add(f->e, "op", ENGINE_SOURCE_OPERATOR, &op), 0);
+
+	/* all the standby plans; one block more does not */
+	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"1G\"}", MSG_PARSE_UNNUMBERED), &v), 0);
+	assert_int_equal(v.kind, ENGINE_ANSWERED);
+	assert_int_equal(v.plan->n_blocks, 8);
+	engine_verdict_done(&v);
+	assert_int_equal(engine_plan(f->e, op, parse("{\"type\":\"grant\",\"size\":\"1152M\"}", MSG_PARSE_UNNUMBERED), &v), 0);
+	assert_int_equal(v.kind, ENGINE_REJECTED);
+	assert_int_equal(v.err, -ENOSPC);
+	engine_verdict_done(&v);
+
+	/* a deadline an hour ahead runs; one a second past is refused and
+	 * recorded so (its generation answered with that refusal from now on) */
+	msg_time_format(time(NULL) + 3600, when);
+	snprintf(text, sizeof(text), "{\"type\":\"grant\",\"id\":\"g1\",\"generation\":5,\"size\":\"512M\",\"not_after\":\"%s\"}", when);
+	assert_int_equal(submit_kind(f->e, cp, text, &err), ENGINE_ACCEPTED);
+	assert_int_equal(wait_final(f->e, "g1"), MSG_STATE_APPLIED);
+	/* not_after is the last moment a grant may start: a deadline of this
+	 * very second is already over (time only goes on) */
+	msg_time_format(time(NULL), when);
+	snprintf(text, sizeof(text), "{\"type\":\"grant\",\"id\":\"now\",\"generation\":6,\"size\":\"128M\",\"not_after\":\"%s\"}", when);
+	assert_int_equal(submit_kind(f->e, cp, text, &err), ENGINE_REJECTED);
+	assert_int_equal(err, -ETIME);
+	msg_time_format(time(NULL) - 1, when);
+	snprintf(text, sizeof(text), "{\"type\":\"grant\",\"id\":\"late\",\"generation\":7,\"size\":\"128M\",\"not_after\":\"%s\"}", when);
+	assert_int_equal(submit_kind(f->e, cp, text, &err), ENGINE_REJECTED);
+	assert_int_equal(err, -ETIME);
+
+	/* generations: at or below the last with a record, a replay; below it
+	 * without one, stale; the next is new (and refused here by its id) */
+	assert_int_equal(submit_kind(f->e, cp, text, &err), ENGINE_REPLAY);
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g1\",\"generation\":5,\"size\":\"512M\"}", &err),
+			 ENGINE_REPLAY);
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"gx\",\"generation\":4,\"size\":\"128M\"}", &err),
+			 ENGINE_REJECTED);
+	assert_int_equal(err, -ESTALE);
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g1\",\"generation\":8,\"size\":\"128M\"}", &err),
+			 ENGINE_REJECTED);
+	assert_int_equal(err, -EEXIST);
+
+	/* what is left of the standby: exactly it is granted, then nothing more */
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g2\",\"generation\":9,\"size\":\"512M\"}", &err),
+			 ENGINE_ACCEPTED);
+	assert_int_equal(wait_final(f->e, "g2"), MSG_STATE_APPLIED);
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"grant\",\"id\":\"g3\",\"generation\":10,\"size\":\"128M\"}", &err),
+			 ENGINE_REJECTED);
+	assert_int_equal(err, -ENOSPC);
+
+	/* a revocation of one block more than is owned is refused; of all of it runs */
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"revoke\",\"id\":\"r1\",\"generation\":11,\"size\":\"1152M\"}", &err),
+			 ENGINE_REJECTED);
+	assert_int_equal(err, -ENOSPC);
+	assert_int_equal(submit_kind(f->e, cp, "{\"type\":\"revoke\",\"id\":\"r2\",\"generation\":12,\"size\":\"1G\"}", &err),
+			 ENGINE_ACCEPTED);
+	assert_int_equal(wait_final(f->e, "r2"), MSG_STATE_APPLIED);
+	{
+		struct engine_memory m;
+		assert_int_equal(engine_memory(f->e, &m), 0);
+		assert_int_equal(m.granted_bytes, 0);
+		assert_int_equal(m.online_bytes, 1024 * MIB);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_verdicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup_slow, teardown),
 		cmocka_unit_test_setup_teardown(test_plan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_admission_boundaries, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,6 +57,24 @@ static void test_up_never_adopts_what_is_not_ours(void **state)
 	assert_int_equal(recovery_block_fate(ILOG_UP, 0, &other, "", BOOT_END), FATE_DONE);
 }
 
+/* Boot memory ends at BOOT_END: its last block, BOOT_END - 1, is as much boot
+ * memory as its first, whatever state a crash left it in. */
+static void test_up_boot_memory_edges(void **state)
+{
+	struct mem_block first = block(0, true, MEM_STATE_ONLINE);
+	struct mem_block last = block(BOOT_END - 1, true, MEM_STATE_ONLINE);
+	struct mem_block last_half = block(BOOT_END - 1, true, MEM_STATE_OFFLINE);
+	struct mem_block above = block(BOOT_END, true, MEM_STATE_OFFLINE);
+
+	(void)state;
+	assert_int_equal(recovery_block_fate(ILOG_UP, 0, &first, "", BOOT_END), FATE_REFUSED);
+	assert_int_equal(recovery_block_fate(ILOG_UP, 0, &last, "", BOOT_END), FATE_REFUSED);
+	assert_int_equal(recovery_block_fate(ILOG_UP, 0, &last_half, "", BOOT_END), FATE_REFUSED);
+	assert_int_equal(recovery_block_fate(ILOG_UP, 0, &above, "", BOOT_END), FATE_HALF);
+	/* no boot memory at all (boot_end 0): block 0 is adoptable */
+	assert_int_equal(recovery_block_fate(ILOG_UP, 0, &first, "", 0), FATE_DONE);
+}
+
 static void test_down_crash_points(void **state)
 {
 	struct mem_block online = block(20, true, MEM_STATE_ONLINE);
@@ -95,6 +113,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_up_crash_points),
 		cmocka_unit_test(test_up_never_adopts_what_is_not_ours),
+		cmocka_unit_test(test_up_boot_memory_edges),
 		cmocka_unit_test(test_down_crash_points),
 		cmocka_unit_test(test_down_credits_only_owned_blocks),
 	};

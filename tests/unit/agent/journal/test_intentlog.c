@@ -560,6 +560,105 @@ static void test_bad_frames(void **state)
 	assert_int_equal(intentlog_replay_image(buf, len, &st, err, sizeof(err)), -EBADMSG);
 }
 
+/* The journal's own generation check: an accept record whose generation is
+ * not above the last its source recorded is refused by the replay, at the
+ * last generation itself as below it (the writer refuses it first,
+ * intentlog_accept(); this is a journal written otherwise). */
+static void test_replay_refuses_a_repeated_generation(void **state)
+{
+	const char *snap = "{\"version\":1,\"next_order\":0,\"next_block_seq\":1,\"sources\":{},\"grants\":[],"
+			   "\"outbox\":{},\"intents\":[],\"step\":null}";
+	const char *a3 = "{\"source\":\"https\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			 "\"request\":{\"type\":\"grant\",\"id\":\"g-a\",\"generation\":3,\"size\":\"512M\"}}";
+	const char *b3 = "{\"source\":\"https\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			 "\"request\":{\"type\":\"grant\",\"id\":\"g-b\",\"generation\":3,\"size\":\"512M\"}}";
+	const char *b2 = "{\"source\":\"https\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			 "\"request\":{\"type\":\"grant\",\"id\":\"g-b\",\"generation\":2,\"size\":\"512M\"}}";
+	const char *b4 = "{\"source\":\"https\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			 "\"request\":{\"type\":\"grant\",\"id\":\"g-b\",\"generation\":4,\"size\":\"512M\"}}";
+	const char *local3 = "{\"source\":\"local\",\"state\":\"accepted\",\"time\":\"2026-01-02T03:04:05Z\","
+			     "\"request\":{\"type\":\"grant\",\"id\":\"g-b\",\"generation\":3,\"size\":\"512M\"}}";
+	const char *second[] = { b3, b2 };
+	unsigned char buf[4096];
+	char err[512];
+	json_t *st = NULL;
+	size_t len;
+
+	(void)state;
+	for (size_t i = 0; i < 2; i++) {
+		struct recordlog_rec recs[] = { { ILOG_REC_SNAPSHOT, snap, strlen(snap) },
+						{ ILOG_REC_ACCEPT, a3, strlen(a3) },
+						{ ILOG_REC_ACCEPT, second[i], strlen(second[i]) } };
+		len = image(buf, recs, 3);
+		err[0] = '\0';
+		assert_int_equal(intentlog_replay_image(buf, len, &st, err, sizeof(err)), -EBADMSG);
+		if (!strstr(err, "is not above the last of source \"https\""))
+			fail_msg("%s", err);
+	}
+	/* the next generation of the same source, and the same generation of
+	 * another source, are new */
+	const char *fine[] = { b4, local3 };
+	for (size_t i = 0; i < 2; i++) {
+		struct recordlog_rec recs[] = { { ILOG_REC_SNAPSHOT, snap, strlen(snap) },
+						{ ILOG_REC_ACCEPT, a3, strlen(a3) },
+						{ ILOG_REC_ACCEPT, fine[i], strlen(fine[i]) } };
+		len = image(buf, recs, 3);
+		assert_int_equal(intentlog_replay_image(buf, len, &st, err, sizeof(err)), 0);
+		assert_int_equal(json_array_size(json_object_get(st, "grants")), 2);
+		json_decref(st);
+		st = NULL;
+	}
+}
+
+/* The largest generation every JSON reader keeps exact (MSG_GENERATION_MAX,
+ * 2^53) is recorded, and replays from the log as it was written. */
+static void test_largest_generation_recorded(void **state)
+{
+	struct fixture *f = *state;
+	struct intentlog *il;
+
+	assert_int_equal(mkdir_p(f->dir, 0700), 0);
+	il = iopen(f, NULL, NULL);
+	accept_grant(il, "https", "g-max", MSG_GENERATION_MAX, NULL);
+	assert_int_equal(intentlog_last_generation(il, "https"), MSG_GENERATION_MAX);
+	intentlog_close(il);
+	il = iopen(f, NULL, NULL);
+	assert_int_equal(intentlog_last_generation(il, "https"), MSG_GENERATION_MAX);
+	intentlog_close(il);
+}
+
+/* The longest record the writer encodes (RECORDLOG_RECORD_MAX bytes) is one
+ * the reader takes back whole; one byte more is not encoded at all. */
+static void test_longest_record_reads_back(void **state)
+{
+	const size_t max = RECORDLOG_RECORD_MAX;
+	_cleanup_free_ unsigned char *data = malloc(max + 1), *img = NULL;
+	_cleanup_free_ void *enc = NULL;
+	struct recordlog_rec rec = { ILOG_REC_OUTBOX_PUSH, NULL, max };
+	struct recordlog_scan scan;
+	size_t len = 0;
+	char err[256] = "";
+
+	(void)state;
+	assert_non_null(data);
+	memset(data, 'x', max + 1);
+	rec.data = data;
+	assert_int_equal(recordlog_encode(&rec, 1, &enc, &len), 0);
+	img = malloc(RECORDLOG_FILE_MAGIC_LEN + len);
+	assert_non_null(img);
+	memcpy(img, RECORDLOG_FILE_MAGIC, RECORDLOG_FILE_MAGIC_LEN);
+	memcpy(img + RECORDLOG_FILE_MAGIC_LEN, enc, len);
+	assert_int_equal(recordlog_scan(img, RECORDLOG_FILE_MAGIC_LEN + len, NULL, NULL, &scan, err, sizeof(err)), 0);
+	if (scan.torn)
+		fail_msg("the longest record was cut as a torn tail: %s", scan.torn_why);
+	assert_int_equal(scan.records, 1);
+	assert_int_equal(scan.valid_end, RECORDLOG_FILE_MAGIC_LEN + len);
+	rec.len = max + 1;
+	free(enc);
+	enc = NULL;
+	assert_int_equal(recordlog_encode(&rec, 1, &enc, &len), -EINVAL);
+}
+
 static void test_compaction_preserves_state(void **state)
 {
 	struct fixture *f = *state;
@@ -840,6 +939,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_torn_batch_goes_whole, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_middle_corruption_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
+		cmocka_unit_test(test_replay_refuses_a_repeated_generation),
+		cmocka_unit_test(test_longest_record_reads_back),
+		cmocka_unit_test_setup_teardown(test_largest_generation_recorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compaction_preserves_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syncs_per_operation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_changes_nothing, setup, teardown),

@@ -21,10 +21,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hotplug/backend.h"
-#include "hotplug/privsep/serve.h"
-#include "hotplug/privsep/client.h"
+#include "hotplug/privsep/helper_serve.h"
+#include "hotplug/privsep/helper_client.h"
 #include "lib/util.h"
 #include "tests/fixtures/gentree.h"
 
@@ -180,6 +181,18 @@ static void test_deadline(void **state)
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	assert_true(secs >= 0.15);
 	assert_true(secs < 5.0);
+	/* a deadline already past is the shortest one the wire carries (1 ms),
+	 * never 0, which means no limit: the write is cut at once (the alarm
+	 * ends this test rather than let it hang on the FIFO) */
+	snprintf(path, sizeof(path), "%s/sys/devices/system/memory/memory3/state", f->root);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec -= 1;
+	assert_int_equal(hp_privsep_set_deadline(f->b, &end), 0);
+	alarm(20);
+	assert_int_equal(block_offline(f->b, 3), -EINTR);
+	alarm(0);
 	/* the deadline only applies to offline; without one the helper goes on */
 	assert_int_equal(hp_privsep_set_deadline(f->b, NULL), 0);
 	assert_int_equal(block_offline(f->b, 2), 0);

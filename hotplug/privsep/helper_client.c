@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The forwarding backend (contract in helper_client.h).
+ */
+#include "hotplug/privsep/helper_client.h"
+#include "hotplug/privsep/helper_serve.h"
+#include "lib/util.h"
+
+#include <pthread.h>
+#include <sys/socket.h>
+
+struct privsep_backend {
+	struct hp_backend base; /* first: the vtable casts back */
+	struct hp_backend_ops ops; /* the inner backend's name with our functions */
+	struct hp_backend *reader;
+	int fd;
+	pthread_mutex_t lock;
+	bool gone; /* the helper is gone: every write fails from now on */
+	bool has_deadline;
+	struct timespec deadline;
+};
+
+static struct privsep_backend *of(struct hp_backend *b)
+{
+	return (struct privsep_backend *)b;
+}
+
+static int ps_discover(struct hp_backend *b, struct mem_table **out)
+{
+	return hp_discover(of(b)->reader, out);
+}
+
+static int ps_read_block(struct hp_backend *b, uint64_t id, struct mem_block *out)
+{
+	return hp_read_block(of(b)->reader, id, out);
+}
+
+static int ps_read_auto_online(struct hp_backend *b, char *buf, size_t len)
+{
+	struct hp_backend *r = of(b)->reader;
+
+	return r->ops->read_auto_online(r, buf, len);
+}
+
+/* Change notifications are reads too: the reader's own. */
+static int ps_watch_open(struct hp_backend *b)
+{
+	return hp_watch_open(of(b)->reader);
+}
+
+static int ps_watch_row(struct hp_backend *b, uint64_t id, struct mem_block *out)
+{
+	return hp_watch_row(of(b)->reader, id, out);
+}
+
+static int ps_watch_read(struct hp_backend *b, uint64_t *ids, size_t max, size_t *n, bool *overflow)
+{
+	return hp_watch_read(of(b)->reader, ids, max, n, overflow);
+}
+
+/* Milliseconds left until the deadline, at least 1 (0 means no limit). */
+static uint32_t ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	int64_t ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (int64_t)(deadline->tv_sec - now.tv_sec) * 1000 + (deadline->tv_nsec - now.tv_nsec) / 1000000;
+	if (ms < 1)
+		return 1;
+	return ms > PH_MAX_DEADLINE_MS ? PH_MAX_DEADLINE_MS : (uint32_t)ms;
+}
+
+/* The request for writing VALUE to ATTR of ID, or -EINVAL (see helper_serve.h). */
+static int encode(enum hp_attr attr, uint64_t id, const char *value, struct ph_request *rq)
+{
+	memset(rq, 0, sizeof(*rq));
+	rq->magic = PH_MAGIC;
+	rq->block = id;
+	if (!value)
+		return -EINVAL;
+	switch (attr) {
+	case HP_ATTR_CONFIG:
+		if (!streq(value, "1") && !streq(value, "0"))
+			return -EINVAL;
+		rq->op = streq(value, "1") ? PH_OP_CONFIGURE : PH_OP_DECONFIGURE;
+		return 0;
+	case HP_ATTR_MEMMAP:
+		if (!streq(value, "1") && !streq(value, "0"))
+			return -EINVAL;
+		rq->op = PH_OP_SET_MEMMAP;
+		rq->arg = streq(value, "1");
+		return 0;
+	case HP_ATTR_STATE:
+		if (streq(value, "offline")) {
+			rq->op = PH_OP_OFFLINE;
+			return 0;
+		}
+		for (int t = ONLINE_DEFAULT; t <= ONLINE_MOVABLE; t++)
+			if (streq(value, online_type_word((enum online_type)t))) {
+				rq->op = PH_OP_ONLINE;
+				rq->arg = (uint16_t)t;
+				return 0;
+			}
+		return -EINVAL;
+	case HP_ATTR_AUTO_ONLINE:
+	{
+		enum mem_auto_online a;
+
+		if (mem_auto_online_parse(value, &a) < 0)
+			return -EINVAL;
+		rq->op = PH_OP_SET_AUTO_ONLINE;
+		rq->arg = (uint16_t)a;
+		rq->block = 0;
+		return 0;
+	}
+	case HP_ATTR_ONLINE:
+	default:
+		return -EINVAL;
+	}
+}
+
+/*
+ * The helper cannot be asked anything any more (p->lock held): it exited, was
+ * killed, or its reply broke the protocol.  Both directions of the socket are
+ * shut, so a helper still running sees the end of its input and exits, and
+ * the owner's poll sees the hang-up in every case.
+ */
+static int helper_gone_locked(struct privsep_backend *p)
+{
+	if (!p->gone)
+		shutdown(p->fd, SHUT_RDWR);
+	p->gone = true;
+	return -HP_EWRITER_GONE;
+}
+
+static int ps_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value)
+{
+	struct privsep_backend *p = of(b);
+	struct ph_request rq;
+	struct ph_reply rp;
+	ssize_t n;
+	int r;
+
+	r = encode(attr, id, value, &rq);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&p->lock);
+	if (p->gone) {
+		r = -HP_EWRITER_GONE;
+		goto out;
+	}
+	if (rq.op == PH_OP_OFFLINE && p->has_deadline)
+		rq.deadline_ms = ms_left(&p->deadline);
+	do
+		n = send(p->fd, &rq, sizeof(rq), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(rq)) {
+		/* EPIPE, ECONNRESET, ENOTCONN...: whatever the reason, the request
+		 * did not reach the helper and no later one will */
+		r = helper_gone_locked(p);
+		goto out;
+	}
+	/* The helper is doing the write; a signal here changes nothing. */
+	do
+		n = recv(p->fd, &rp, sizeof(rp), MSG_TRUNC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0 || n != (ssize_t)sizeof(rp) || rp.magic != PH_MAGIC || rp.err < 0) {
+		/* EOF or a reset: the helper died with the write in its hands,
+		 * which may or may not have reached the kernel */
+		r = helper_gone_locked(p);
+		goto out;
+	}
+	/* the kernel's own errno; it never says ESHUTDOWN, which would read as
+	 * the helper's end */
+	r = rp.err == HP_EWRITER_GONE ? -EIO : -rp.err;
+out:
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+static void ps_close(struct hp_backend *b)
+{
+	struct privsep_backend *p = of(b);
+
+	hp_backend_close(p->reader);
+	if (p->fd >= 0)
+		close(p->fd);
+	pthread_mutex_destroy(&p->lock);
+	free(p->base.root);
+	free(p);
+}
+
+int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out)
+{
+	struct privsep_backend *p = calloc(1, sizeof(*p));
+
+	if (!p || !(p->base.root = strdup(reader->root))) {
+		free(p);
+		hp_backend_close(reader);
+		close(fd);
+		return -ENOMEM;
+	}
+	p->ops = (struct hp_backend_ops){
+		.name = reader->ops->name,
+		.discover = ps_discover,
+		.read_block = ps_read_block,
+		.write_attr = ps_write_attr,
+		.read_auto_online = ps_read_auto_online,
+		.watch_open = ps_watch_open,
+		.watch_read = ps_watch_read,
+		.watch_row = ps_watch_row,
+		.close = ps_close,
+	};
+	p->base.ops = &p->ops;
+	p->reader = reader;
+	p->fd = fd;
+	pthread_mutex_init(&p->lock, NULL);
+	*out = &p->base;
+	return 0;
+}
+
+int hp_privsep_set_deadline(struct hp_backend *b, const struct timespec *deadline)
+{
+	struct privsep_backend *p;
+
+	if (!b || b->ops->write_attr != ps_write_attr)
+		return -EOPNOTSUPP;
+	p = of(b);
+	pthread_mutex_lock(&p->lock);
+	p->has_deadline = deadline != NULL;
+	if (deadline)
+		p->deadline = *deadline;
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The privileged helper's request loop (contract in serve.h).
+ *
+ * Every request is checked completely before anything is written; a check
+ * that fails ends the loop, because only a broken or subverted peer sends
+ * such a request and nothing it asks for afterwards can be trusted.
+ */
+#include "hotplug/privsep/helper_serve.h"
+#include "hotplug/privsep/cred_channel.h"
+#include "lib/util.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+const char *ph_op_name(enum ph_op op)
+{
+	switch (op) {
+	case PH_OP_CONFIGURE: return "configure";
+	case PH_OP_DECONFIGURE: return "deconfigure";
+	case PH_OP_SET_MEMMAP: return "set_memmap";
+	case PH_OP_ONLINE: return "online";
+	case PH_OP_OFFLINE: return "offline";
+	case PH_OP_SET_AUTO_ONLINE: return "set_auto_online";
+	}
+	return "unknown";
+}
+
+__attribute__((format(printf, 3, 4)))
+static int bad(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+	return -EPROTO;
+}
+
+static bool block_exists(struct hp_path *root, uint64_t id)
+{
+	char rel[96];
+
+	snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64, id);
+	if (hp_path_exists(root, rel) == 0)
+		return true;
+	snprintf(rel, sizeof(rel), "sys/firmware/memory/memory%" PRIu64, id);
+	return hp_path_exists(root, rel) == 0;
+}
+
+int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *root, char *why, size_t whylen)
+{
+	if (len != sizeof(*rq))
+		return bad(why, whylen, "request of %zu bytes, expected %zu", len, sizeof(*rq));
+	if (rq->magic != PH_MAGIC)
+		return bad(why, whylen, "request with magic 0x%08" PRIx32 ", expected 0x%08x", rq->magic, PH_MAGIC);
+	if (rq->pad != 0)
+		return bad(why, whylen, "request with non-zero padding 0x%08" PRIx32, rq->pad);
+	switch (rq->op) {
+	case PH_OP_CONFIGURE:
+	case PH_OP_DECONFIGURE:
+		if (rq->arg != 0)
+			return bad(why, whylen, "%s with argument %u, expected 0", ph_op_name(rq->op), rq->arg);
+		break;
+	case PH_OP_SET_MEMMAP:
+		if (rq->arg > 1)
+			return bad(why, whylen, "set_memmap to %u, expected 0 or 1", rq->arg);
+		break;
+	case PH_OP_ONLINE:
+		if (rq->arg != ONLINE_DEFAULT && rq->arg != ONLINE_KERNEL && rq->arg != ONLINE_MOVABLE)
+			return bad(why, whylen, "online into zone %u, which is none of online, online_kernel, online_movable",
+				   rq->arg);
+		break;
+	case PH_OP_OFFLINE:
+		if (rq->arg != 0)
+			return bad(why, whylen, "offline with argument %u, expected 0", rq->arg);
+		if (rq->deadline_ms > PH_MAX_DEADLINE_MS)
+			return bad(why, whylen, "offline with a deadline of %" PRIu32 " ms, at most %u allowed",
+				   rq->deadline_ms, PH_MAX_DEADLINE_MS);
+		break;
+	case PH_OP_SET_AUTO_ONLINE:
+		if (rq->arg >= PH_AUTO_ONLINE_WORDS)
+			return bad(why, whylen, "auto_online_blocks word %u, there are %u", rq->arg,
+				   PH_AUTO_ONLINE_WORDS);
+		if (rq->block != 0)
+			return bad(why, whylen, "set_auto_online for block %" PRIu64 ", expected 0", rq->block);
+		break;
+	default:
+		return bad(why, whylen, "unknown operation %u", rq->op);
+	}
+	if (rq->op != PH_OP_OFFLINE && rq->deadline_ms != 0)
+		return bad(why, whylen, "%s with a deadline, which only offline takes", ph_op_name(rq->op));
+	if (rq->op != PH_OP_SET_AUTO_ONLINE && !block_exists(root, rq->block))
+		return bad(why, whylen, "%s of block %" PRIu64 ", which this machine does not have", ph_op_name(rq->op),
+			   rq->block);
+	return 0;
+}
+
+/* ITIMER_REAL: first at MS, then every 50 ms (see helper_serve.h). */
+static void alarm_set(uint32_t ms)
+{
+	struct itimerval it = { 0 };
+
+	if (ms) {
+		it.it_value.tv_sec = ms / 1000;
+		it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+		it.it_interval.tv_usec = 50000;
+	}
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static int perform(struct hp_backend *w, const struct ph_request *rq)
+{
+	int r;
+
+	switch (rq->op) {
+	case PH_OP_CONFIGURE: return block_configure(w, rq->block);
+	case PH_OP_DECONFIGURE: return block_deconfigure(w, rq->block);
+	case PH_OP_SET_MEMMAP: return block_set_memmap(w, rq->block, rq->arg == 1);
+	case PH_OP_ONLINE: return block_online(w, rq->block, (enum online_type)rq->arg);
+	case PH_OP_OFFLINE:
+		alarm_set(rq->deadline_ms);
+		r = block_offline(w, rq->block);
+		alarm_set(0);
+		return r;
+	case PH_OP_SET_AUTO_ONLINE: return hp_set_auto_online(w, mem_auto_online_words[rq->arg]);
+	}
+	return -EINVAL; /* not reached: checked */
+}
+
+static int send_reply(int fd, int err)
+{
+	struct ph_reply rp = { .magic = PH_MAGIC, .err = err < 0 ? -err : err };
+	ssize_t n;
+
+	do
+		n = send(fd, &rp, sizeof(rp), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == sizeof(rp) ? 0 : -EIO;
+}
+
+int privhelper_hello(int fd, int err)
+{
+	return send_reply(fd, err);
+}
+
+int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
+		     char *why, size_t whylen)
+{
+	int cred_fd = creds ? creds->fd : -1;
+
+	for (;;) {
+		/* one byte more than a request, so that a longer one shows */
+		union {
+			struct ph_request rq;
+			char bytes[sizeof(struct ph_request) + 1];
+		} buf;
+		union {
+			struct cmsghdr align;
+			char bytes[CMSG_SPACE(sizeof(int) * 4)];
+		} ctl;
+		struct iovec iov = { .iov_base = buf.bytes, .iov_len = sizeof(buf.bytes) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.bytes,
+				     .msg_controllen = sizeof(ctl.bytes) };
+		ssize_t n;
+		int r;
+
+		if (cred_fd >= 0) {
+			/* a credential request is answered between two block requests */
+			struct pollfd pf[2] = { { .fd = fd, .events = POLLIN }, { .fd = cred_fd, .events = POLLIN } };
+
+			if (poll(pf, 2, -1) < 0) {
+				if (errno == EINTR)
+					continue;
+				r = -errno;
+				snprintf(why, whylen, "poll: %s", strerror(errno));
+				return r;
+			}
+			if (pf[1].revents) {
+				r = ph_cred_answer(cred_fd, creds->paths, creds->n, why, whylen);
+				if (r < 0)
+					return r;
+				if (r == 0)
+					cred_fd = -1; /* closed: the block channel goes on */
+				continue;
+			}
+		}
+		memset(&buf, 0, sizeof(buf));
+		n = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			snprintf(why, whylen, "cannot read a request: %s", strerror(errno));
+			return r;
+		}
+		if (n == 0) {
+			/* end of file, or a zero-length message on a socket still open */
+			struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+			if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP))) {
+				snprintf(why, whylen, "the unprivileged process closed the socket");
+				return 0;
+			}
+			return bad(why, whylen, "request of 0 bytes, expected %zu", sizeof(buf.rq));
+		}
+		if (mh.msg_controllen > 0 || (mh.msg_flags & MSG_CTRUNC)) {
+			/* close what came along: none of it is used */
+			for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+				if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+					for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
+						close(((int *)(void *)CMSG_DATA(c))[i]);
+			return bad(why, whylen, "request with ancillary data (file descriptors or credentials)");
+		}
+		r = ph_request_check(&buf.rq, (size_t)n, root, why, whylen);
+		if (r < 0)
+			return r;
+		r = send_reply(fd, perform(writer, &buf.rq));
+		if (r < 0) {
+			snprintf(why, whylen, "cannot answer: %s", strerror(-r));
+			return r;
+		}
+	}
+}
