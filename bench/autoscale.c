@@ -9,9 +9,11 @@
  *
  * Calibrated with what the libvirt test measured under TCG (docs/vm-test.md,
  * "The pressure trace"): boot MemTotal 393M with 58M in use, the workload
- * faulting anonymous memory in at FAULT_MIB_S, a grow taking GROW_MS from
- * decision to memory online, a shrink SHRINK_MS from decision to unplugged,
- * serve's tick TICK_MS, the channel CHANNEL_MS.  The OOM killer is modelled:
+ * faulting anonymous memory in at FAULT_MIB_S (its step from 352M to 640M
+ * took 1.3-2.4 s), a grow taking GROW_MS from the request to memory online,
+ * a shrink SHRINK_MS from decision to unplugged,
+ * serve's tick TICK_MS, the channel CHANNEL_MS, the agent's MemTotal and
+ * MemAvailable as serve sees them: its query every query_interval (5 s).  The OOM killer is modelled:
  * when the workload would take MemTotal below MIN_FREE it is killed (its
  * memory freed, a kill counted) and started again, and it faults its way
  * back to the trace.
@@ -40,8 +42,8 @@
 #define BOOT_MIB 393
 #define BASE_MIB 58
 #define FAULT_MIB_S 120
-#define GROW_MS 1200
-#define SHRINK_MS 1100
+#define GROW_MS 900  /* grant.applied took_ms in the libvirt test: 83-2274 ms, median 900 */
+#define SHRINK_MS 1000 /* revoke.offline to unplugged: 1005-1278 ms, or 5-57 ms when unplugged at once */
 #define CHANNEL_MS 20
 #define TICK_MS 200 /* serve_loop.c ticks at most 200 ms apart */
 #define MIN_FREE_MIB 16
@@ -154,7 +156,8 @@ static int run(enum serve_law law, const char *name)
 	struct pressure *p = NULL;
 	struct mg_log log;
 	char path[128], rel[64] = "", flo[64] = "";
-	int64_t next_read = 0, next_tick = 100, end = 0, short_ms = 0, start;
+	int64_t next_read = 0, next_tick = 100, next_query = 0, end = 0, short_ms = 0, start;
+	uint64_t seen_total = BOOT_MIB, seen_avail = BOOT_MIB - BASE_MIB;
 	int64_t relief[3] = { -1, -1, -1 }, floor_at[2] = { -1, -1 };
 	uint64_t total_at_burst[3] = { 0 }, beyond = 0, need_peak[3] = { 0 }, granted_peak[3] = { 0 };
 	int last_dir = 0, last_phase = -1, reversals = 0, last_err = 0;
@@ -253,11 +256,17 @@ static int run(enum serve_law law, const char *name)
 			m.msg_request = m.msg_offer = 0;
 			m.msg_at = 0;
 		}
+		/* the host sees MemTotal/MemAvailable as of its last query of the agent */
+		if (m.now >= next_query) {
+			seen_total = total;
+			seen_avail = avail;
+			next_query = m.now + pol.query_interval;
+		}
 		/* the host's tick */
 		if (m.now >= next_tick) {
 			struct law_input in = { .granted = m.granted * MIB, .block = 128 * MIB, .request = m.request * MIB,
-						.offer = m.offer * MIB, .have_usage = true, .mem_total = total * MIB,
-						.mem_available = avail * MIB, .slack_since = -1, .now = m.now,
+						.offer = m.offer * MIB, .have_usage = true, .mem_total = seen_total * MIB,
+						.mem_available = seen_avail * MIB, .slack_since = -1, .now = m.now,
 						.grow_ok_at = m.grow_ok, .shrink_ok_at = m.shrink_ok };
 			struct law_out o;
 
