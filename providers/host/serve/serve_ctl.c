@@ -197,6 +197,7 @@ void dc_set_phase(struct dom *d, enum dom_phase ph, int64_t now, int64_t within)
 	d->deadline = within > 0 ? now + within : -1;
 	d->op_sent = false;
 	d->regrant_at = 0;
+	d->regrants = 0;
 	if (ph == PH_IDLE) {
 		d->rec.op_has_range = false;
 		d->rec.take_back = false;
@@ -400,8 +401,12 @@ static void dc_op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int6
 			dc_emit(c, d, "grant.retry", json_pack("{s:s,s:s,s:I}", "id", m->id, "state", state, "asked_bytes",
 							     (json_int_t)d->rec.op_bytes));
 			if (dc_new_op_id(c, d) == 0 && dc_journal(c, d) == 0) {
+				/* the block usually comes within a few hundred ms: look again soon
+				 * (a guest short of memory is waiting), then every 500 ms */
+				int64_t wait = d->regrants < 3 ? 100 << d->regrants : 500;
 				d->op_sent = false;
-				d->regrant_at = now + (d->p->query_interval < 500 ? d->p->query_interval : 500);
+				d->regrants++;
+				d->regrant_at = now + (d->p->query_interval < wait ? d->p->query_interval : wait);
 				return;
 			}
 		}

@@ -21,6 +21,7 @@ struct dom {
 	bool op_sent;
 	int64_t op_sent_at;
 	int64_t regrant_at;          /* >0: send the grant again then (its blocks were not there yet) */
+	unsigned regrants;           /* of the operation in flight: the wait doubles from 100 ms to 500 ms */
 	int64_t refused_at;          /* the last shrink.refused without an offer (-1 none) */
 	/* what the agent said */
 	bool have_status, reconciled;
