@@ -37,3 +37,8 @@ int hp_set_auto_online(struct hp_backend *b, const char *policy)
 {
 	return b->ops->write_attr(b, HP_ATTR_AUTO_ONLINE, 0, policy);
 }
+
+int hp_set_write_deadline(struct hp_backend *b, const struct timespec *deadline)
+{
+	return b && b->ops->set_write_deadline ? b->ops->set_write_deadline(b, deadline) : -EOPNOTSUPP;
+}

@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 enum hp_attr {
 	HP_ATTR_CONFIG,           /* sys/firmware/memory/memoryN/config */
@@ -81,6 +82,12 @@ struct hp_backend_ops {
 	 * op): call read_block.  sim backend: the records file the watch
 	 * read to find the changed blocks. */
 	int (*watch_row)(struct hp_backend *b, uint64_t id, struct mem_block *out);
+	/* Optional: an offline written from now on must end by DEADLINE
+	 * (CLOCK_MONOTONIC), NULL: no limit; the write then returns -EINTR, as a
+	 * signalled offline on the kernel does (W6).  Only a backend that writes
+	 * in another process has it (hotplug/privsep/helper_client.c): the
+	 * others write in the caller's thread, which its own timer interrupts. */
+	int (*set_write_deadline)(struct hp_backend *b, const struct timespec *deadline);
 	void (*close)(struct hp_backend *b);
 };
 
@@ -109,6 +116,9 @@ int hp_sysfs_open(const char *root, struct hp_backend **out);
 int hp_sim_open(const char *state_path, struct hp_backend **out);
 
 void hp_backend_close(struct hp_backend *b);
+
+/* B's set_write_deadline, or -EOPNOTSUPP when B writes in the caller's thread. */
+int hp_set_write_deadline(struct hp_backend *b, const struct timespec *deadline);
 static inline void hp_backend_closep(struct hp_backend **b) { hp_backend_close(*b); }
 #define _cleanup_backend_ __attribute__((cleanup(hp_backend_closep)))
 

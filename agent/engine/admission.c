@@ -225,6 +225,17 @@ int number_locked(struct engine *e, const struct engine_source *src, struct msg 
 	return 0;
 }
 
+void plan_answer_free(struct engine_plan *p)
+{
+	if (!p)
+		return;
+	free(p->blocks);
+	for (size_t i = 0; i < p->n_decisions; i++)
+		free(p->decisions[i]);
+	free(p->decisions);
+	free(p);
+}
+
 void engine_verdict_done(struct engine_verdict *v)
 {
 	if (!v)

@@ -32,7 +32,8 @@ struct plan;
 
 /* V becomes a rejection with errno R (either sign); returns 0. */
 int refuse(struct engine_verdict *v, int r);
-/* Releases a dry run's answer (agent/engine/dryrun.c). */
+/* Releases a dry run's answer (agent/engine/dryrun.c makes it; every
+ * verdict is released here, so admission.c calls nothing of dryrun.c). */
 void plan_answer_free(struct engine_plan *p);
 /* Gives M its id and generation when its source numbers for it (operator
  * sources); -errno with ERR filled when that cannot be done. */

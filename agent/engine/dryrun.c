@@ -16,20 +16,6 @@
 #include "agent/engine/admission.h"
 #include "agent/engine/engine_impl.h"
 
-
-static void plan_answer_freep(struct engine_plan **p);
-
-void plan_answer_free(struct engine_plan *p)
-{
-	if (!p)
-		return;
-	free(p->blocks);
-	for (size_t i = 0; i < p->n_decisions; i++)
-		free(p->decisions[i]);
-	free(p->decisions);
-	free(p);
-}
-
 static void plan_answer_freep(struct engine_plan **p)
 {
 	plan_answer_free(*p);

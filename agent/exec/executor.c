@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "hotplug/planner.h"
-#include "hotplug/privsep/helper_client.h"
 #include "hotplug/policy.h"
 #include "lib/timeutil.h"
 #include "lib/size.h"
@@ -68,7 +67,7 @@ static void budget_arm(struct engine *e, struct budget_timer *bt, double deadlin
 		end.tv_sec++;
 		end.tv_nsec -= 1000000000L;
 	}
-	if (hp_privsep_set_deadline(e->backend, &end) == 0) {
+	if (hp_set_write_deadline(e->backend, &end) == 0) {
 		bt->helper = true;
 		return;
 	}
@@ -84,7 +83,7 @@ static void budget_arm(struct engine *e, struct budget_timer *bt, double deadlin
 static void budget_disarm(struct engine *e, struct budget_timer *bt)
 {
 	if (bt->helper)
-		hp_privsep_set_deadline(e->backend, NULL);
+		hp_set_write_deadline(e->backend, NULL);
 	bt->helper = false;
 	if (bt->armed)
 		timer_delete(bt->id);

@@ -191,6 +191,19 @@ static void ps_close(struct hp_backend *b)
 	free(p);
 }
 
+/* The backend's set_write_deadline (backend.h): the helper enforces it. */
+static int ps_set_write_deadline(struct hp_backend *b, const struct timespec *deadline)
+{
+	struct privsep_backend *p = of(b);
+
+	pthread_mutex_lock(&p->lock);
+	p->has_deadline = deadline != NULL;
+	if (deadline)
+		p->deadline = *deadline;
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
 int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out)
 {
 	struct privsep_backend *p = calloc(1, sizeof(*p));
@@ -210,6 +223,7 @@ int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out)
 		.watch_open = ps_watch_open,
 		.watch_read = ps_watch_read,
 		.watch_row = ps_watch_row,
+		.set_write_deadline = ps_set_write_deadline,
 		.close = ps_close,
 	};
 	p->base.ops = &p->ops;
@@ -217,20 +231,5 @@ int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out)
 	p->fd = fd;
 	pthread_mutex_init(&p->lock, NULL);
 	*out = &p->base;
-	return 0;
-}
-
-int hp_privsep_set_deadline(struct hp_backend *b, const struct timespec *deadline)
-{
-	struct privsep_backend *p;
-
-	if (!b || b->ops->write_attr != ps_write_attr)
-		return -EOPNOTSUPP;
-	p = of(b);
-	pthread_mutex_lock(&p->lock);
-	p->has_deadline = deadline != NULL;
-	if (deadline)
-		p->deadline = *deadline;
-	pthread_mutex_unlock(&p->lock);
 	return 0;
 }

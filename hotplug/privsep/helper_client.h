@@ -34,9 +34,3 @@
  * of FD (owned too). */
 int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out);
 
-/* An offline written from now on must end by DEADLINE (CLOCK_MONOTONIC);
- * NULL: no limit.  The helper enforces it and the write returns -EINTR when
- * it ran out, as a signalled offline on the kernel does (W6).  -EOPNOTSUPP
- * when B is not this backend. */
-int hp_privsep_set_deadline(struct hp_backend *b, const struct timespec *deadline);
-

@@ -175,7 +175,7 @@ static void test_deadline(void **state)
 		end.tv_sec++;
 		end.tv_nsec -= 1000000000L;
 	}
-	assert_int_equal(hp_privsep_set_deadline(f->b, &end), 0);
+	assert_int_equal(hp_set_write_deadline(f->b, &end), 0);
 	assert_int_equal(block_offline(f->b, 1), -EINTR);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -189,18 +189,18 @@ static void test_deadline(void **state)
 	assert_int_equal(mkfifo(path, 0644), 0);
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec -= 1;
-	assert_int_equal(hp_privsep_set_deadline(f->b, &end), 0);
+	assert_int_equal(hp_set_write_deadline(f->b, &end), 0);
 	alarm(20);
 	assert_int_equal(block_offline(f->b, 3), -EINTR);
 	alarm(0);
 	/* the deadline only applies to offline; without one the helper goes on */
-	assert_int_equal(hp_privsep_set_deadline(f->b, NULL), 0);
+	assert_int_equal(hp_set_write_deadline(f->b, NULL), 0);
 	assert_int_equal(block_offline(f->b, 2), 0);
 	/* not this backend */
 	{
 		struct hp_backend *s = NULL;
 		assert_int_equal(hp_sysfs_open(f->root, &s), 0);
-		assert_int_equal(hp_privsep_set_deadline(s, &end), -EOPNOTSUPP);
+		assert_int_equal(hp_set_write_deadline(s, &end), -EOPNOTSUPP);
 		hp_backend_close(s);
 	}
 }
