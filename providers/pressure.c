@@ -74,6 +74,7 @@ struct pressure {
 	uint64_t last_request_ms, last_offer_ms, low_since_ms;
 	uint64_t total_at_request, total_at_offer;
 	uint64_t last_request_bytes;
+	bool asked;                     /* a request was ever sent */
 };
 
 static const char *source_name(enum pressure_source s)
@@ -440,6 +441,7 @@ static void send_request(struct pressure *p, uint64_t now, uint64_t oom_more, co
 	p->offered = false;
 	p->last_request_ms = now;
 	p->last_request_bytes = bytes;
+	p->asked = true;
 	p->total_at_request = p->total;
 	p->low_since_ms = 0;
 	msg = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I}", "type", "request", "id", "", "agent", p->agent_id, "bytes",
@@ -475,8 +477,9 @@ static void send_offer(struct pressure *p, uint64_t now, const struct sample *s)
 		p->low_since_ms = now;
 	if (now - p->low_since_ms < s->low_hold_ms)
 		return;
-	/* a request not answered yet: the memory it asked for is on its way */
-	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms && p->total <= p->total_at_request)
+	/* a request not answered within its cooldown (even one forgotten as a
+	 * need gone): the memory it asked for may still be on its way */
+	if (p->asked && now - p->last_request_ms < p->cfg.cooldown_ms && p->total <= p->total_at_request)
 		return;
 	if (p->offered && now - p->last_offer_ms < p->cfg.cooldown_ms && !answered)
 		return;
@@ -517,9 +520,10 @@ static void decide(struct pressure *p, uint64_t now, uint64_t oom_more, const st
 		s = &own;
 	}
 
-	/* the need is gone (back above the watermark): an unanswered request is
-	 * forgotten, the next shortage is a new need, not a repeat */
-	if (p->requested && p->have_mem && !low_mem && p->total <= p->total_at_request) {
+	/* the need is gone (back above the watermark, no PSI pressure): an
+	 * unanswered request is forgotten, the next shortage is a new need */
+	if (p->requested && p->have_mem && !low_mem && !s->psi_high && !oom_more &&
+	    p->total <= p->total_at_request) {
 		p->requested = false;
 		p->last_request_bytes = 0;
 	}

@@ -220,6 +220,8 @@ static void test_spike_is_one_request(void **state)
 
 	f->revocable = 3ull << 30;
 	put(f->psi, PSI_MID);
+	/* plenty available: the spike is PSI's alone (and must not be forgotten as a need gone) */
+	put(f->meminfo, "MemTotal:        4194304 kB\nMemFree:          3000000 kB\nMemAvailable:    3145728 kB\n");
 	assert_int_equal(pressure_open(&pp, &f->log, &p), 0);
 	assert_int_equal(pressure_source(p), PRESSURE_PSI);
 	for (int i = 0; i < 5; i++, t += 40)
@@ -243,19 +245,26 @@ static void test_spike_is_one_request(void **state)
 	read_at(f, p, asked + 19999);
 	counts(f, &req, &off);
 	assert_int_equal(off, 0);
-	read_at(f, p, asked + 20000); /* the cool-down is over: one offer of at most a step */
+	read_at(f, p, asked + 20000); /* the cool-down is over: one offer of the surplus */
 	counts(f, &req, &off);
 	assert_int_equal(req, 1);
 	assert_int_equal(off, 1);
-	assert_int_equal(f->last_bytes, 1ull << 30);
+	assert_int_equal(f->last_bytes, 3ull << 30); /* 3G available, no reserve, in 1G steps */
 	t = asked + 20000;
 	for (int i = 0; i < 10; i++) /* still idle, within the offer's cool-down: no second offer */
 		read_at(f, p, t += 40);
 	counts(f, &req, &off);
 	assert_int_equal(off, 1);
 
+	/* a spike while the offer is not answered: the revocation's own page migration */
 	put(f->psi, PSI_HIGH);
 	read_at(f, p, t += 40);
+	counts(f, &req, &off);
+	assert_int_equal(req, 1);
+	/* the offer taken (MemTotal shrank), the grow latency (5 s) past: a spike is a request */
+	put(f->meminfo, "MemTotal:        1048576 kB\nMemFree:            10000 kB\nMemAvailable:    1048576 kB\n");
+	read_at(f, p, t += 40);
+	read_at(f, p, t += 5000);
 	counts(f, &req, &off);
 	assert_int_equal(req, 2);
 	assert_int_equal(off, 1);
