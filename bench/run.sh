@@ -67,17 +67,20 @@ FIGS=$OUT/figures.jsonl
 
 now() { date +%s.%N; }
 # fig KEY VALUE UNIT [REF_VALUE REF_LABEL]: one figure, a line of text and of JSON
+# fig KEY VALUE UNIT [REFERENCE LABEL [LOAD]]: LOAD, the load average when
+# the figure was taken, printed beside it
 fig() {
-	_k=$1 _v=${2:-null} _u=$3 _r=${4:-} _rl=${5:-}
+	_k=$1 _v=${2:-null} _u=$3 _r=${4:-} _rl=${5:-} _ld=${6:-}
+	_lp=${_ld:+  load $_ld} _lj=${_ld:+,\"load\":$_ld}
 	if [ -n "$_r" ]; then
 		_x=$(awk -v a="$_v" -v b="$_r" 'BEGIN { if (b > 0 && a != "null") printf "%.2f", a / b; else print "null" }')
-		printf '  %-44s %12s %-7s ref %10s %-7s %6sx  (%s)\n' "$_k" "$_v" "$_u" "$_r" "$_u" \
-			"$(echo "$_x" | sed 's/null/-/')" "$_rl"
-		printf '{"key":"%s","value":%s,"unit":"%s","reference":%s,"reference_is":"%s","ratio":%s}\n' \
-			"$_k" "$_v" "$_u" "$_r" "$_rl" "$_x" >>"$FIGS"
+		printf '  %-44s %12s %-7s ref %10s %-7s %6sx  (%s)%s\n' "$_k" "$_v" "$_u" "$_r" "$_u" \
+			"$(echo "$_x" | sed 's/null/-/')" "$_rl" "$_lp"
+		printf '{"key":"%s","value":%s,"unit":"%s","reference":%s,"reference_is":"%s","ratio":%s%s}\n' \
+			"$_k" "$_v" "$_u" "$_r" "$_rl" "$_x" "$_lj" >>"$FIGS"
 	else
-		printf '  %-44s %12s %s\n' "$_k" "$_v" "$_u"
-		printf '{"key":"%s","value":%s,"unit":"%s"}\n' "$_k" "$_v" "$_u" >>"$FIGS"
+		printf '  %-44s %12s %s%s\n' "$_k" "$_v" "$_u" "$_lp"
+		printf '{"key":"%s","value":%s,"unit":"%s"%s}\n' "$_k" "$_v" "$_u" "$_lj" >>"$FIGS"
 	fi
 }
 note() { printf '  note: %s\n' "$*"; printf '{"note":"%s"}\n' "$(echo "$*" | sed 's/"/\\"/g')" >>"$FIGS"; }
@@ -476,7 +479,7 @@ daemon_stop "$P_MANY"
 echo
 echo "8. machine sizes (sims of 1000-262144 blocks, trees), grant sizes up to 16384 blocks (bench/scale.sh)"
 BUILD=$BUILD sh "$BENCH/scale.sh" >"$T/scale.out" 2>&1 || { echo "bench: scale.sh failed: $(tail -3 "$T/scale.out")"; exit 1; }
-sed -n 's/^FIG //p' "$T/scale.out" | while read -r k v u r rl; do fig "$k" "$v" "$u" "${r:-}" "${rl:-}"; done
+sed -n 's/^FIG //p' "$T/scale.out" | while read -r k v u ld r rl; do fig "$k" "$v" "$u" "${r:-}" "${rl:-}" "${ld#load=}"; done
 sed -n 's/^NOTE //p' "$T/scale.out" | while read -r l; do note "$l"; done
 sed -n 's/^TARGET /  target: /p' "$T/scale.out"
 

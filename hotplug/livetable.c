@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 
 #define LT_MAX_IDS 4096 /* more changed blocks in one batch: re-scan */
+#define LT_MAX_RETRY 64 /* more blocks whose read failed: re-scan */
 
 struct livetable {
 	struct hp_backend *b;
@@ -25,7 +26,11 @@ struct livetable {
 	struct livetable_stats st; /* under lock */
 	struct livetable_counts counts; /* under lock, as the rows */
 	uint64_t mark;
-	uint64_t ids[LT_MAX_IDS];
+	uint64_t ids[LT_MAX_IDS + LT_MAX_RETRY];
+	/* blocks whose read failed (a file briefly empty, EINTR): read again
+	 * at the next update, that block alone, not the machine */
+	uint64_t retry[LT_MAX_RETRY];
+	size_t n_retry;
 };
 
 /* Rows for N blocks with room to grow as mem_table_add() expects (block.c).
@@ -295,8 +300,13 @@ int livetable_update(struct livetable *lt, lt_change_fn fn, void *data)
 	r = hp_watch_read(lt->b, lt->ids, LT_MAX_IDS, &n, &overflow);
 	if (r < 0)
 		return r;
-	if (overflow || lt->need_rescan)
+	if (overflow || lt->need_rescan) {
+		lt->n_retry = 0;
 		return livetable_rescan(lt, fn, data);
+	}
+	for (size_t k = 0; k < lt->n_retry; k++)
+		lt->ids[n++] = lt->retry[k];
+	lt->n_retry = 0;
 	for (size_t k = 0; k < n; k++) {
 		const struct mem_block *cur = mem_table_find(lt->t, lt->ids[k]);
 		struct mem_block m;
@@ -307,8 +317,18 @@ int livetable_update(struct livetable *lt, lt_change_fn fn, void *data)
 			r = hp_read_block(lt->b, lt->ids[k], &m);
 		if (r == -ENOENT)
 			r = cur ? changes_add(&c, cur, NULL) : 0;
-		else if (r < 0)
-			lt->need_rescan = true, r = 0; /* keep the old row, re-read all next time */
+		else if (r < 0) {
+			/* keep the old row; this block is read again next time */
+			bool known = false;
+
+			for (size_t j = 0; j < lt->n_retry; j++)
+				known |= lt->retry[j] == lt->ids[k];
+			if (!known && lt->n_retry < LT_MAX_RETRY)
+				lt->retry[lt->n_retry++] = lt->ids[k];
+			else if (!known)
+				lt->need_rescan = true;
+			r = 0;
+		}
 		else if (!cur || !mem_block_equal(cur, &m))
 			r = changes_add(&c, cur, &m);
 		if (r < 0)

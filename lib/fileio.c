@@ -41,7 +41,8 @@ static int fsync_parent_dir(const char *path)
 	return 0;
 }
 
-int file_write_atomic(const char *path, const void *data, size_t len, int mode)
+/* DATA as a temporary file renamed over PATH; synced first when DURABLE. */
+static int replace_file(const char *path, const void *data, size_t len, int mode, bool durable)
 {
 	char tmp[PATH_MAX];
 	_cleanup_close_ int fd = -1;
@@ -53,7 +54,7 @@ int file_write_atomic(const char *path, const void *data, size_t len, int mode)
 	if (fd < 0)
 		return -errno;
 	r = write_full(fd, data, len);
-	if (r == 0 && fsync(fd) < 0)
+	if (r == 0 && durable && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)
 		r = -errno;
@@ -61,7 +62,17 @@ int file_write_atomic(const char *path, const void *data, size_t len, int mode)
 		unlink(tmp);
 		return r;
 	}
-	return fsync_parent_dir(path);
+	return durable ? fsync_parent_dir(path) : 0;
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len, int mode)
+{
+	return replace_file(path, data, len, mode, true);
+}
+
+int file_write_view(const char *path, const void *data, size_t len, int mode)
+{
+	return replace_file(path, data, len, mode, false);
 }
 
 int fd_read_all(int fd, size_t max, char **out, size_t *out_len)

@@ -334,7 +334,8 @@ static void record_rejection_locked(struct engine *e, struct op *o, const struct
 
 int engine_submit(struct engine *e, const struct engine_source *src, struct msg *m, struct engine_verdict *v)
 {
-	_cleanup_mem_table_ struct mem_table *t = NULL;
+	struct mem_table head = { 0 }, *t = &head; /* the table's figures, without its rows */
+	const struct mem_table *live;
 	_cleanup_report_ struct report rt = { 0 };
 	struct op *o = NULL;
 	char sz[16];
@@ -381,15 +382,20 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 		r = msg_error_set(&v->error, ENOMEM, "out of memory");
 		goto refused;
 	}
-	r = machine_snapshot(e, &t);
-	if (r < 0) {
-		msg_error_set(&v->error, r, "cannot read the memory blocks: %s", strerror(-r));
+	/* planned on the live table in place: no copy of its rows per request */
+	live = machine_table_hold(e);
+	if (!live) {
+		r = msg_error_set(&v->error, ENODEV, "cannot read the memory blocks: %s", strerror(ENODEV));
 		goto refused;
 	}
-	o->requested_bytes = requested_of(o->msg, t->block_size); /* what a rejection reports */
+	head = *live;
+	head.blocks = NULL;
+	head.n = 0;
+	o->requested_bytes = requested_of(o->msg, live->block_size); /* what a rejection reports */
 	{
 		struct msg_error err = { 0 };
-		r = precheck_locked(e, o->msg, t, &o->requested_bytes, NULL, &err);
+		r = precheck_locked(e, o->msg, live, &o->requested_bytes, NULL, &err);
+		machine_table_release(e);
 		if (r < 0) {
 			record_rejection_locked(e, o, t, &err, v);
 			v->kind = ENGINE_REJECTED;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include "agent/engine/events.h"
+#include "lib/json.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
+#include "lib/wire/report_runs.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -14,6 +16,7 @@ struct event_bus {
 	uint64_t oldest;   /* oldest seq still kept */
 	size_t bytes;      /* text kept in the ring */
 	char **ring;       /* ring[seq % capacity] */
+	unsigned char *runs; /* runs[seq % capacity]: how it keeps block runs (enum kept) */
 	bool closed;
 	/* the listener has a lock of its own: it runs outside LOCK */
 	pthread_mutex_t listener_lock;
@@ -32,7 +35,10 @@ int events_new(size_t capacity, struct event_bus **out)
 	if (!b)
 		return -ENOMEM;
 	b->ring = calloc(capacity, sizeof(*b->ring));
-	if (!b->ring) {
+	b->runs = calloc(capacity, sizeof(*b->runs));
+	if (!b->ring || !b->runs) {
+		free(b->ring);
+		free(b->runs);
 		free(b);
 		return -ENOMEM;
 	}
@@ -56,13 +62,17 @@ void events_free(struct event_bus *b)
 	for (size_t i = 0; i < b->capacity; i++)
 		free(b->ring[i]);
 	free(b->ring);
+	free(b->runs);
 	pthread_cond_destroy(&b->cond);
 	pthread_mutex_destroy(&b->lock);
 	pthread_mutex_destroy(&b->listener_lock);
 	free(b);
 }
 
-#define EVENTS_MAX_BYTES (4u << 20)
+#define EVENTS_MAX_BYTES (1u << 20) /* as kept: big reports as runs (EVENTS_RUNS_MIN) */
+/* an event whose report lists more blocks is kept with them as runs: the
+ * final event of a 4,096-block grant is a few hundred bytes, not 700 kB */
+#define EVENTS_RUNS_MIN 16
 
 static void call_listener(struct event_bus *b)
 {
@@ -92,18 +102,71 @@ static void drop_oldest(struct event_bus *b)
 	b->oldest++;
 }
 
+/* How the ring keeps an event's blocks. */
+enum kept {
+	KEPT_WHOLE,    /* as published */
+	KEPT_RUNS,     /* a status report (or a progress event) with its blocks as runs */
+	KEPT_STATUS,   /* an event whose "status" member is kept so */
+};
+
+/* EV as the ring keeps it: a report of many blocks with them as runs; *HOW
+ * says how.  NULL on ENOMEM. */
+static char *kept_text(json_t *ev, unsigned char *how)
+{
+	json_t *status = json_object_get(ev, "status");
+	_cleanup_json_ json_t *kept = NULL, *compact = NULL;
+
+	*how = KEPT_WHOLE;
+	if (report_runs_blocks(ev) >= EVENTS_RUNS_MIN) {
+		kept = report_runs_compact(ev);
+		if (!kept)
+			return json_dumps(ev, JSON_COMPACT);
+		*how = KEPT_RUNS;
+		return json_dumps(kept, JSON_COMPACT);
+	}
+	if (!json_is_object(status) || report_runs_blocks(status) < EVENTS_RUNS_MIN)
+		return json_dumps(ev, JSON_COMPACT);
+	/* the same members in the same order, the report replaced in place */
+	kept = json_copy(ev);
+	compact = report_runs_compact(status);
+	if (!kept || !compact || json_object_set(kept, "status", compact) < 0)
+		return json_dumps(ev, JSON_COMPACT);
+	*how = KEPT_STATUS;
+	return json_dumps(kept, JSON_COMPACT);
+}
+
+/* The event TEXT the ring kept as HOW says, back to what was published: a
+ * new string, NULL on ENOMEM. */
+static char *published_text(const char *text, unsigned char how)
+{
+	_cleanup_json_ json_t *ev = json_loads(text, 0, NULL), *wire = NULL;
+
+	if (!ev)
+		return NULL;
+	if (how == KEPT_RUNS) {
+		wire = report_runs_expand(ev);
+		return wire ? json_dumps(wire, JSON_COMPACT) : NULL;
+	}
+	wire = report_runs_expand(json_object_get(ev, "status"));
+	if (!wire || json_object_set(ev, "status", wire) < 0)
+		return NULL;
+	return json_dumps(ev, JSON_COMPACT);
+}
+
 uint64_t events_publish(struct event_bus *b, json_t *ev)
 {
 	char *text;
 	uint64_t seq;
+	unsigned char runs;
 
 	pthread_mutex_lock(&b->lock);
 	seq = b->next_seq++;
 	json_object_set_new(ev, "seq", json_integer((json_int_t)seq));
-	text = json_dumps(ev, JSON_COMPACT);
+	text = kept_text(ev, &runs);
 	if (seq >= b->oldest + b->capacity)
 		drop_oldest(b);
 	b->ring[seq % b->capacity] = text; /* NULL on ENOMEM: readers skip it */
+	b->runs[seq % b->capacity] = runs;
 	b->bytes += text ? strlen(text) : 0;
 	/* big grants publish big reports: the ring is bounded in bytes too */
 	while (b->bytes > EVENTS_MAX_BYTES && b->oldest < seq)
@@ -128,6 +191,7 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 		uint64_t *missed)
 {
 	struct timespec deadline;
+	unsigned char runs = KEPT_WHOLE;
 	int r = 0;
 
 	deadline_after_ms(&deadline, timeout_ms);
@@ -153,6 +217,7 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 				continue;
 			}
 			*text = strdup(t);
+			runs = b->runs[want % b->capacity];
 			r = *text ? 1 : -ENOMEM;
 			break;
 		}
@@ -160,6 +225,14 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 			break;
 	}
 	pthread_mutex_unlock(&b->lock);
+	if (r == 1 && runs != KEPT_WHOLE) {
+		/* written out whole outside the lock: O(blocks) for this reader only */
+		char *whole = published_text(*text, runs);
+
+		free(*text);
+		*text = whole;
+		r = whole ? 1 : -ENOMEM;
+	}
 	return r;
 }
 

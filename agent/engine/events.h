@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Event bus: a bounded ring of recent events (JSON text; at most CAPACITY
- * events and 4 MiB), each with a
+ * events and 1 MiB as kept: reports of many blocks with them as runs), each with a
  * sequence number, for GET /v1/events (server-sent events) and `--wait`.
  * Publishers never block on readers; a reader that falls more than the ring's
  * capacity behind is told how many events it missed.  Thread-safe.

@@ -227,7 +227,7 @@ static void block_left_locked(struct engine *e, uint64_t block, const char *gran
 				snprintf(o->outcomes[k].state, sizeof(o->outcomes[k].state), "%s",
 					 gone ? "offline" : mem_state_name(now->state));
 				o->outcomes[k].zone[0] = '\0';
-				o->outcomes[k].changed = true;
+				op_outcome_changed(o, k);
 			}
 	}
 	if (intentlog_get_grant(e->journal, grant_id, &g) < 0)
@@ -425,6 +425,20 @@ int machine_snapshot(struct engine *e, struct mem_table **out)
 	if (!e->live)
 		return -ENODEV;
 	return livetable_snapshot(e->live, out);
+}
+
+const struct mem_table *machine_table_hold(struct engine *e)
+{
+	if (!e->live)
+		return NULL;
+	livetable_lock(e->live);
+	return livetable_table(e->live);
+}
+
+void machine_table_release(struct engine *e)
+{
+	if (e->live)
+		livetable_unlock(e->live);
 }
 
 int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *granted_bytes)

@@ -47,6 +47,13 @@ int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum
 			struct mem_block *out);
 /* A copy of the table; -errno when there is no table. */
 int machine_snapshot(struct engine *e, struct mem_table **out);
+/* The live table itself, read-locked until machine_table_release(): a plan
+ * reads it in place instead of copying every row.  NULL (nothing held) when
+ * there is no table.  May be taken with e->lock held (that order); while it
+ * is held, call nothing that reads the table's lock again (machine_figures(),
+ * machine_memory_locked(): a waiting writer would block the second read). */
+const struct mem_table *machine_table_hold(struct engine *e);
+void machine_table_release(struct engine *e);
 
 struct machine_figures {
 	uint64_t block_size;

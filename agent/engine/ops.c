@@ -35,6 +35,7 @@ void op_free(struct op *o)
 		return;
 	msg_free(o->msg);
 	free(o->outcomes);
+	free(o->changed_at);
 	idmap_free(&o->outcome_at);
 	free(o->busy);
 	for (size_t i = 0; i < o->n_decisions; i++)
@@ -61,6 +62,30 @@ void op_add_decision(struct op *o, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Outcome AT is in the next event and the views' next update; false on ENOMEM. */
+static bool mark_changed(struct op *o, size_t at)
+{
+	if (o->outcomes[at].changed)
+		return true;
+	if (o->n_changed == o->cap_changed) {
+		size_t cap = o->cap_changed ? o->cap_changed * 2 : 16;
+		size_t *nc = reallocarray(o->changed_at, cap, sizeof(*nc));
+		if (!nc)
+			return false;
+		o->changed_at = nc;
+		o->cap_changed = cap;
+	}
+	o->changed_at[o->n_changed++] = at;
+	o->outcomes[at].changed = true;
+	return true;
+}
+
+void op_outcome_changed(struct op *o, size_t at)
+{
+	if (at < o->n_outcomes && !mark_changed(o, at))
+		o->has_live = false; /* out of memory: the next publication builds the report whole */
+}
+
 struct outcome *op_outcome(struct op *o, uint64_t block, bool retry)
 {
 	struct outcome *no;
@@ -68,7 +93,7 @@ struct outcome *op_outcome(struct op *o, uint64_t block, bool retry)
 
 	/* one outcome per block: a retried block updates its entry */
 	if (retry && idmap_get(&o->outcome_at, block, &at)) {
-		o->outcomes[at].changed = true;
+		op_outcome_changed(o, at);
 		return &o->outcomes[at];
 	}
 	if (o->n_outcomes == o->cap_outcomes) {
@@ -85,7 +110,7 @@ struct outcome *op_outcome(struct op *o, uint64_t block, bool retry)
 	memset(no, 0, sizeof(*no));
 	no->block = block;
 	no->memmap = -1;
-	no->changed = true;
+	op_outcome_changed(o, o->n_outcomes - 1);
 	return no;
 }
 
@@ -140,7 +165,19 @@ void memory_figures(const struct mem_table *t, uint64_t *online, uint64_t *stand
 	}
 }
 
-int op_report(struct engine *e, const struct op *o, const struct mem_table *t, struct report *r)
+static void block_of(const struct outcome *oc, struct report_block *b)
+{
+	b->block = oc->block;
+	b->configured = oc->configured;
+	b->memmap_on_memory = oc->memmap;
+	snprintf(b->state, sizeof(b->state), "%s", oc->state);
+	snprintf(b->zone, sizeof(b->zone), "%s", oc->zone);
+	snprintf(b->error_code, sizeof(b->error_code), "%s", oc->err_code);
+	snprintf(b->error_message, sizeof(b->error_message), "%s", oc->err_msg);
+}
+
+/* O's report but its blocks (none): what every publication refreshes. */
+static int report_head(struct engine *e, const struct op *o, const struct mem_table *t, struct report *r)
 {
 	uint64_t bs;
 
@@ -165,22 +202,9 @@ int op_report(struct engine *e, const struct op *o, const struct mem_table *t, s
 	r->blocks_done = o->blocks_done;
 	if (o->cancel_requested)
 		snprintf(r->cancel_requested_by, sizeof(r->cancel_requested_by), "%s", o->cancel_by);
-	r->blocks = calloc(o->n_outcomes + 1, sizeof(*r->blocks));
 	r->busy = calloc(o->n_busy + 1, sizeof(*r->busy));
-	if (!r->blocks || !r->busy)
+	if (!r->busy)
 		goto nomem;
-	for (size_t i = 0; i < o->n_outcomes; i++) {
-		const struct outcome *oc = &o->outcomes[i];
-		struct report_block *b = &r->blocks[r->n_blocks++];
-
-		b->block = oc->block;
-		b->configured = oc->configured;
-		b->memmap_on_memory = oc->memmap;
-		snprintf(b->state, sizeof(b->state), "%s", oc->state);
-		snprintf(b->zone, sizeof(b->zone), "%s", oc->zone);
-		snprintf(b->error_code, sizeof(b->error_code), "%s", oc->err_code);
-		snprintf(b->error_message, sizeof(b->error_message), "%s", oc->err_msg);
-	}
 	for (size_t i = 0; i < o->n_busy; i++) {
 		r->busy[i].block = o->busy[i].block;
 		r->busy[i].attempts = o->busy[i].attempts;
@@ -200,6 +224,22 @@ int op_report(struct engine *e, const struct op *o, const struct mem_table *t, s
 nomem:
 	report_clear(r);
 	return -ENOMEM;
+}
+
+int op_report(struct engine *e, const struct op *o, const struct mem_table *t, struct report *r)
+{
+	int rc = report_head(e, o, t, r);
+
+	if (rc < 0)
+		return rc;
+	r->blocks = calloc(o->n_outcomes + 1, sizeof(*r->blocks));
+	if (!r->blocks) {
+		report_clear(r);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_outcomes; i++)
+		block_of(&o->outcomes[i], &r->blocks[r->n_blocks++]);
+	return 0;
 }
 
 struct report *op_report_new(struct engine *e, const struct op *o, const struct mem_table *t)
@@ -249,7 +289,9 @@ void op_tell_locked(struct engine *e, struct op *o, const struct report *report)
 	if (!e->n_subs)
 		return;
 	t.kind = ENGINE_T_BLOCK_FAILED;
-	for (size_t i = 0; i < o->n_outcomes; i++) {
+	/* a failure is news only on an outcome that changed since the last event */
+	for (size_t k = 0; k < o->n_changed; k++) {
+		size_t i = o->changed_at[k];
 		struct outcome *oc = &o->outcomes[i];
 		if (!oc->err_code[0] || oc->failure_told)
 			continue;
@@ -273,19 +315,23 @@ void op_tell_locked(struct engine *e, struct op *o, const struct report *report)
  * then a few hundred bytes instead of the whole list (docs/performance.md). */
 static json_t *progress_event(struct op *o, const struct report *report)
 {
-	json_t *ev = report_to_json(report), *changed = json_array();
+	struct report head = *report;
+	json_t *ev, *changed = json_array();
 
+	/* the report's members but its blocks: O(changed), not O(blocks) */
+	head.blocks = NULL;
+	head.n_blocks = 0;
+	ev = report_to_json(&head);
 	if (!ev || !changed) {
 		json_decref(ev);
 		json_decref(changed);
 		return NULL;
 	}
 	json_object_del(ev, "blocks");
-	for (size_t i = 0; i < o->n_outcomes; i++) {
-		const struct report_block *b;
-		if (!o->outcomes[i].changed)
-			continue;
-		b = report_block_at(report, i, o->outcomes[i].block);
+	for (size_t k = 0; k < o->n_changed; k++) {
+		size_t i = o->changed_at[k];
+		const struct report_block *b = report_block_at(report, i, o->outcomes[i].block);
+
 		if (b)
 			json_array_append_new(changed, report_block_json(b, report->block_size));
 	}
@@ -299,8 +345,9 @@ void op_announce_locked(struct engine *e, struct op *o, const struct report *rep
 
 	op_tell_locked(e, o, report);
 	ev = o->state == MSG_STATE_IN_PROGRESS ? progress_event(o, report) : report_to_json(report);
-	for (size_t i = 0; i < o->n_outcomes; i++)
-		o->outcomes[i].changed = false;
+	for (size_t k = 0; k < o->n_changed; k++)
+		o->outcomes[o->changed_at[k]].changed = false;
+	o->n_changed = o->live_synced = 0;
 	if (ev) {
 		events_publish(e->events, ev);
 		json_decref(ev);
@@ -362,9 +409,59 @@ static void keep_live(struct op *o, struct report *report)
 {
 	report_clear(&o->live);
 	o->live = *report;
+	o->live_cap = report->n_blocks;
+	o->live_synced = o->n_changed;
 	memset(report, 0, sizeof(*report));
 	o->has_live = true;
 	o->live_at = mono_s();
+}
+
+/* The views' report of O brought up to date: its members refreshed, the
+ * outcomes changed since the last update written into its blocks (an
+ * outcome's index is its entry's).  0 or -ENOMEM (then rebuilt whole next). */
+static int live_update(struct engine *e, struct op *o, const struct mem_table *t)
+{
+	struct report head;
+	struct report_block *blocks = o->live.blocks;
+	size_t n = o->live.n_blocks;
+
+	if (report_head(e, o, t, &head) < 0)
+		return -ENOMEM;
+	for (; o->live_synced < o->n_changed; o->live_synced++) {
+		size_t i = o->changed_at[o->live_synced];
+
+		if (i >= o->live_cap) {
+			size_t cap = o->live_cap ? o->live_cap * 2 : 16;
+			struct report_block *nb;
+
+			while (cap <= i)
+				cap *= 2;
+			nb = reallocarray(blocks, cap, sizeof(*nb));
+			if (!nb) {
+				o->live.blocks = blocks;
+				o->has_live = false;
+				report_clear(&head);
+				return -ENOMEM;
+			}
+			blocks = o->live.blocks = nb;
+			o->live_cap = cap;
+		}
+		/* a new outcome, and any before it the list no longer names
+		 * (an event cleared it while this report was not kept up) */
+		for (size_t k = i < n ? i : n; k <= i; k++) {
+			memset(&blocks[k], 0, sizeof(blocks[k]));
+			block_of(&o->outcomes[k], &blocks[k]);
+		}
+		if (i >= n)
+			n = i + 1;
+	}
+	o->live.blocks = NULL;
+	o->live.n_blocks = 0;
+	report_clear(&o->live);
+	o->live = head;
+	o->live.blocks = blocks;
+	o->live.n_blocks = n;
+	return 0;
 }
 
 /* Whether a progress report of O is due now (op_publish_locked). */
@@ -433,14 +530,26 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 	_cleanup_report_ struct report rt = { 0 };
 	int r;
 
-	if (o->intent_open && !msg_state_is_final(o->state) && !progress_due(o)) {
-		engine_notify(e); /* status reads the counters from O itself */
+	if (o->intent_open && !msg_state_is_final(o->state) && o->has_live) {
+		/* progress under an open intent: the kernel records it; the
+		 * views' report follows per block, events at most every
+		 * OP_LIVE_INTERVAL */
+		bool due = progress_due(o);
+
+		if (live_update(e, o, t) < 0)
+			return -ENOMEM;
+		if (due) {
+			op_announce_locked(e, o, &o->live);
+			o->live_at = mono_s();
+		} else {
+			engine_notify(e); /* status reads the counters from O itself */
+		}
 		return 0;
 	}
 	if (op_report(e, o, t, &rt) < 0)
 		return -ENOMEM;
 	if (o->intent_open && !msg_state_is_final(o->state)) {
-		/* progress under an open intent: the kernel records it */
+		/* no report kept yet (or it was lost to ENOMEM): built whole once */
 		op_announce_locked(e, o, &rt);
 		keep_live(o, &rt);
 		return 0;

@@ -72,6 +72,10 @@ struct op {
 	size_t blocks_done;           /* brought up (grant) or given back (revocation) */
 	struct outcome *outcomes;
 	size_t n_outcomes, cap_outcomes;
+	/* the outcomes changed since the last event, by index (each once: its
+	 * "changed" flag), and how many of them live's blocks already show */
+	size_t *changed_at;
+	size_t n_changed, cap_changed, live_synced;
 	struct idmap outcome_at;      /* block -> index in outcomes (its first) */
 	char **decisions;
 	size_t n_decisions;
@@ -85,7 +89,8 @@ struct op {
 	struct intentlog_done *done;
 	size_t n_done, cap_done;
 	struct idmap done_at;         /* block -> index in done */
-	struct report live;           /* the last report published, for the views */
+	struct report live;           /* the current report, for the views: kept up per block */
+	size_t live_cap;              /* entries live.blocks has room for */
 	bool has_live;
 	double live_at;               /* when (CLOCK_MONOTONIC seconds) */
 	bool cancel_requested;        /* engine_cancel(): stop after the block in flight */
@@ -100,8 +105,11 @@ struct op {
 struct op *op_new(struct msg *m, const struct engine_source *src);
 void op_free(struct op *o);
 void op_add_decision(struct op *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A new outcome for BLOCK, or the existing one when RETRY; NULL on ENOMEM. */
+/* A new outcome for BLOCK, or the existing one when RETRY; NULL on ENOMEM.
+ * Either way it is marked changed (the caller fills it in). */
 struct outcome *op_outcome(struct op *o, uint64_t block, bool retry);
+/* Outcome AT changed outside op_outcome() (machine.c). */
+void op_outcome_changed(struct op *o, size_t at);
 void outcome_from_block(struct outcome *oc, const struct mem_block *b);
 /* The busy entry of BLOCK, created when CREATE; NULL when none (or ENOMEM). */
 struct busy_block *op_busy(struct op *o, uint64_t block, bool create);
@@ -127,10 +135,11 @@ int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, con
  * final, in memory only (views, event bus, subscribers: the kernel holds the
  * progress); a final state closes the intent with one durable result (the
  * blocks done, applied_bytes, the report queued); without an intent, a
- * durable state record as before.  Progress reports (each carries every
- * block's outcome) are built at most every OP_LIVE_INTERVAL seconds, and at
- * once for a block that failed or the last block: a per-block report would
- * cost O(blocks) per block. */
+ * durable state record as before.  In progress, the views' report is
+ * brought up to date at every call with the outcomes that changed (O(changed
+ * blocks), never rebuilt whole); an event of what changed goes out at most
+ * every OP_LIVE_INTERVAL seconds, and at once for a block that failed or
+ * the last block. */
 #define OP_LIVE_INTERVAL 0.1
 int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t);
 /* Closes O's open intent with its state as it is (a stop: the operation

@@ -124,6 +124,21 @@ int plan_table(struct engine *e, struct mem_table **out)
 	return hp_discover(e->backend, out);
 }
 
+const struct mem_table *plan_table_hold(struct engine *e, struct mem_table **copy)
+{
+	const struct mem_table *t = machine_table_hold(e);
+
+	if (t || hp_discover(e->backend, copy) < 0)
+		return t;
+	return *copy;
+}
+
+void plan_table_release(struct engine *e, const struct mem_table *copy)
+{
+	if (!copy)
+		machine_table_release(e);
+}
+
 bool stop_requested(struct engine *e)
 {
 	bool s;

@@ -30,6 +30,13 @@ bool stop_requested(struct engine *e);
 /* The table an operation plans from: the live table as of now (pending
  * notifications applied), copied; a discovery only without one. */
 int plan_table(struct engine *e, struct mem_table **out);
+/* The table a grant or revocation plans on, with e->lock held (that order):
+ * the live table itself, read-locked, or when there is none a copy read from
+ * the backend (*COPY owns it); NULL when neither can be had.  Released with
+ * plan_table_release(E, *COPY) before e->lock; call nothing meanwhile that
+ * takes the table's lock again (machine.h). */
+const struct mem_table *plan_table_hold(struct engine *e, struct mem_table **copy);
+void plan_table_release(struct engine *e, const struct mem_table *copy);
 /* Someone asked to cancel O. */
 bool cancel_requested(struct engine *e, const struct op *o);
 /* O stops before its end because memgrantd stops (T: the table it planned

@@ -75,7 +75,9 @@ static void finish_grant_early(struct engine *e, struct op *o, size_t mine)
 
 int exec_run_grant(struct engine *e, struct op *o)
 {
-	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_mem_table_ struct mem_table *copy = NULL;
+	struct mem_table head = { 0 }, *t = &head; /* the table's figures, without its rows */
+	const struct mem_table *pt;
 	_cleanup_free_ struct owned_block *owned = NULL;
 	_cleanup_free_ uint64_t *ids = NULL;
 	_cleanup_plan_ struct plan *p = NULL;
@@ -86,51 +88,68 @@ int exec_run_grant(struct engine *e, struct op *o)
 	struct policy_settings ps;
 	uint64_t mem_available = POLICY_MEM_AVAILABLE_UNKNOWN, op_timeout_ms;
 	size_t n_owned = 0, n_ids = 0, ok = 0, mine = 0;
+	bool early = false;
+	char why[256] = "";
 	int r;
 
-	r = plan_table(e, &t);
-	if (r < 0)
-		return abort_op(e, o, r, NULL, "cannot read the memory blocks: %s", strerror(-r));
+	r = policy_read_meminfo(e->backend->root, NULL, &mem_available);
+	if (r < 0) {
+		log_warn(&e->log, "cannot read %s/proc/meminfo (%s): MemAvailable unknown", e->backend->root,
+			 strerror(-r));
+		mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
+	}
+	machine_sync(e);
+	/* planned on the live table in place, under its read lock: no copy
+	 * of the machine's rows per operation; the rest of the operation
+	 * needs only the table's figures (HEAD) */
+	pthread_mutex_lock(&e->lock);
+	pt = plan_table_hold(e, &copy);
+	if (!pt) {
+		pthread_mutex_unlock(&e->lock);
+		return abort_op(e, o, -ENODEV, NULL, "cannot read the memory blocks: %s", strerror(ENODEV));
+	}
 
 	/* Resuming after a restart: blocks this grant already owns are done. */
-	pthread_mutex_lock(&e->lock);
 	r = owned_list_locked(e, &owned, &n_owned);
 	if (r == 0) {
 		for (size_t i = 0; i < n_owned; i++) {
-			struct mem_block *b;
+			const struct mem_block *b;
 			struct outcome *oc;
 			if (!streq(owned[i].grant_id, o->msg->id))
 				continue;
-			b = mem_table_find(t, owned[i].id);
+			b = mem_table_find(pt, owned[i].id);
 			oc = op_outcome(o, owned[i].id, false);
 			if (oc && b)
 				outcome_from_block(oc, b);
 			mine++;
 		}
-		o->applied_bytes = mine * t->block_size;
+		o->applied_bytes = mine * pt->block_size;
 		o->blocks_done = mine;
 	}
 	ps = e->set.policy;
 	op_timeout_ms = e->set.block_op_timeout_ms;
-	pthread_mutex_unlock(&e->lock);
-	if (r < 0)
-		return abort_op(e, o, r, t, "cannot read the journal's block list");
+	if (r < 0) {
+		snprintf(why, sizeof(why), "cannot read the journal's block list");
+		goto planned;
+	}
 
 	fill_grant_request(o->msg, &req);
 	if (req.by == GRANT_BY_SIZE) {
-		uint64_t applied = applied_bytes_of(e, o);
+		uint64_t applied = o->applied_bytes;
 
 		if (applied >= req.size) {
-			finish_grant_early(e, o, mine);
-			return 0;
+			early = true;
+			goto planned;
 		}
 		req.size -= applied;
 	} else {
 		/* by blocks or ranges: what is left are the listed blocks it does not own yet */
 		size_t k = 0;
-		r = explicit_ids(o->msg, t->block_size, &ids, &n_ids);
-		if (r < 0)
-			return abort_op(e, o, r, t, "cannot expand the blocks of %s", o->msg->id);
+		r = explicit_ids(o->msg, pt->block_size, &ids, &n_ids);
+		if (r < 0) {
+			snprintf(why, sizeof(why), "cannot expand the blocks of %s", o->msg->id);
+			goto planned;
+		}
 		for (size_t i = 0; i < n_ids; i++) {
 			bool done = false;
 			for (size_t j = 0; j < n_owned; j++)
@@ -139,29 +158,36 @@ int exec_run_grant(struct engine *e, struct op *o)
 				ids[k++] = ids[i];
 		}
 		if (k == 0) {
-			finish_grant_early(e, o, mine);
-			return 0;
+			early = true;
+			goto planned;
 		}
 		req.by = GRANT_BY_BLOCKS;
 		req.ids = ids;
 		req.n_ids = k;
 	}
-	r = plan_grant(t, &req, owned, n_owned, &p);
-	if (r < 0)
-		return abort_op(e, o, r, t, "%s", p ? p->reason : strerror(-r));
-
-	r = policy_read_meminfo(e->backend->root, NULL, &mem_available);
+	r = plan_grant(pt, &req, owned, n_owned, &p);
 	if (r < 0) {
-		log_warn(&e->log, "cannot read %s/proc/meminfo (%s): MemAvailable unknown", e->backend->root,
-			 strerror(-r));
-		mem_available = POLICY_MEM_AVAILABLE_UNKNOWN;
+		snprintf(why, sizeof(why), "%s", p ? p->reason : strerror(-r));
+		goto planned;
 	}
 	preq.memmap = o->msg->memmap == MSG_MEMMAP_AUTO ? -1 : o->msg->memmap == MSG_MEMMAP_ON;
 	preq.zone = o->msg->zone;
 	preq.contiguous = o->msg->contiguous;
-	r = policy_decide(&ps, &preq, t, mem_available, p->blocks, p->n, &pd);
+	r = policy_decide(&ps, &preq, pt, mem_available, p->blocks, p->n, &pd);
 	if (r < 0)
-		return abort_op(e, o, r, t, "the policy cannot decide: %s", strerror(-r));
+		snprintf(why, sizeof(why), "the policy cannot decide: %s", strerror(-r));
+planned:
+	head = *pt;
+	head.blocks = NULL;
+	head.n = 0;
+	plan_table_release(e, copy);
+	pthread_mutex_unlock(&e->lock);
+	if (early) {
+		finish_grant_early(e, o, mine);
+		return 0;
+	}
+	if (r < 0)
+		return abort_op(e, o, r, t, "%s", why);
 	log_fields(&e->log, LOG_INFO, LOG_FIELDS(log_f_grant(o->msg->id)), "grant %s: %s", o->msg->id, pd->memmap_reason);
 	log_fields(&e->log, LOG_INFO, LOG_FIELDS(log_f_grant(o->msg->id)), "grant %s: %s", o->msg->id, pd->zone_reason);
 

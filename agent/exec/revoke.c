@@ -102,7 +102,9 @@ static void record_revoke_step(struct engine *e, void *ctx, const struct block_r
 
 int exec_run_revoke(struct engine *e, struct op *o)
 {
-	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_mem_table_ struct mem_table *copy = NULL;
+	struct mem_table head = { 0 }, *t = &head; /* the table's figures, without its rows */
+	const struct mem_table *pt;
 	_cleanup_free_ struct owned_block *owned = NULL;
 	_cleanup_free_ uint64_t *ids = NULL;
 	_cleanup_plan_ struct plan *p = NULL;
@@ -110,52 +112,73 @@ int exec_run_revoke(struct engine *e, struct op *o)
 	_cleanup_free_ struct intentlog_target *targets = NULL;
 	struct revoke_request req;
 	size_t n_owned = 0, n_busy = 0, k = 0;
-	bool resumed = applied_bytes_of(e, o) > 0;
+	bool resumed = applied_bytes_of(e, o) > 0, early = false;
 	uint64_t budget_ms, want;
 	double deadline;
+	char why[256] = "";
 	int r;
 
-	r = plan_table(e, &t);
-	if (r < 0)
-		return abort_op(e, o, r, NULL, "cannot read the memory blocks: %s", strerror(-r));
+	machine_sync(e);
+	/* planned on the live table in place (see exec_run_grant()) */
 	pthread_mutex_lock(&e->lock);
+	pt = plan_table_hold(e, &copy);
+	if (!pt) {
+		pthread_mutex_unlock(&e->lock);
+		return abort_op(e, o, -ENODEV, NULL, "cannot read the memory blocks: %s", strerror(ENODEV));
+	}
 	r = owned_list_locked(e, &owned, &n_owned);
 	budget_ms = e->set.revoke_budget_ms;
-	pthread_mutex_unlock(&e->lock);
-	if (r < 0)
-		return abort_op(e, o, r, t, "cannot read the journal's block list");
+	if (r < 0) {
+		snprintf(why, sizeof(why), "cannot read the journal's block list");
+		goto planned;
+	}
 
 	fill_revoke_request(o->msg, &req);
 	if (req.by == REVOKE_BY_SIZE) {
-		uint64_t applied = applied_bytes_of(e, o);
+		uint64_t applied = o->applied_bytes;
 
 		if (applied >= req.size) {
-			finish_op(e, o, o->blocks_done, o->blocks_done);
-			return 0;
+			early = true;
+			goto planned;
 		}
 		req.size -= applied;
 	} else if (req.by == REVOKE_BY_BLOCKS) {
 		ids = calloc(o->msg->n_blocks + 1, sizeof(*ids));
-		if (!ids)
-			return abort_op(e, o, -ENOMEM, t, "out of memory");
+		if (!ids) {
+			r = -ENOMEM;
+			snprintf(why, sizeof(why), "out of memory");
+			goto planned;
+		}
 		for (size_t i = 0; i < o->msg->n_blocks; i++)
 			if (!revoke_done(o, o->msg->blocks[i]))
 				ids[k++] = o->msg->blocks[i];
 		if (k == 0) {
-			finish_op(e, o, o->blocks_done, o->blocks_done);
-			return 0;
+			early = true;
+			goto planned;
 		}
 		req.ids = ids;
 		req.n_ids = k;
 	}
-	r = plan_revoke(t, &req, owned, n_owned, &p);
+	r = plan_revoke(pt, &req, owned, n_owned, &p);
 	if (r == -ENOENT && req.by == REVOKE_BY_GRANT && resumed) {
 		/* the grant's last blocks went back before the restart */
+		early = true;
+		r = 0;
+	} else if (r < 0) {
+		snprintf(why, sizeof(why), "%s", p ? p->reason : strerror(-r));
+	}
+planned:
+	head = *pt;
+	head.blocks = NULL;
+	head.n = 0;
+	plan_table_release(e, copy);
+	pthread_mutex_unlock(&e->lock);
+	if (early) {
 		finish_op(e, o, o->blocks_done, o->blocks_done);
 		return 0;
 	}
 	if (r < 0)
-		return abort_op(e, o, r, t, "%s", p ? p->reason : strerror(-r));
+		return abort_op(e, o, r, t, "%s", why);
 
 	busy = calloc(p->n + 1, sizeof(*busy));
 	targets = calloc(p->n + 1, sizeof(*targets));

@@ -213,49 +213,49 @@ int intentlog_compact(struct intentlog *il)
 /* A copy of the outbox for a record to change: new lists, shared items. */
 static json_t *outbox_copy(json_t *outbox)
 {
-	json_t *out = json_object(), *d, *v;
-	const char *dest, *k;
+	json_t *out = json_object(), *d;
+	const char *dest;
 
 	if (!out)
 		return NULL;
 	json_object_foreach(outbox, dest, d) {
-		json_t *nd = json_object();
+		json_t *nd = json_copy(d), *items = nd ? json_copy(json_object_get(d, "items")) : NULL;
 
-		if (!nd || json_object_set_new(out, dest, nd) < 0)
-			goto fail;
-		json_object_foreach(d, k, v) {
-			/* json_copy of the items: a new array holding the same items */
-			json_t *c = streq(k, "items") ? json_copy(v) : json_deep_copy(v);
-
-			if (!c || json_object_set_new(nd, k, c) < 0)
-				goto fail;
+		if (!items || json_object_set_new(nd, "items", items) < 0 || json_object_set_new(out, dest, nd) < 0) {
+			json_decref(nd);
+			json_decref(out);
+			return NULL;
 		}
 	}
 	return out;
-fail:
-	json_decref(out);
-	return NULL;
 }
 
 /*
- * A copy of the state for a record to apply to.  All of it is copied but the
- * queued reports: no record changes a report once it is queued (an ack takes
- * it out of its list), so the lists are new and their items shared.  A copy
- * then costs what the grants weigh (history_max of them) plus one pointer per
- * queued report, not the reports' bytes: with a full outbox (4,096 reports)
- * a deep copy per record made every rejection of a 10,000-grant answer cost
- * O(outbox).
+ * A copy of the state for a record to apply to: new containers (the root,
+ * the lists of grants and intents, the sources, each outbox and its list),
+ * shared members.  No record changes a member in place but a grant, which
+ * an apply function first makes its own (ilog_grant_writable()); an intent,
+ * an owned block, a request, a status report and a queued report never
+ * change once recorded.  A copy then costs one pointer per grant, intent
+ * and queued report, not their bytes: a deep copy per record made every
+ * rejected request cost the whole history's reports.
  */
 static json_t *state_copy(json_t *root)
 {
-	json_t *next = json_object(), *v;
+	json_t *next = json_copy(root), *v;
 	const char *k;
 
 	if (!next)
 		return NULL;
 	json_object_foreach(root, k, v) {
-		json_t *c = streq(k, "outbox") && json_is_object(v) ? outbox_copy(v) : json_deep_copy(v);
+		json_t *c;
 
+		if (streq(k, "outbox") && json_is_object(v))
+			c = outbox_copy(v);
+		else if (json_is_object(v) || json_is_array(v))
+			c = json_copy(v);
+		else
+			continue;
 		if (!c || json_object_set_new(next, k, c) < 0) {
 			json_decref(next);
 			return NULL;
@@ -384,7 +384,7 @@ static int add_report(json_t *rec, json_t *status, const char *outbox_dest)
 		return -ENOMEM;
 	if ((status && !json_is_object(status)) || (outbox_dest && !msg_id_valid(outbox_dest)))
 		return -EINVAL;
-	if (json_object_set_new(rec, "status", status ? json_deep_copy(status) : json_null()) < 0 ||
+	if (json_object_set_new(rec, "status", status ? report_runs_compact(status) : json_null()) < 0 ||
 	    json_object_set_new(rec, "outbox", outbox_dest ? json_string(outbox_dest) : json_null()) < 0)
 		return -ENOMEM;
 	return 0;
@@ -676,7 +676,8 @@ static int grant_fill(const json_t *g, struct intentlog_grant *out)
 	out->n_blocks = json_array_size(json_object_get(g, "blocks"));
 	out->applied_bytes = ilog_u64_of(g, "applied_bytes");
 	out->request = json_deep_copy(json_object_get(g, "request"));
-	out->status = json_is_object(status) ? json_deep_copy(status) : NULL;
+	/* the kept report never changes: shared, decoded by intentlog_grant_report() */
+	out->status = json_is_object(status) ? json_incref((json_t *)status) : NULL;
 	if (!out->request || (json_is_object(status) && !out->status)) {
 		intentlog_grant_done(out);
 		return -ENOMEM;
@@ -846,7 +847,10 @@ int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq,
 	if (!first)
 		return -ENOENT;
 	if (report) {
-		*report = json_deep_copy(json_object_get(first, "report"));
+		/* the caller's own copy: the kept one is shared with the grant's record */
+		_cleanup_json_ json_t *wire = report_runs_expand(json_object_get(first, "report"));
+
+		*report = wire ? json_deep_copy(wire) : NULL;
 		if (!*report)
 			return -ENOMEM;
 	}
@@ -857,12 +861,16 @@ int intentlog_outbox_peek(struct intentlog *il, const char *dest, uint64_t *seq,
 
 int intentlog_grant_report(const struct intentlog_grant *g, struct report *out)
 {
+	_cleanup_json_ json_t *wire = NULL;
 	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (!g->status)
 		return -ENOENT;
-	r = report_from_json(g->status, out);
+	wire = report_runs_expand(g->status);
+	if (!wire)
+		return -ENOMEM;
+	r = report_from_json(wire, out);
 	if (r == 0 && !out->id[0])
 		snprintf(out->id, sizeof(out->id), "%s", g->id);
 	return r;

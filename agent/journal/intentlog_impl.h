@@ -12,6 +12,9 @@
  * after a call is exactly what a replay of the disk gives.  A live call
  * applies its record to a copy of the tree, writes the record, and only then
  * makes the copy current: a failed write leaves memory as the disk has it.
+ * The copy is shallow (new containers, shared members); an apply function
+ * takes a grant it changes through ilog_grant_writable(), so a record costs
+ * the grants it touches, not the whole state.
  */
 #pragma once
 
@@ -19,6 +22,7 @@
 #include "lib/json.h"
 #include "agent/journal/intentlog.h"
 #include "agent/journal/recordlog.h"
+#include "lib/wire/report_runs.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -82,6 +86,10 @@ int ilog_zone_parse(const char *s, enum mem_zone *out);
 json_t *ilog_find_grant(json_t *root, const char *id, size_t *idx);
 json_t *ilog_find_owner(json_t *root, uint64_t block, size_t *bidx);
 json_t *ilog_find_intent(json_t *root, const char *op, size_t *idx);
+/* Grant IDX of ROOT made ROOT's own before a record changes it (state_copy()
+ * shares the grants with the tree it copied): a new object and block list
+ * in its place, returned; NULL on ENOMEM. */
+json_t *ilog_grant_writable(json_t *root, size_t idx);
 json_t *ilog_now_json(void);
 json_t *ilog_empty_root(void);
 bool ilog_phase_valid(const char *s);
@@ -89,3 +97,4 @@ int ilog_target_from_json(const json_t *b, struct intentlog_target *t);
 int ilog_check_root(json_t *root, char *err, size_t errlen);
 int ilog_apply(json_t **rootp, unsigned type, json_t *rec, struct apply_ctx *c);
 int ilog_replay_cb(void *ctx, uint64_t offset, uint16_t type, const void *data, size_t len);
+

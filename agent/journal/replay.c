@@ -123,6 +123,23 @@ json_t *ilog_find_intent(json_t *root, const char *op, size_t *idx)
 	return NULL;
 }
 
+json_t *ilog_grant_writable(json_t *root, size_t idx)
+{
+	json_t *grants = json_object_get(root, "grants"), *g = json_array_get(grants, idx), *c, *blocks;
+
+	if (!g)
+		return NULL;
+	/* the grant's own object and list of blocks; its request, status and
+	 * block entries stay shared: no record changes them in place */
+	c = json_copy(g);
+	blocks = c ? json_copy(json_object_get(g, "blocks")) : NULL;
+	if (!blocks || json_object_set_new(c, "blocks", blocks) < 0 || json_array_set_new(grants, idx, c) < 0) {
+		json_decref(c);
+		return NULL;
+	}
+	return c;
+}
+
 /* A time member of a record, as stored in the tree. */
 static json_t *time_of(const json_t *rec)
 {
@@ -130,6 +147,14 @@ static json_t *time_of(const json_t *rec)
 	time_t v;
 
 	return t && msg_time_parse(t, &v) == 0 ? json_string(t) : NULL;
+}
+
+static bool time_of_ok(const json_t *rec)
+{
+	const char *t = ilog_str_of(rec, "time");
+	time_t v;
+
+	return t && msg_time_parse(t, &v) == 0;
 }
 
 json_t *ilog_now_json(void)
@@ -306,6 +331,8 @@ static int check_grant(json_t *root, json_t *g, size_t i, uint64_t next_order, u
 		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": invalid \"state\"", id);
 	if (!json_is_null(status) && !json_is_object(status))
 		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": \"status\" is neither an object nor null", id);
+	if (json_is_object(status) && report_runs_check(status, NULL, 0) < 0)
+		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": \"status\" has invalid \"block_runs\"", id);
 	if (ab && !get_u64(g, "applied_bytes", 0, INT64_MAX, &v))
 		return errbuf_set(err, errlen, -EBADMSG, "grant \"%s\": invalid \"applied_bytes\"", id);
 	if (!ilog_str_of(g, "created") || msg_time_parse(ilog_str_of(g, "created"), &t) < 0 || !ilog_str_of(g, "updated") ||
@@ -351,7 +378,8 @@ static int check_outbox(json_t *outbox, char *err, size_t errlen)
 		if (!msg_id_valid(dest) || !get_u64(d, "next_seq", 1, INT64_MAX, &next) || !json_is_array(items))
 			return errbuf_set(err, errlen, -EBADMSG, "outbox \"%.40s\": invalid entry", dest);
 		json_array_foreach(items, i, it) {
-			if (!get_u64(it, "seq", prev + 1, next - 1, &seq) || !json_is_object(json_object_get(it, "report")))
+			if (!get_u64(it, "seq", prev + 1, next - 1, &seq) || !json_is_object(json_object_get(it, "report")) ||
+			    report_runs_check(json_object_get(it, "report"), NULL, 0) < 0)
 				return errbuf_set(err, errlen, -EBADMSG,
 						  "outbox \"%s\", item %zu: sequence out of order or report missing", dest, i);
 			prev = seq;
@@ -494,6 +522,9 @@ static int apply_report(json_t *root, json_t *g, const json_t *rec, struct apply
 	if (status && !json_is_null(status)) {
 		if (!json_is_object(status))
 			return fail(c, -EINVAL, "\"status\" is not an object");
+		r = report_runs_check(status, c->err, c->errlen);
+		if (r < 0)
+			return r;
 		if (json_object_set(g, "status", status) < 0)
 			return -ENOMEM;
 	}
@@ -557,7 +588,8 @@ static int apply_accept(json_t *root, const json_t *rec, struct apply_ctx *c)
 static int apply_state(json_t *root, const json_t *rec, struct apply_ctx *c)
 {
 	const char *id = ilog_str_of(rec, "id");
-	json_t *g = ilog_find_grant(root, id, NULL);
+	size_t idx = 0;
+	json_t *g = ilog_find_grant(root, id, &idx);
 	enum msg_state st;
 	int r;
 
@@ -565,7 +597,8 @@ static int apply_state(json_t *root, const json_t *rec, struct apply_ctx *c)
 		return fail(c, -ENOENT, "unknown operation \"%.64s\"", id ? id : "");
 	if (msg_state_parse(ilog_str_of(rec, "state"), &st) < 0)
 		return fail(c, -EINVAL, "invalid \"state\"");
-	if (json_object_set_new(g, "state", json_string(msg_state_name(st))) < 0)
+	g = ilog_grant_writable(root, idx);
+	if (!g || json_object_set_new(g, "state", json_string(msg_state_name(st))) < 0)
 		return -ENOMEM;
 	r = set_updated(g, rec, c);
 	return r < 0 ? r : apply_report(root, g, rec, c);
@@ -574,7 +607,8 @@ static int apply_state(json_t *root, const json_t *rec, struct apply_ctx *c)
 static int apply_intent(json_t *root, const json_t *rec, struct apply_ctx *c)
 {
 	const char *op = ilog_str_of(rec, "op"), *dir = ilog_str_of(rec, "dir");
-	json_t *g = ilog_find_grant(root, op, NULL), *blocks = json_object_get(rec, "blocks"), *it, *b, *t;
+	size_t idx = 0;
+	json_t *g = ilog_find_grant(root, op, &idx), *blocks = json_object_get(rec, "blocks"), *it, *b, *t;
 	struct intentlog_target tg;
 	size_t k;
 	int r;
@@ -606,7 +640,8 @@ static int apply_intent(json_t *root, const json_t *rec, struct apply_ctx *c)
 	it = json_pack("{s:s, s:s, s:O, s:o}", "op", op, "dir", dir, "blocks", blocks, "started", t);
 	if (!it || json_array_append_new(json_object_get(root, "intents"), it) < 0)
 		return -ENOMEM;
-	if (json_object_set_new(g, "state", json_string(msg_state_name(MSG_STATE_IN_PROGRESS))) < 0)
+	g = ilog_grant_writable(root, idx);
+	if (!g || json_object_set_new(g, "state", json_string(msg_state_name(MSG_STATE_IN_PROGRESS))) < 0)
 		return -ENOMEM;
 	r = set_updated(g, rec, c);
 	return r < 0 ? r : apply_report(root, g, rec, c);
@@ -663,8 +698,10 @@ static int check_block_list(json_t *root, const json_t *list, bool zoned, const 
 	return 0;
 }
 
-/* Whoever owns one of IDS no longer does (one pass over all owned blocks). */
-static int disown_blocks(json_t *root, const json_t *list)
+/* Whoever owns one of IDS no longer does (one pass over all owned blocks);
+ * with WHEN (a record with a valid "time") each grant that lost one was
+ * updated then. */
+static int disown_blocks(json_t *root, const json_t *list, const json_t *when)
 {
 	_cleanup_(idset_free) struct idset ids = { 0 };
 	json_t *g;
@@ -674,9 +711,20 @@ static int disown_blocks(json_t *root, const json_t *list)
 		return -ENOMEM;
 	json_array_foreach(json_object_get(root, "grants"), i, g) {
 		json_t *blocks = json_object_get(g, "blocks");
-		for (size_t k = json_array_size(blocks); k-- > 0;)
-			if (idset_has(&ids, ilog_u64_of(json_array_get(blocks, k), "block")))
-				json_array_remove(blocks, k);
+		bool own = false;
+
+		for (size_t k = json_array_size(blocks); k-- > 0;) {
+			if (!idset_has(&ids, ilog_u64_of(json_array_get(blocks, k), "block")))
+				continue;
+			if (!own) {
+				g = ilog_grant_writable(root, i);
+				if (!g || (when && json_object_set_new(g, "updated", time_of(when)) < 0))
+					return -ENOMEM;
+				blocks = json_object_get(g, "blocks");
+				own = true;
+			}
+			json_array_remove(blocks, k);
+		}
 	}
 	return 0;
 }
@@ -684,7 +732,8 @@ static int disown_blocks(json_t *root, const json_t *list)
 static int apply_result(json_t *root, const json_t *rec, struct apply_ctx *c)
 {
 	const char *op = ilog_str_of(rec, "op");
-	json_t *g = ilog_find_grant(root, op, NULL), *done = json_object_get(rec, "blocks"), *it, *b;
+	size_t gidx = 0;
+	json_t *g = ilog_find_grant(root, op, &gidx), *done = json_object_get(rec, "blocks"), *it, *b;
 	enum msg_state st;
 	uint64_t applied;
 	size_t idx = 0, k;
@@ -708,6 +757,9 @@ static int apply_result(json_t *root, const json_t *rec, struct apply_ctx *c)
 		if (r < 0)
 			return r;
 	}
+	g = ilog_grant_writable(root, gidx);
+	if (!g)
+		return -ENOMEM;
 	if (up) {
 		json_array_foreach(done, k, b) {
 			r = own_block(root, g, ilog_u64_of(b, "block"), ilog_str_of(b, "zone"), json_is_true(json_object_get(b, "memmap")),
@@ -716,12 +768,14 @@ static int apply_result(json_t *root, const json_t *rec, struct apply_ctx *c)
 				return r;
 		}
 	} else if (json_array_size(done) > 0) {
-		r = disown_blocks(root, done);
+		r = disown_blocks(root, done, NULL);
 		if (r < 0)
 			return r;
 	}
 	if (it && json_array_remove(json_object_get(root, "intents"), idx) < 0)
 		return -ENOMEM;
+	/* disown_blocks() may have replaced it with another copy of its own */
+	g = json_array_get(json_object_get(root, "grants"), gidx);
 	if (json_object_set_new(g, "state", json_string(msg_state_name(st))) < 0 ||
 	    json_object_set_new(g, "applied_bytes", ilog_u64_json(applied)) < 0)
 		return -ENOMEM;
@@ -732,7 +786,8 @@ static int apply_result(json_t *root, const json_t *rec, struct apply_ctx *c)
 static int apply_adopt(json_t *root, const json_t *rec, struct apply_ctx *c)
 {
 	const char *id = ilog_str_of(rec, "grant");
-	json_t *g = ilog_find_grant(root, id, NULL), *list = json_object_get(rec, "blocks"), *b;
+	size_t idx = 0;
+	json_t *g = ilog_find_grant(root, id, &idx), *list = json_object_get(rec, "blocks"), *b;
 	size_t k;
 	int r;
 
@@ -745,6 +800,9 @@ static int apply_adopt(json_t *root, const json_t *rec, struct apply_ctx *c)
 	r = check_block_list(root, list, true, NULL, c);
 	if (r < 0)
 		return r;
+	g = ilog_grant_writable(root, idx);
+	if (!g)
+		return -ENOMEM;
 	json_array_foreach(list, k, b) {
 		r = own_block(root, g, ilog_u64_of(b, "block"), ilog_str_of(b, "zone"), json_is_true(json_object_get(b, "memmap")),
 			      NULL);
@@ -765,15 +823,12 @@ static int apply_release(json_t *root, const json_t *rec, struct apply_ctx *c)
 	r = check_block_list(root, list, false, NULL, c);
 	if (r < 0)
 		return r;
-	json_array_foreach(list, k, b) {
-		json_t *g = ilog_find_owner(root, (uint64_t)json_integer_value(b), NULL);
-		if (!g)
+	json_array_foreach(list, k, b)
+		if (!ilog_find_owner(root, (uint64_t)json_integer_value(b), NULL))
 			return fail(c, -ENOENT, "block %" JSON_INTEGER_FORMAT " is not owned", json_integer_value(b));
-		r = set_updated(g, rec, c);
-		if (r < 0)
-			return r;
-	}
-	return disown_blocks(root, list);
+	if (!time_of_ok(rec))
+		return fail(c, -EINVAL, "missing or invalid \"time\"");
+	return disown_blocks(root, list, rec);
 }
 
 static int apply_outbox_push(json_t *root, const json_t *rec, struct apply_ctx *c)

@@ -161,7 +161,52 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Compares records file K with the cache: changed ids into V, cache updated. */
-static int diff_chunk(struct sim_watch *w, uint64_t k, struct idset *v)
+/* Whether B counts in its zone's span (sim_summary_compute()'s rule). */
+static bool in_span(const struct sim_block *b)
+{
+	return b->state != MEM_STATE_OFFLINE && b->zone != MEM_ZONE_NONE && b->zone < MEM_ZONE_COUNT;
+}
+
+/* Block I of the cache changes from OLD to its row now: the spans follow,
+ * a block that joins a zone at once; one that leaves it at an edge marks
+ * the zone for spans_fix(). */
+static void span_change(struct sim_watch *w, uint64_t i, const struct sim_block *old, bool *dirty)
+{
+	const struct sim_block *b = &w->cache[i];
+
+	if (in_span(old) && (!in_span(b) || b->zone != old->zone) &&
+	    (i == w->sp.lo[old->zone] || i + 1 == w->sp.hi[old->zone]))
+		dirty[old->zone] = true;
+	if (in_span(b)) {
+		if (i < w->sp.lo[b->zone])
+			w->sp.lo[b->zone] = i;
+		if (i + 1 > w->sp.hi[b->zone])
+			w->sp.hi[b->zone] = i + 1;
+	}
+}
+
+/* The edges of the zones DIRTY marks, moved inwards to the first block still
+ * in them: blocks taken down at an edge cost the blocks passed, not the
+ * machine. */
+static void spans_fix(struct sim_watch *w, const bool *dirty)
+{
+	for (int z = 0; z < MEM_ZONE_COUNT; z++) {
+		uint64_t lo = w->sp.lo[z], hi = w->sp.hi[z];
+
+		if (!dirty[z])
+			continue;
+		while (lo < hi && !(in_span(&w->cache[lo]) && w->cache[lo].zone == (enum mem_zone)z))
+			lo++;
+		while (hi > lo && !(in_span(&w->cache[hi - 1]) && w->cache[hi - 1].zone == (enum mem_zone)z))
+			hi--;
+		if (lo >= hi)
+			lo = UINT64_MAX, hi = 0;
+		w->sp.lo[z] = lo;
+		w->sp.hi[z] = hi;
+	}
+}
+
+static int diff_chunk(struct sim_watch *w, uint64_t k, struct idset *v, bool *dirty)
 {
 	struct sim_block now[SIM_CHUNK];
 	uint64_t first = k * SIM_CHUNK;
@@ -175,10 +220,13 @@ static int diff_chunk(struct sim_watch *w, uint64_t k, struct idset *v)
 	for (uint64_t i = 0; i < SIM_CHUNK && first + i < w->s->n_blocks; i++) {
 		struct sim_block *c = &w->cache[first + i];
 
+		struct sim_block old = *c;
+
 		if (c->configured == now[i].configured && c->memmap == now[i].memmap &&
 		    c->state == now[i].state && c->zone == now[i].zone)
 			continue;
 		*c = now[i];
+		span_change(w, first + i, &old, dirty);
 		r = idset_add(v, first + i);
 		if (r < 0)
 			return r;
@@ -276,16 +324,17 @@ int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bo
 	}
 	if (!lost) {
 		struct sim_spans old = w->sp;
-		struct sim_summary sum;
+		bool dirty[MEM_ZONE_COUNT] = { false };
 
 		if (n_chunks)
 			qsort(chunks, n_chunks, sizeof(*chunks), cmp_u64);
 		for (size_t i = 0; r == 0 && i < n_chunks; i++)
 			if (i == 0 || chunks[i] != chunks[i - 1])
-				r = diff_chunk(w, chunks[i], &v);
+				r = diff_chunk(w, chunks[i], &v, dirty);
 		if (r == 0 && v.n) {
-			sim_summary_compute(w->cache, w->s->n_blocks, &sum);
-			w->sp = sum.sp;
+			/* the zones' spans kept up from the blocks that changed,
+			 * not computed again from every block */
+			spans_fix(w, dirty);
 			r = diff_spans(w, &old, &v);
 		}
 		if (r == -ENOMEM) {

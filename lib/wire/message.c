@@ -697,7 +697,7 @@ static json_t *error_obj(const char *code, const char *message)
 	return json_pack("{s:s, s:s}", "code", code, "message", message ? message : "");
 }
 
-static json_t *range_json(uint64_t block, uint64_t block_size)
+json_t *msg_block_range_json(uint64_t block, uint64_t block_size)
 {
 	char buf[48];
 
@@ -732,7 +732,7 @@ json_t *msg_status_to_json(const struct msg_status *s)
 
 		if (e) {
 			put(e, "block", uint_json(b->block), &eok);
-			put(e, "range", range_json(b->block, s->block_size), &eok);
+			put(e, "range", msg_block_range_json(b->block, s->block_size), &eok);
 			put(e, "configured", json_boolean(b->configured), &eok);
 			put(e, "memmap_on_memory",
 			    b->memmap_on_memory < 0 ? json_null() : json_boolean(b->memmap_on_memory), &eok);

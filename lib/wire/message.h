@@ -39,6 +39,9 @@ int msg_from_json_opts(json_t *obj, unsigned flags, struct msg **out, struct msg
 json_t *msg_to_json(const struct msg *m);
 /* {"type":"status", ...} as in docs/protocol.md; NULL on ENOMEM. */
 json_t *msg_status_to_json(const struct msg_status *s);
+/* The "range" of BLOCK in a status report's block entry ("0x...-0x..."),
+ * null when BLOCK_SIZE is 0 or the range overflows. */
+json_t *msg_block_range_json(uint64_t block, uint64_t block_size);
 /* {"type":"error","code":..,"message":..}, plus "id" when ID is not NULL. */
 json_t *msg_error_to_json(const struct msg_error *e, const char *id);
 /* {"type":"sync","nonce":N}: the answer to a sync, sent before anything else. */

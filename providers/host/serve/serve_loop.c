@@ -68,6 +68,7 @@ struct serve {
 	int64_t last_rescan;
 	int tick_timer;
 	int cb_ids[6];
+	char *status_text, *metrics_text; /* as last written: a file is written when it changes */
 };
 
 static volatile sig_atomic_t stop_sig;
@@ -493,19 +494,34 @@ static void ev_removal_failed(virConnectPtr conn, virDomainPtr dom, const char *
 
 /* ---- the tick ------------------------------------------------------------------------------------ */
 
+/* TEXT (taken) to PATH when it differs from *LAST (what was written last):
+ * the status and metrics files are views of state the journal holds, so
+ * they are replaced whole, without fsync, and only when they change. */
+static void write_view(struct serve *sv, const char *path, char *text, char **last)
+{
+	if (!text)
+		return;
+	if (*last && streq(*last, text)) {
+		free(text);
+		return;
+	}
+	if (file_write_view(path, text, strlen(text), 0644) < 0) {
+		log_debug(&sv->log, "cannot write %s", path);
+		free(text); /* tried again at the next tick */
+		return;
+	}
+	free(*last);
+	*last = text;
+}
+
 static void write_reports(struct serve *sv)
 {
 	_cleanup_json_ json_t *st = serve_status_json(sv->ctl, sv->cfg);
-	_cleanup_free_ char *text = st ? json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
-	_cleanup_free_ char *prom = NULL;
 
-	if (text && file_write_atomic(sv->cfg->status_file, text, strlen(text), 0644) < 0)
-		log_debug(&sv->log, "cannot write %s", sv->cfg->status_file);
-	if (sv->cfg->metrics_file) {
-		prom = serve_metrics_text(sv->ctl);
-		if (prom && file_write_atomic(sv->cfg->metrics_file, prom, strlen(prom), 0644) < 0)
-			log_debug(&sv->log, "cannot write %s", sv->cfg->metrics_file);
-	}
+	write_view(sv, sv->cfg->status_file, st ? json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL,
+		   &sv->status_text);
+	if (sv->cfg->metrics_file)
+		write_view(sv, sv->cfg->metrics_file, serve_metrics_text(sv->ctl), &sv->metrics_text);
 }
 
 static void tick_cb(int timer, void *opaque)
@@ -674,6 +690,8 @@ out:
 	while (sv.n_ch)
 		chan_close(&sv, sv.ch[0]);
 	free(sv.ch);
+	free(sv.status_text);
+	free(sv.metrics_text);
 	for (size_t i = 0; sv.conn && i < 5; i++)
 		if (sv.cb_ids[i] >= 0)
 			virConnectDomainEventDeregisterAny(sv.conn, sv.cb_ids[i]);

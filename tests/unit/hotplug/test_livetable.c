@@ -244,6 +244,24 @@ static void test_sim_neighbour_zones_follow(void **state)
 	assert_int_equal(hp_read_block(f->sim, 18, &direct), 0);
 	assert_string_equal(m.zones, direct.zones);
 	assert_string_equal(m.zones, "Movable Normal");
+	/* and back: 19, then 17 offline, the span shrinks from each edge to
+	 * nothing; 18's zones are what a read of the sim gives each time */
+	assert_int_equal(block_offline(f->sim, 19), 0);
+	wait_for(f, 19, MEM_STATE_OFFLINE, true, &s);
+	for (int i = 0; i < 10; i++)
+		assert_true(livetable_update(f->lt, record, &s) >= 0);
+	assert_int_equal(livetable_find(f->lt, 18, &m), 0);
+	assert_int_equal(hp_read_block(f->sim, 18, &direct), 0);
+	assert_string_equal(m.zones, direct.zones);
+	assert_int_equal(block_offline(f->sim, 17), 0);
+	wait_for(f, 17, MEM_STATE_OFFLINE, true, &s);
+	for (int i = 0; i < 10; i++)
+		assert_true(livetable_update(f->lt, record, &s) >= 0);
+	for (uint64_t id = 17; id <= 19; id++) {
+		assert_int_equal(livetable_find(f->lt, id, &m), 0);
+		assert_int_equal(hp_read_block(f->sim, id, &direct), 0);
+		assert_string_equal(m.zones, direct.zones);
+	}
 }
 
 /* A flood of events that overflows the inotify queue: one re-scan. */
@@ -421,6 +439,37 @@ static void test_tree_overflow_rescans(void **state)
 	expect_change(&s, 9, MEM_STATE_ONLINE, MEM_STATE_OFFLINE);
 }
 
+/* A block that cannot be read for a moment (a file with a value it does not
+ * take) is read again, alone, at the next change: the machine is not
+ * re-scanned, its old row is kept meanwhile, and the row follows once the
+ * block reads right. */
+static void test_tree_failed_read_rereads_the_block(void **state)
+{
+	struct fx *f = *state;
+	struct livetable_stats st0, st1;
+	struct seen s = { 0 };
+	struct mem_block m;
+
+	open_over_tree(f);
+	livetable_stats(f->lt, &st0);
+	echo_into(f, "sys/devices/system/memory/memory9/removable", "x\n"); /* the block cannot be read */
+	for (int i = 0; i < 20; i++) {
+		struct pollfd p = { .fd = livetable_fd(f->lt), .events = POLLIN };
+
+		if (poll(&p, 1, 50) < 0)
+			fail_msg("poll: %s", strerror(errno));
+		assert_true(livetable_update(f->lt, record, &s) >= 0);
+	}
+	/* the old row stays while the file cannot be read */
+	assert_int_equal(livetable_find(f->lt, 9, &m), 0);
+	assert_int_equal(m.state, MEM_STATE_ONLINE);
+	echo_into(f, "sys/devices/system/memory/memory9/removable", "1\n");
+	echo_into(f, "sys/devices/system/memory/memory9/state", "offline\n");
+	wait_for(f, 9, MEM_STATE_OFFLINE, true, &s);
+	livetable_stats(f->lt, &st1);
+	assert_int_equal(st1.rescans, st0.rescans);
+}
+
 /* Lookups, snapshots and in-place reads agree with a discovery. */
 static void test_reads(void **state)
 {
@@ -563,6 +612,7 @@ int main(void)
 		T(test_tree_outside_changes_seen),
 		T(test_tree_one_watch_per_configured_block),
 		T(test_tree_overflow_rescans),
+		T(test_tree_failed_read_rereads_the_block),
 		T(test_reads),
 		T(test_concurrent_readers),
 		cmocka_unit_test(test_uevent_parse),

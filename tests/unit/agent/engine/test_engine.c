@@ -81,6 +81,13 @@ static int setup_slow(void **state)
 	return setup_with(state, "    faults:\n      latency_ms: 150\n");
 }
 
+/* every kernel write takes 5 ms: a block comes up in about 15 ms, many
+ * blocks within one progress event's interval (OP_LIVE_INTERVAL, 100 ms) */
+static int setup_quick(void **state)
+{
+	return setup_with(state, "    faults:\n      latency_ms: 5\n");
+}
+
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
@@ -279,6 +286,53 @@ static void test_cancel(void **state)
 	engine_verdict_done(&v);
 }
 
+/* A running grant's report (GET /v1/grants/ID) follows it block by block:
+ * read after the status, it never shows fewer blocks done than the status
+ * counted, and lists an entry for each (not a report of up to 100 ms ago). */
+static void test_progress_per_block(void **state)
+{
+	struct fixture *f = *state;
+	struct engine_source *cp = NULL;
+	struct engine_verdict v;
+	size_t seen_running = 0, last = 0;
+
+	assert_int_equal(engine_source_add(f->e, "cp", ENGINE_SOURCE_REPORTS, &cp), 0);
+	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":\"1G\"}", 0), &v), 0);
+	assert_int_equal(v.kind, ENGINE_ACCEPTED);
+	engine_verdict_done(&v);
+	for (int i = 0; i < 20000; i++) {
+		struct engine_status st;
+		struct engine_grant_row row = { 0 };
+		size_t counted, listed = 0;
+		bool running;
+
+		assert_int_equal(engine_status(f->e, &st), 0);
+		running = st.has_running && streq(st.running.id, "g");
+		counted = st.running.blocks_done;
+		engine_status_done(&st);
+		assert_int_equal(engine_grant(f->e, "g", &row), 0);
+		if (msg_state_is_final(row.report.state)) {
+			engine_grant_row_clear(&row);
+			break;
+		}
+		for (size_t k = 0; k < row.report.n_blocks; k++)
+			listed += streq(row.report.blocks[k].state, "online");
+		if (running && counted > 0) {
+			if (row.report.blocks_done < counted || listed < counted)
+				fail_msg("the report shows %zu blocks done (%zu listed online) after the status counted %zu",
+					 row.report.blocks_done, listed, counted);
+			if (counted != last)
+				seen_running++;
+			last = counted;
+		}
+		engine_grant_row_clear(&row);
+		nanosleep(&(struct timespec){ .tv_nsec = 500000 }, NULL);
+	}
+	assert_int_equal(wait_final(f->e, "g"), MSG_STATE_APPLIED);
+	/* the loop saw the grant advance, not only its end */
+	assert_true(seen_running >= 3);
+}
+
 static void test_plan(void **state)
 {
 	struct fixture *f = *state;
@@ -410,6 +464,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_verdicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup_slow, teardown),
 		cmocka_unit_test_setup_teardown(test_plan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_progress_per_block, setup_quick, teardown),
 		cmocka_unit_test_setup_teardown(test_admission_boundaries, setup, teardown),
 	};
 

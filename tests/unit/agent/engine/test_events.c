@@ -9,6 +9,7 @@
 #include "agent/engine/events.h"
 #include "agent/engine/metrics.h"
 #include "lib/util.h"
+#include "lib/wire/report_json.h"
 
 static void publish_n(struct event_bus *b, int n, const char *pad)
 {
@@ -74,7 +75,7 @@ static void test_bounded_in_bytes(void **state)
 	memset(pad, 'x', 600 * 1024);
 	pad[600 * 1024] = '\0';
 	assert_int_equal(events_new(1024, &b), 0);
-	publish_n(b, 20, pad); /* 12 MB of events: only about 4 MiB stay */
+	publish_n(b, 20, pad); /* 12 MB of events: only about 1 MiB stays */
 	assert_int_equal(events_wait(b, 0, 100, &text, &seq, &missed), 1);
 	assert_true(missed >= 12);
 	assert_true(seq > 12 && seq <= 20);
@@ -85,6 +86,61 @@ static void test_bounded_in_bytes(void **state)
 	free(text);
 	free(pad);
 	events_free(b);
+}
+
+/* The final event of a grant of 4,096 blocks (its whole report): readers get
+ * the bytes published, and the ring keeps 32 of them (kept as runs: a few
+ * hundred bytes each, where the text of one is 700 kB). */
+static void test_big_reports_kept_as_runs(void **state)
+{
+	struct report r = { .agent = "a", .id = "g", .generation = 1, .state = MSG_STATE_APPLIED, .kind = MSG_GRANT,
+			    .block_size = 128u << 20 };
+	struct event_bus *b;
+	uint64_t seq = 0, missed = 9;
+	char *text = NULL;
+
+	(void)state;
+	r.blocks = calloc(4096, sizeof(*r.blocks));
+	assert_non_null(r.blocks);
+	for (size_t i = 0; i < 4096; i++) {
+		r.blocks[r.n_blocks++] = (struct report_block){ .block = 16 + i, .configured = true,
+								.memmap_on_memory = 1 };
+		snprintf(r.blocks[i].state, sizeof(r.blocks[i].state), "online");
+		snprintf(r.blocks[i].zone, sizeof(r.blocks[i].zone), "Movable");
+	}
+	snprintf(r.blocks[7].error_code, sizeof(r.blocks[7].error_code), "EBUSY");
+	snprintf(r.blocks[7].error_message, sizeof(r.blocks[7].error_message), "online: busy");
+	assert_int_equal(events_new(64, &b), 0);
+	for (int i = 0; i < 32; i++) {
+		/* a hook's event with the report inside, the engine's report itself,
+		 * and a progress event: the blocks that changed */
+		json_t *ev = i % 3 == 0 ? json_pack("{s:s,s:o,s:i}", "event", "grant.applied", "status", report_to_json(&r),
+						  "n", i)
+				       : report_to_json(&r);
+		char *want;
+
+		assert_non_null(ev);
+		if (i % 3 == 2) {
+			json_object_set(ev, "changed_blocks", json_object_get(ev, "blocks"));
+			json_object_del(ev, "blocks");
+		}
+		events_publish(b, ev);
+		want = json_dumps(ev, JSON_COMPACT);
+		json_decref(ev);
+		if (i < 3) {
+			assert_int_equal(events_wait(b, (uint64_t)i, 100, &text, &seq, &missed), 1);
+			assert_string_equal(text, want);
+			free(text);
+		}
+		free(want);
+	}
+	/* all 32 kept: the first is still there */
+	assert_int_equal(events_wait(b, 0, 100, &text, &seq, &missed), 1);
+	assert_int_equal(missed, 0);
+	assert_int_equal(seq, 1);
+	free(text);
+	events_free(b);
+	report_clear(&r);
 }
 
 static void test_close_wakes_readers(void **state)
@@ -146,6 +202,7 @@ int main(void)
 		cmocka_unit_test(test_in_order_with_seq),
 		cmocka_unit_test(test_slow_reader_is_told_what_it_missed),
 		cmocka_unit_test(test_bounded_in_bytes),
+		cmocka_unit_test(test_big_reports_kept_as_runs),
 		cmocka_unit_test(test_close_wakes_readers),
 		cmocka_unit_test(test_metrics_text),
 	};
