@@ -356,6 +356,7 @@ void dc_take_back(struct ctl *c, struct dom *d, int64_t now)
 	if (!d->synced) {
 		/* nobody to ask: the agent never onlined it, so the device may take it */
 		snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.op_id);
+		d->late_at = now;
 		d->late_phase = PH_GRANTING;
 		d->late_bytes = d->rec.op_bytes;
 		dc_start_unplug(c, d, plugged_extra, now);
