@@ -348,4 +348,4 @@ void serve_print_status(FILE *f, json_t *status);
 struct host_opts;
 int cmd_serve(const struct host_opts *o, int argc, char **argv);
 /* `memgrant-host status` without DOMAIN: the status file named by CONFIG (NULL: the default YAML). */
-int serve_show_status(const char *config, bool json);
+int serve_show_status(const char *config, const char *state_dir, bool json);
