@@ -384,6 +384,10 @@ static void set_common(struct https_provider *p, struct conn *c, struct response
 	sym_curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
 	sym_curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
 	sym_curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* both address families tried at once: a staggered second attempt is
+	 * a timer that wakes the thread during a connect that hangs, and stays
+	 * armed after the first one connected */
+	sym_curl_easy_setopt(e, CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS, 0L);
 	sym_curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
 	sym_curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	sym_curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
