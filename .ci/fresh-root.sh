@@ -11,6 +11,12 @@
 #    that root;
 # 3. `make demo`, then `make check`, run in /src inside it by chroot, as root,
 #    exactly as the README says: make installs the build dependencies itself.
+#    make check runs tests/integration/doc_examples.sh there, so the README's
+#    session by hand runs as written in /tmp, as root and as an ordinary
+#    user (uid 65534), on this fresh root;
+# 4. the packages' build exactly as docs/operations.md writes it ("Build the
+#    packages": install-deps.sh, the apt-get line, build-deb.sh), taken from
+#    the doc by tests/tools/doc_examples.py --in-place, in the same root.
 #
 # The root runs in a private mount namespace: /proc (with /proc/sys read-only)
 # and /dev are mounted for it and vanish with it; /sys is not mounted at all,
@@ -72,7 +78,7 @@ mkdir -p "$root/src"
 (cd "$top" && tar --exclude=./build --exclude=./config.mk --exclude=./.git \
 	--exclude=./tests/vm/work -cf - .) | tar -C "$root/src" -xf -
 
-say "make demo, then make check, in $root/src (chroot, as root)"
+say "make demo, make check, then the package build of docs/operations.md, in $root/src (chroot, as root)"
 t1=$(date +%s)
 rc=0
 # shellcheck disable=SC2016 # expanded by the inner shell
@@ -85,13 +91,17 @@ unshare -m --propagation private sh -eu -c '
 	mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 	mount --bind "$cache/archives" "$root/var/cache/apt/archives"
 	exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-		LANG=C.UTF-8 TERM=dumb sh -ec "cd /src && make demo && make check"
+		LANG=C.UTF-8 TERM=dumb sh -ec "cd /src && make demo && make check &&
+			python3 tests/tools/doc_examples.py --top /src --build /src/build \
+				--in-place \"\$(python3 tests/tools/doc_examples.py --top /src --build /src/build --list docs/operations.md |
+					sed -n \"s/: not run: .*fresh minbase root.*//p\")\" &&
+			ls -l build/packages/*.deb"
 ' fresh-root "$root" "$cache" || rc=$?
 t2=$(date +%s)
 if [ $rc -ne 0 ]; then
 	# the root goes away: keep the test logs for a look afterwards
 	rm -rf "$cache/last-test-logs"
 	[ -d "$root/src/build/test-logs" ] && cp -a "$root/src/build/test-logs" "$cache/last-test-logs"
-	die "make demo / make check failed in the fresh root (exit $rc) after $((t2 - t1))s; logs in $cache/last-test-logs"
+	die "make demo / make check / the package build failed in the fresh root (exit $rc) after $((t2 - t1))s; logs in $cache/last-test-logs"
 fi
-say "OK: make demo and make check passed on a fresh $codename root: $((t2 - t1))s in the root, $((t2 - t0))s in all"
+say "OK: make demo, make check (the docs' examples included) and the package build as docs/operations.md writes it passed on a fresh $codename root: $((t2 - t1))s in the root, $((t2 - t0))s in all"

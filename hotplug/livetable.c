@@ -413,6 +413,11 @@ void livetable_counts(struct livetable *lt, struct livetable_counts *out)
 	pthread_rwlock_unlock(&lt->lock);
 }
 
+void livetable_counts_locked(const struct livetable *lt, struct livetable_counts *out)
+{
+	*out = lt->counts;
+}
+
 void livetable_set_mark(struct livetable *lt, uint64_t id)
 {
 	pthread_rwlock_wrlock(&lt->lock);

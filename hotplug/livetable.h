@@ -74,6 +74,8 @@ struct livetable_counts {
 	uint64_t online, standby, in_flight, online_from_mark;
 };
 void livetable_counts(struct livetable *lt, struct livetable_counts *out);
+/* The same under livetable_lock (consistent with livetable_table()). */
+void livetable_counts_locked(const struct livetable *lt, struct livetable_counts *out);
 /* Sets the mark of online_from_mark (one walk of the table). */
 void livetable_set_mark(struct livetable *lt, uint64_t id);
 

@@ -466,6 +466,7 @@ int plan_revoke(const struct mem_table *t, const struct revoke_request *req,
 	struct owned_index ix = { 0 };
 	_cleanup_free_ const struct owned_block **order = NULL;
 	_cleanup_free_ uint64_t *asked = NULL;
+	const struct mem_block *b;
 	char bs[16], want[16], have[16], ids[160];
 	uint64_t dup;
 	int r = 0;
@@ -568,11 +569,21 @@ int plan_revoke(const struct mem_table *t, const struct revoke_request *req,
 			}
 			if (owned_index_find(&ix, asked[i]))
 				continue;
-			if (!mem_table_find(t, asked[i]))
+			/* the cause as the kernel's table shows it now: a block a
+			 * grant held and a revocation gave back is standby again */
+			b = mem_table_find(t, asked[i]);
+			if (!b)
 				r = reject(p, -ENOENT, "block %" PRIu64 " does not exist", asked[i]);
+			else if (!b->configured)
+				r = reject(p, -EPERM, "block %" PRIu64 " is standby memory (not configured): no grant "
+					   "holds it, there is nothing to give back", asked[i]);
+			else if (t->boot_known && b->id < t->boot_end)
+				r = reject(p, -EPERM, "block %" PRIu64 " is boot memory: memgrant gives back only "
+					   "blocks its grants hold", asked[i]);
 			else
-				r = reject(p, -EPERM, "block %" PRIu64 " was not onlined by memgrant",
-					   asked[i]);
+				r = reject(p, -EPERM, "block %" PRIu64 " is %s and no grant holds it (brought up "
+					   "outside memgrant: 'memgrantctl adopt %" PRIu64 "' makes it a grant)",
+					   asked[i], mem_state_name(b->state), asked[i]);
 			goto done;
 		}
 		for (size_t i = 0; i < n_owned; i++)

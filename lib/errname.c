@@ -48,6 +48,9 @@ const char *errno_name(int err)
 	case ECONNRESET: return "ECONNRESET";
 	case EPIPE: return "EPIPE";
 	case ENOTEMPTY: return "ENOTEMPTY";
+	case ELOOP: return "ELOOP";
+	case EXDEV: return "EXDEV";
+	case ENAMETOOLONG: return "ENAMETOOLONG";
 	default: return "E?";
 	}
 }

@@ -54,9 +54,28 @@ apt_install() {
 	fi
 	echo "install-deps: installing the build and test dependencies (apt-get)${missing:+, missing:$missing}"
 	export DEBIAN_FRONTEND=noninteractive
+	echo "install-deps: apt-get update"
 	apt-get update -qq
-	# shellcheck disable=SC2086
-	apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+	# the packages' build needs systemd's pkg-config file (systemd.pc):
+	# systemd-dev from Debian 13 on, systemd itself before
+	if apt-cache show systemd-dev >/dev/null 2>&1; then
+		set -- "$@" systemd-dev
+	else
+		set -- "$@" systemd
+	fi
+	echo "install-deps: apt-get install $# packages and what they need: $*"
+	# a line every few packages instead of minutes of silence; apt-get's
+	# own exit status is kept (no pipefail in sh)
+	st=$(mktemp /tmp/memgrant-install-deps.XXXXXX)
+	{ apt-get install -y --no-install-recommends "$@" 2>&1; echo $? >"$st"; } | awk '
+		/^Need to get/ { print "install-deps: " $0; fflush() }
+		/^Get:/ { got++; if (got % 25 == 1) { print "install-deps: downloading, " got " so far (" $5 ")"; fflush() } }
+		/^Setting up / { set++; if (set % 25 == 1) { print "install-deps: setting up, " set " so far (" $3 ")"; fflush() } }
+		/^E: / { print; fflush() }
+		END { print "install-deps: " set + 0 " packages set up"; fflush() }'
+	rc=$(cat "$st")
+	rm -f "$st"
+	[ "$rc" -eq 0 ] || { echo "install-deps: apt-get install failed (exit $rc)" >&2; exit 1; }
 }
 
 case ${1:-} in

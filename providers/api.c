@@ -422,7 +422,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 }
 
-static int listen_unix(const char *path, int mode, gid_t gid, bool set_group, int *out)
+static int listen_unix(const char *path, int mode, const char *group, gid_t gid, bool set_group,
+		       const struct mg_log *log, int *out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	_cleanup_close_ int fd = -1;
@@ -458,12 +459,24 @@ static int listen_unix(const char *path, int mode, gid_t gid, bool set_group, in
 	 * is the process's and set once in main) */
 	if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -errno;
-	if (set_group && chown(path, (uid_t)-1, gid) < 0)
-		return -errno;
-	if (chmod(path, (mode_t)mode) < 0)
-		return -errno;
-	if (listen(fd, API_LISTEN_BACKLOG) < 0)
-		return -errno;
+	/* from here on a failure leaves no socket behind for the next start */
+	if (set_group && chown(path, (uid_t)-1, gid) < 0) {
+		int r = -errno;
+
+		unlink(path);
+		if (r == -EPERM)
+			log_err(log, "agent.api_group: this process (uid %u) is not in group %s (gid %u), so it "
+				"cannot give the API socket %s to that group (EPERM); add the user to the group, or "
+				"set agent.api_group to one of the user's own groups (-o agent.api_group=$(id -gn))",
+				(unsigned)geteuid(), group, (unsigned)gid, path);
+		return r;
+	}
+	if (chmod(path, (mode_t)mode) < 0 || listen(fd, API_LISTEN_BACKLOG) < 0) {
+		int r = -errno;
+
+		unlink(path);
+		return r;
+	}
 	*out = TAKE_FD(fd);
 	return 0;
 }
@@ -524,7 +537,7 @@ int api_start(const struct api_params *p, struct engine *e, const struct mg_log 
 		api_free(a);
 		return r;
 	}
-	r = listen_unix(p->socket_path, p->socket_mode, a->group_gid, a->have_group, &a->listen_fd);
+	r = listen_unix(p->socket_path, p->socket_mode, p->group, a->group_gid, a->have_group, log, &a->listen_fd);
 	if (r < 0) {
 		api_free(a);
 		return r;

@@ -28,7 +28,9 @@ run_one() {
 		rc=$?
 		case $rc in
 		0) printf '%-40s ok (%ss)\n' "$name" "$(( $(date +%s) - t0 ))" >"$out"; c="1 0 0" ;;
-		77) printf '%-40s skipped: %s\n' "$name" "$(tail -n 1 "$log")" >"$out"; c="0 0 1" ;;
+		77) why=$(tail -n 1 "$log" | sed 's/^skipped: //; s/^SKIPPED: //')
+		    printf '%-40s skipped: %s\n' "$name" "$why" >"$out"; c="0 0 1"
+		    printf '%s\n' "$why" >"$logs/$name.skip" ;;
 		*) { printf '%-40s FAILED (exit %s, log %s)\n' "$name" "$rc" "$log"
 		     tail -n 30 "$log" | sed 's/^/    /'; } >"$out"
 		   c="0 1 0" ;;
@@ -50,6 +52,7 @@ run_one() {
 		if [ "$s" -gt 0 ]; then # with the reason a test printed as "SKIPPED: why"
 			why=$(sed -n 's/^.*SKIPPED: //p' "$log" | tail -n 1)
 			skips=", $s skipped${why:+ ($why)}"
+			printf '%s\n' "${why:-no reason printed}" >"$logs/$name.skip"
 		fi
 		{ printf '%-40s %s passed, %s failed%s (%ss)\n' "$name" "$p" "$f" "$skips" "$(( $(date +%s) - t0 ))"
 		  if [ "$f" -ne 0 ]; then
@@ -72,7 +75,7 @@ mkdir -p "$logs"
 jobs=${TEST_JOBS:-$(( $(nproc 2>/dev/null || echo 1) * 2 ))}
 [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 for t in "$@"; do
-	rm -f "$logs/$(basename "$t").counts"
+	rm -f "$logs/$(basename "$t").counts" "$logs/$(basename "$t").skip"
 done
 
 together= alone=
@@ -103,6 +106,15 @@ for t in "$@"; do
 done
 
 [ -n "$failed_names" ] && echo "failing:$failed_names"
+# why tests skipped, one line per reason with the tests it stopped
+if [ "$skipped" -gt 0 ]; then
+	echo "skipped, by reason:"
+	for t in "$@"; do
+		name=$(basename "$t")
+		[ -r "$logs/$name.skip" ] && printf '%s\t%s\n' "$(cat "$logs/$name.skip")" "$name"
+	done | sort | awk -F '\t' '$1 != r { if (r != "") print "  " r ": " n; r = $1; n = $2; next } { n = n ", " $2 }
+		END { if (r != "") print "  " r ": " n }'
+fi
 if [ "$skipped" -gt 0 ]; then
 	echo "$passed passed, $failed failed, $skipped skipped"
 else

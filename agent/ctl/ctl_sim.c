@@ -8,6 +8,8 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/ctl/ctl.h"
 #include "hotplug/sim/sim.h"
@@ -147,7 +149,13 @@ static int sim_init_cmd(int argc, char **argv)
 		ctl_err("--used: more than the online memory");
 		return CTL_EXIT_FAILURE;
 	}
-	/* replace a sim, never some other file given by mistake */
+	/* the place first (its folder, the tree's), then replace a sim, never
+	 * some other file given by mistake: a refusal names its real cause */
+	r = sim_check_place(file, p.tree, err, sizeof(err));
+	if (r < 0) {
+		ctl_err("sim init: %s (%s)", err[0] ? err : strerror(-r), errno_name(-r));
+		return CTL_EXIT_FAILURE;
+	}
 	r = sim_check_file(file, err, sizeof(err));
 	if (r < 0 && r != -ENOENT) {
 		ctl_err("sim init: %s exists and is not a usable sim state file (%s); remove it first",
@@ -155,6 +163,15 @@ static int sim_init_cmd(int argc, char **argv)
 		return CTL_EXIT_FAILURE;
 	}
 	r = sim_init(file, &p);
+	if (r == -EACCES || r == -EPERM) {
+		struct stat st;
+
+		if (stat(file, &st) == 0 && st.st_uid != geteuid()) {
+			ctl_err("sim init %s: %s (%s): the sim belongs to uid %u; choose another FILE", file,
+				strerror(-r), errno_name(-r), (unsigned)st.st_uid);
+			return CTL_EXIT_FAILURE;
+		}
+	}
 	if (r < 0) {
 		ctl_err("sim init %s: %s (%s)", file, strerror(-r), errno_name(-r));
 		return CTL_EXIT_FAILURE;

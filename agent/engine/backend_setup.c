@@ -10,6 +10,7 @@
 #include "hotplug/privsep/spawn.h"
 #include "hotplug/sim/sim.h"
 #include "lib/fileio.h"
+#include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
 
@@ -41,11 +42,56 @@ static int open_through_helper(const struct mg_config *cfg, const struct mg_log 
 	return r;
 }
 
+/* An existing sim keeps the machine it was made as (its blocks have a
+ * state): settings of backend.sim that differ are said, with the way to
+ * apply them, never ignored without a word. */
+static void warn_sim_differs(const struct mg_sim_config *s, const struct mg_log *log)
+{
+	struct sim_params now;
+	char a[32], b[32];
+
+	if (sim_read_params(s->state, &now) < 0)
+		return; /* the open that follows says what is wrong with it */
+#define SIM_DIFFERS(key, conf, made)                                                                          \
+	log_warn(log, "backend.sim." key ": %s in the configuration, but the sim %s was made with %s and keeps " \
+		 "it; to apply it, stop memgrantd, remove the sim (rm -r %s %s.d %s.lock %s.tree) and start "   \
+		 "again: memgrantd makes it anew, every block back as at boot",                                 \
+		 conf, s->state, made, s->state, s->state, s->state, s->state)
+	if (s->block_size != now.block_size) {
+		size_format(s->block_size, a, sizeof(a));
+		size_format(now.block_size, b, sizeof(b));
+		SIM_DIFFERS("block_size", a, b);
+	}
+	if (s->online != now.online_bytes) {
+		size_format(s->online, a, sizeof(a));
+		size_format(now.online_bytes, b, sizeof(b));
+		SIM_DIFFERS("online", a, b);
+	}
+	if (s->standby != now.standby_bytes) {
+		size_format(s->standby, a, sizeof(a));
+		size_format(now.standby_bytes, b, sizeof(b));
+		SIM_DIFFERS("standby", a, b);
+	}
+	if (s->memmap_on_memory_supported != now.memmap_supported)
+		SIM_DIFFERS("memmap_on_memory_supported", s->memmap_on_memory_supported ? "true" : "false",
+			    now.memmap_supported ? "true" : "false");
+	if (s->has_firmware != now.has_firmware)
+		SIM_DIFFERS("has_firmware", s->has_firmware ? "true" : "false", now.has_firmware ? "true" : "false");
+#undef SIM_DIFFERS
+}
+
 int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 {
 	char why[512] = "";
 	int r;
 
+	/* its helper writes as root: never in a folder that others may write,
+	 * sticky or not (memgrantctl's sim may live in /tmp) */
+	r = sim_check_private(s->state, why, sizeof(why));
+	if (r < 0) {
+		log_err(log, "cannot use the sim %s: %s", s->state, why[0] ? why : strerror(-r));
+		return r;
+	}
 	if (access(s->state, F_OK) < 0) {
 		_cleanup_free_ char *dir = strdup(s->state);
 		char *slash = dir ? strrchr(dir, '/') : NULL;
@@ -77,6 +123,8 @@ int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 			return r;
 		}
 		log_notice(log, "created sim machine %s", s->state);
+	} else {
+		warn_sim_differs(s, log);
 	}
 	if (s->faults.configure_eio.n || s->faults.offline_ebusy.n || s->faults.latency_ms) {
 		struct sim_faults f = {

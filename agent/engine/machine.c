@@ -445,7 +445,8 @@ int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *gra
 {
 	_cleanup_free_ struct intentlog_block *jb = NULL;
 	struct livetable_counts c;
-	uint64_t owned_online = 0;
+	uint64_t owned_online = 0, step_block = 0;
+	bool step_up = false;
 	size_t n = 0;
 	int r;
 
@@ -457,21 +458,33 @@ int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *gra
 	machine_sync(e);
 	pthread_mutex_lock(&e->lock);
 	r = machine_owned_blocks_locked(e, &jb, &n);
+	/* the block a grant is bringing up is its own from its first write,
+	 * before its step records it: taken with the owned list, in one look */
+	{
+		struct op *o = intent_op_locked(e);
+		step_up = e->step_active && o && o->intent_dir == ILOG_UP;
+		step_block = e->step_block;
+	}
 	pthread_mutex_unlock(&e->lock);
 	if (r < 0)
 		n = 0;
 	/* the table's counts, kept as rows change, and a look-up per owned
-	 * block: O(owned), not a walk of the machine */
+	 * block: O(owned), not a walk of the machine; the counts under the
+	 * same lock as the look-ups, so both see the same rows */
 	livetable_lock(e->live);
 	{
 		const struct mem_table *t = livetable_table(e->live);
+		const struct mem_block *b;
 		for (size_t k = 0; k < n; k++) {
-			const struct mem_block *b = jb[k].block >= e->boot_end ? mem_table_find(t, jb[k].block) : NULL;
+			b = jb[k].block >= e->boot_end ? mem_table_find(t, jb[k].block) : NULL;
 			owned_online += b && b->configured && b->state == MEM_STATE_ONLINE;
+			step_up = step_up && jb[k].block != step_block;
 		}
+		b = step_up && step_block >= e->boot_end ? mem_table_find(t, step_block) : NULL;
+		owned_online += b && b->configured && b->state == MEM_STATE_ONLINE;
+		livetable_counts_locked(e->live, &c);
 	}
 	livetable_unlock(e->live);
-	livetable_counts(e->live, &c);
 	out->block_size = c.block_size;
 	out->online_bytes = c.online * c.block_size;
 	out->standby_bytes = c.standby * c.block_size;

@@ -107,10 +107,14 @@ int main(int argc, char **argv)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
-	r = sim ? hp_sim_open(sim, &w) : hp_sysfs_open(root, &w);
+	/* root writes the sim only in a folder nobody else may write */
+	r = sim ? sim_check_private(sim, NULL, 0) : 0;
+	if (r == 0)
+		r = sim ? hp_sim_open(sim, &w) : hp_sysfs_open(root, &w);
 	if (r < 0 && sim) {
-		char what[256] = "";
-		sim_check_file(sim, what, sizeof(what)); /* says what is wrong with the file */
+		char what[512] = "";
+		if (sim_check_private(sim, what, sizeof(what)) == 0)
+			sim_check_file(sim, what, sizeof(what)); /* says what is wrong with the file */
 		log_err(&log, "cannot open the sim %s: %s", sim, what[0] ? what : strerror(-r));
 	} else if (r < 0) {
 		log_err(&log, "privileged helper: cannot open %s: %s", root, strerror(-r));

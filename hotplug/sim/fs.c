@@ -5,7 +5,14 @@
  *
  * The folder of the descriptor and the tree are opened once (struct
  * sim_fs, O_PATH directory descriptors) and must belong to this process's
- * user or to root and be writable by nobody else; every file below them is
+ * user or to root and be writable by nobody else.  The descriptor's folder
+ * may also be a sticky one that others may write (/tmp): nobody but its
+ * owner removes or renames what another user made there, so the sim's own
+ * entries in it (FILE, FILE.lock, FILE.d, the default tree) are created
+ * with O_EXCL|O_NOFOLLOW relative to its descriptor and used only when they
+ * belong to this user or root, are no link and have one name (checked on
+ * the open descriptor).  sim_check_private() keeps the stricter rule for
+ * memgrantd, whose helper writes as root.  Every file below them is
  * reached relative to those descriptors, one component at a time and never
  * through a symbolic link (openat2() with RESOLVE_BENEATH |
  * RESOLVE_NO_SYMLINKS, or O_NOFOLLOW on each component where the kernel has
@@ -192,10 +199,14 @@ int sim_rm_rf_rel(int root, const char *rel)
 }
 
 /* Only this process's user (or root) may change what is in a sim folder:
- * anyone else who could would choose what the sim's writer writes. */
-static int trusted(int fd, const char *path, const char *what, char *err, size_t errlen)
+ * anyone else who could would choose what the sim's writer writes.  With
+ * SHARED non-NULL, a sticky folder of this user or root that others may
+ * write is accepted too (*SHARED set): see the top of this file. */
+static int trusted(int fd, const char *path, const char *what, bool *shared, char *err, size_t errlen)
 {
+	uid_t me = geteuid();
 	struct stat st;
+	bool mine;
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
@@ -203,13 +214,80 @@ static int trusted(int fd, const char *path, const char *what, char *err, size_t
 		snprintf(err, errlen, "%s: %s is not a folder", path, what);
 		return -ENOTDIR;
 	}
-	if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+	mine = st.st_uid == me || st.st_uid == 0;
+	if (mine && !(st.st_mode & (S_IWGRP | S_IWOTH)))
+		return 0;
+	if (mine && shared && (st.st_mode & S_ISVTX)) {
+		*shared = true;
+		return 0;
+	}
+	if (!mine)
 		snprintf(err, errlen,
-			 "%s: %s belongs to uid %u with mode %04o; the sim's writer (uid %u) only uses a folder "
-			 "that it or root owns and nobody else may write (chown %u %s; chmod go-w %s), such as the "
-			 "packages' " RUNSTATEDIR "/memgrant-sim",
-			 path, what, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid(),
-			 (unsigned)geteuid(), path, path);
+			 "%s: %s belongs to uid %u (mode %04o), who could change the sim's files in it; the sim "
+			 "(uid %u) uses a folder of its own user or root: choose one (mkdir -p -m 0755 "
+			 "$HOME/memgrant-sim), or a sticky shared folder such as /tmp",
+			 path, what, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)me);
+	else if (st.st_mode & S_ISVTX)
+		snprintf(err, errlen,
+			 "%s: %s is a shared folder (mode %04o) and memgrantd's helper writes the sim as root: it "
+			 "writes only in a folder that nobody but root or memgrantd's user may write, such as the "
+			 "packages' " RUNSTATEDIR "/memgrant-sim (the default) or a new one of your own "
+			 "(mkdir -m 0755 %s/memgrant-sim)",
+			 path, what, (unsigned)(st.st_mode & 07777), path);
+	else
+		snprintf(err, errlen,
+			 "%s: %s (uid %u, mode %04o) may be written by others, who could change the sim's files; "
+			 "choose a folder that only you may write (mkdir -p -m 0755 $HOME/memgrant-sim) or a "
+			 "sticky shared one such as /tmp",
+			 path, what, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	return -EPERM;
+}
+
+int sim_fs_entry_ok(const struct sim_fs *fs, int fd)
+{
+	struct stat st;
+
+	if (!fs->shared)
+		return 0;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISLNK(st.st_mode) || (st.st_uid != geteuid() && st.st_uid != 0) ||
+	    (S_ISREG(st.st_mode) && st.st_nlink != 1) || (S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH))))
+		return -EPERM;
+	return 0;
+}
+
+/* In a shared folder: the sim's own entries there, when they exist, must be
+ * its own (sim_fs_entry_ok() checks again on each descriptor); this one
+ * says which is not, and a fix that touches nobody else's file. */
+static int shared_entries_ok(const struct sim_fs *fs, const char *state_path, char *err, size_t errlen)
+{
+	static const char *const suffix[] = { "", ".lock", ".d", ".new" };
+
+	for (size_t i = 0; fs->shared && i < ARRAY_SIZE(suffix); i++) {
+		char name[NAME_MAX + 1];
+		struct stat st;
+		const char *why = NULL;
+
+		if (snprintf(name, sizeof(name), "%s%s", fs->name, suffix[i]) >= (int)sizeof(name))
+			return -ENAMETOOLONG;
+		if (fstatat(fs->top, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode))
+			why = "is a symbolic link";
+		else if (st.st_uid != geteuid() && st.st_uid != 0)
+			why = "belongs to another user";
+		else if (S_ISREG(st.st_mode) && st.st_nlink != 1)
+			why = "has more than one name (a hard link)";
+		else if (S_ISDIR(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)))
+			why = "is a folder that others may write";
+		if (!why)
+			continue;
+		snprintf(err, errlen,
+			 "%s: %s/%s %s (uid %u, mode %04o); in a shared folder (%s) the sim uses only entries of its "
+			 "own user (uid %u) or root: give the sim another name, or ask uid %u to remove it",
+			 state_path, streq(fs->top_path, "/") ? "" : fs->top_path, name, why, (unsigned)st.st_uid,
+			 (unsigned)(st.st_mode & 07777), fs->top_path, (unsigned)geteuid(), (unsigned)st.st_uid);
 		return -EPERM;
 	}
 	return 0;
@@ -235,10 +313,51 @@ static int tree_safe(int fd)
 int sim_fs_read_desc(const struct sim_fs *fs, size_t max, char **out, size_t *len)
 {
 	_cleanup_close_ int fd = sim_openat(fs->top, fs->name, O_RDONLY, 0);
+	int r;
 
 	if (fd < 0)
 		return fd;
+	r = sim_fs_entry_ok(fs, fd);
+	if (r < 0)
+		return r;
 	return fd_read_all(fd, max, out, len);
+}
+
+/* fs->tree: the folder of the tree is opened, then the tree's last
+ * component; in a sticky folder that others may write (the default tree
+ * next to a FILE in /tmp) that component is made with mkdirat() and never
+ * followed if it is a link.  0, -ENOENT (missing, not created) or -errno. */
+static int open_tree(struct sim_fs *fs, bool create)
+{
+	_cleanup_free_ char *dir = strdup(fs->tree_path), *base = strdup(fs->tree_path);
+	_cleanup_close_ int parent = -1;
+	const char *name;
+	struct stat st;
+	int nofollow = 0, r;
+
+	if (!dir || !base)
+		return -ENOMEM;
+	name = basename(base);
+	parent = open(dirname(dir), O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (parent < 0 && errno == ENOENT && create) {
+		r = mkdir_p(dir, 0755);
+		if (r < 0)
+			return r;
+		parent = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (parent < 0)
+		return -errno;
+	if (fstat(parent, &st) == 0 && (st.st_mode & S_ISVTX) && (st.st_mode & (S_IWGRP | S_IWOTH)))
+		nofollow = O_NOFOLLOW;
+	fs->tree = openat(parent, name, O_PATH | O_DIRECTORY | O_CLOEXEC | nofollow);
+	if (fs->tree < 0 && errno == ENOENT && create) {
+		if (mkdirat(parent, name, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		fs->tree = openat(parent, name, O_PATH | O_DIRECTORY | O_CLOEXEC | nofollow);
+	}
+	if (fs->tree < 0)
+		return errno == ENOTDIR && nofollow ? -ELOOP : -errno;
+	return 0;
 }
 
 int sim_fs_open(const char *state_path, const char *tree, bool create_tree, struct sim_fs **out, char *err,
@@ -270,7 +389,9 @@ int sim_fs_open(const char *state_path, const char *tree, bool create_tree, stru
 		snprintf(err, errlen, "%s: cannot open the sim's folder %s: %s", state_path, fs->top_path, strerror(-r));
 		return r;
 	}
-	r = trusted(fs->top, fs->top_path, "the sim's folder", err, errlen);
+	r = trusted(fs->top, fs->top_path, "the sim's folder", &fs->shared, err, errlen);
+	if (r == 0)
+		r = shared_entries_ok(fs, state_path, err, errlen);
 	if (r < 0)
 		return r;
 	if (!tree) {
@@ -295,28 +416,47 @@ int sim_fs_open(const char *state_path, const char *tree, bool create_tree, stru
 	}
 	if (streq(fs->tree_path, "/"))
 		return -EINVAL;
-	fs->tree = open(fs->tree_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fs->tree < 0 && errno == ENOENT && create_tree) {
-		r = mkdir_p(fs->tree_path, 0755);
-		if (r < 0) {
-			snprintf(err, errlen, "%s: cannot create the sim's tree: %s", fs->tree_path, strerror(-r));
-			return r;
-		}
-		fs->tree = open(fs->tree_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	r = open_tree(fs, create_tree);
+	if (r == -ELOOP) {
+		snprintf(err, errlen, "%s: the sim's tree is a symbolic link in a shared folder, which the sim never "
+			 "follows: give the sim another name or its tree another place (--tree DIR)", fs->tree_path);
+		return r;
+	}
+	if (r < 0 && r != -ENOENT) {
+		snprintf(err, errlen, "%s: cannot open or create the sim's tree: %s", fs->tree_path, strerror(-r));
+		return r;
 	}
 	if (fs->tree >= 0) {
 		r = tree_safe(fs->tree);
 		if (r == 0)
-			r = trusted(fs->tree, fs->tree_path, "the sim's tree", err, errlen);
+			r = trusted(fs->tree, fs->tree_path, "the sim's tree", NULL, err, errlen);
 		if (r < 0)
 			return r;
-	} else if (errno != ENOENT || create_tree) {
-		r = -errno;
+	} else if (create_tree) {
 		snprintf(err, errlen, "%s: cannot open the sim's tree: %s", fs->tree_path, strerror(-r));
 		return r;
 	}
 	*out = TAKE_PTR(fs);
 	return 0;
+}
+
+int sim_check_private(const char *state_path, char *err, size_t errlen)
+{
+	_cleanup_free_ char *abs = sim_absolute(state_path);
+	_cleanup_close_ int fd = -1;
+	char dummy[8];
+
+	if (!err || !errlen) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	if (!abs)
+		return -ENOMEM;
+	fd = open(dirname(abs), O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno; /* memgrantd makes it, 0755, its own */
+	return trusted(fd, abs, "the sim's folder", NULL, err, errlen);
 }
 
 int sim_fs_lock_open(const struct sim_fs *fs, bool create)
@@ -327,7 +467,12 @@ int sim_fs_lock_open(const struct sim_fs *fs, bool create)
 
 	if (snprintf(name, sizeof(name), "%s.lock", fs->name) >= (int)sizeof(name))
 		return -ENAMETOOLONG;
-	fd = create ? sim_openat(fs->top, name, O_RDWR | O_CREAT, 0644) : -EACCES;
+	/* in a shared folder made only anew (O_EXCL), else opened as it is and
+	 * checked below */
+	fd = !create ? -EACCES
+		     : sim_openat(fs->top, name, O_RDWR | O_CREAT | (fs->shared ? O_EXCL : 0), 0644);
+	if (fd == -EEXIST)
+		fd = sim_openat(fs->top, name, O_RDWR, 0);
 	/* a reader that may not write the sim (the unprivileged agent, whose
 	 * helper writes) still takes the lock to read a consistent state */
 	if (fd == -EACCES)
@@ -335,7 +480,7 @@ int sim_fs_lock_open(const struct sim_fs *fs, bool create)
 	if (fd < 0)
 		return fd;
 	/* a second name for some other file (a hard link) is not the lock */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || sim_fs_entry_ok(fs, fd) < 0) {
 		close(fd);
 		return -EPERM;
 	}
@@ -355,6 +500,8 @@ int sim_fs_state_dir(const struct sim_fs *fs, const char *component, bool create
 	base = sim_openat(fs->top, name, O_PATH | O_DIRECTORY, 0);
 	if (base < 0)
 		return base;
+	if (sim_fs_entry_ok(fs, base) < 0)
+		return -EPERM;
 	if (!component) { /* a new one, as mkdtemp() makes it, but 0755 */
 		static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 		char comp[16];

@@ -859,6 +859,9 @@ int sim_init(const char *state_path, const struct sim_params *p)
 	lockfd = sim_lock_open(fs);
 	if (lockfd < 0)
 		return lockfd;
+	/* another user's sim: readable, not ours to replace */
+	if ((fcntl(lockfd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+		return -EACCES;
 	memset(&t, 0, sizeof(t));
 	t.fs = fs;
 	r = sim_lock(lockfd);
@@ -951,6 +954,25 @@ int sim_check_place(const char *state_path, const char *tree, char *err, size_t 
 	if (!tree && asprintf(&deftree, "%s.tree", state_path) < 0)
 		return -ENOMEM;
 	return sim_fs_open(state_path, tree ? tree : deftree, false, &fs, err, errlen);
+}
+
+int sim_read_params(const char *state_path, struct sim_params *out)
+{
+	_cleanup_(sim_fs_freep) struct sim_fs *fs = NULL;
+	_cleanup_settings_ struct sim_settings *s = NULL;
+	int r = sim_fs_open(state_path, NULL, false, &fs, NULL, 0);
+
+	if (r == 0)
+		r = sim_settings_load(fs, &s, NULL, 0);
+	if (r < 0)
+		return r;
+	memset(out, 0, sizeof(*out));
+	out->block_size = s->block_size;
+	out->online_bytes = s->boot_blocks * s->block_size;
+	out->standby_bytes = (s->n_blocks - s->boot_blocks) * s->block_size;
+	out->memmap_supported = s->memmap_supported;
+	out->has_firmware = s->has_firmware;
+	return 0;
 }
 
 int sim_tree_path(const char *state_path, char **out)

@@ -75,8 +75,19 @@ int sim_check_file(const char *state_path, char *err, size_t errlen);
 
 /* Whether a sim may live at STATE_PATH with its tree at TREE (NULL:
  * STATE_PATH.tree): 0, or -errno with ERR saying why (a folder that someone
- * other than this user or root may write is refused: -EPERM). */
+ * other than this user or root may write is refused, unless it is sticky,
+ * as /tmp is: -EPERM). */
 int sim_check_place(const char *state_path, const char *tree, char *err, size_t errlen);
+
+/* memgrantd's stricter rule, for what its helper writes as root: the
+ * folder of STATE_PATH (when it exists) belongs to this user or root and
+ * nobody else may write it, sticky or not.  0, or -EPERM with ERR saying
+ * why and what to use instead. */
+int sim_check_private(const char *state_path, char *err, size_t errlen);
+
+/* The machine an existing sim was made as: block_size, online_bytes,
+ * standby_bytes, memmap_supported, has_firmware (the rest zero). */
+int sim_read_params(const char *state_path, struct sim_params *out);
 
 /* Tree directory of an existing sim (malloc'd), for callers that only
  * have the state path. */

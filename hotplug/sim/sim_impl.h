@@ -61,13 +61,17 @@ struct id_list {
 
 /* The sim's folders, opened once (fs.c): the folder of the descriptor FILE
  * and the tree.  Both belong to this process's user or root and nobody else
- * may write them; everything else is reached relative to them. */
+ * may write them, except that FILE's folder may be a shared sticky one
+ * (/tmp): then each of the sim's own entries in it (FILE, FILE.lock,
+ * FILE.d) must belong to this user or root, checked on the open
+ * descriptor.  Everything else is reached relative to them. */
 struct sim_fs {
 	int top;          /* O_PATH: the folder of FILE */
 	int tree;         /* O_PATH: the tree; -1 when missing and not created */
 	char *top_path;   /* for messages and inotify only */
 	char *name;       /* FILE's base name */
 	char *tree_path;  /* the tree as named when opened; never re-read */
+	bool shared;      /* FILE's folder is sticky and others may write it */
 };
 #define SIM_MAX_FILE (256u << 20)
 /* Opens STATE_PATH's folder and the tree (TREE, or the one the descriptor
@@ -77,6 +81,10 @@ int sim_fs_open(const char *state_path, const char *tree, bool create_tree, stru
 		size_t errlen);
 void sim_fs_free(struct sim_fs *fs);
 static inline void sim_fs_freep(struct sim_fs **fs) { sim_fs_free(*fs); }
+/* 0 when FD, an entry of FILE's folder, may be used: always in a private
+ * folder; in a shared one when it belongs to this user or root, is no link
+ * and (a regular file) has one name.  Else -EPERM. */
+int sim_fs_entry_ok(const struct sim_fs *fs, int fd);
 /* The descriptor's bytes (NUL-terminated, malloc'd), at most MAX. */
 int sim_fs_read_desc(const struct sim_fs *fs, size_t max, char **out, size_t *len);
 /* FILE.lock: read-write (created) when CREATE and allowed, else read-only;

@@ -11,8 +11,12 @@ ways for one host client at a time.  When the host client leaves, the guest
 connection is closed too: the guest's end of a socket path sees the host go
 away the way a virtio port reports POLLHUP, and reconnects.  Bytes the guest
 writes while no host is there wait in the socket buffer, stale, as they would
-in the port: the host's sync must discard them.
+in the port: the host's sync must discard them.  Started by root, the relay
+gives GUEST_SOCKET to the group memgrant (mode 0660) when there is one, as
+the packages' udev rule gives the port device: memgrantd's agent, which runs
+as the user memgrant, may then connect.
 """
+import grp
 import os
 import select
 import socket
@@ -47,8 +51,21 @@ def pump(a, b):
                 return
 
 
+def give_to_agent(path):
+    """GROUP="memgrant", MODE="0660", as packaging/udev/60-memgrant.rules."""
+    if os.geteuid() != 0:
+        return
+    try:
+        gid = grp.getgrnam("memgrant").gr_gid
+    except KeyError:
+        return
+    os.chown(path, -1, gid)
+    os.chmod(path, 0o660)
+
+
 def main():
     guest_l = listen(sys.argv[1])
+    give_to_agent(sys.argv[1])
     host_l = listen(sys.argv[2])
     while True:
         host, _ = host_l.accept()

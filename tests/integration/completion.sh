@@ -65,6 +65,10 @@ has "memgrantd options" "$out" --helper
 out=$(complete_words memgrant-host memgrant-host "")
 has "memgrant-host commands" "$out" grant
 has "memgrant-host commands" "$out" watch
+has "memgrant-host commands" "$out" serve
+out=$(complete_words memgrant-host memgrant-host serve --)
+has "memgrant-host serve options" "$out" --config
+has "memgrant-host serve options" "$out" --dry-run
 out=$(complete_words memgrant-host memgrant-host grant dom 1G --m)
 has "memgrant-host grant options" "$out" --memmap
 stop_daemon

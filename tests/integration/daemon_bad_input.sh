@@ -323,8 +323,8 @@ api plan-expired         POST /v1/grants '{"type":"grant","size":"128M","not_aft
 api plan-revoke-unknown  POST /v1/grants '{"type":"revoke","grant":"nope"}'               409 ENOENT "grant nope owns no blocks"
 api plan-revoke-too-much POST /v1/grants '{"type":"revoke","size":"1G"}'                  409 ENOSPC "1G requested, 256M owned by memgrant"
 api plan-revoke-not-multiple POST /v1/grants '{"type":"revoke","size":"200M"}'            409 EINVAL "size 200M is not a multiple of the block size 128M"
-api plan-revoke-not-ours POST /v1/grants '{"type":"revoke","blocks":[0]}'                 409 EPERM "block 0 was not onlined by memgrant"
-api plan-revoke-standby  POST /v1/grants '{"type":"revoke","blocks":[20]}'                409 EPERM "block 20 was not onlined by memgrant"
+api plan-revoke-not-ours POST /v1/grants '{"type":"revoke","blocks":[0]}'                 409 EPERM "block 0 is boot memory: memgrant gives back only blocks its grants hold"
+api plan-revoke-standby  POST /v1/grants '{"type":"revoke","blocks":[20]}'                409 EPERM "block 20 is standby memory (not configured): no grant holds it"
 api plan-revoke-unknown-block POST /v1/grants '{"type":"revoke","blocks":[999]}'          409 ENOENT "block 999 does not exist"
 
 # ctl-rejected-*: valid arguments the daemon refuses: exit 1 and its reason

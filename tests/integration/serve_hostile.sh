@@ -57,10 +57,12 @@ XML
 	echo "</node>"
 } > "$T/node.xml"
 
-# a channel: word that is not one is refused, naming the file, line and key
+# a channel: word that is not one is refused, naming the file, line, column
+# and key, the allowed words and the installed document with every key
 printf 'connect: test:///default\nchannel: pipe\n' > "$T/bad.yaml"
 $HOSTBIN serve --config "$T/bad.yaml" >"$T/bad.out" 2>&1 && fail "channel: pipe was accepted"
-grep -qF "$T/bad.yaml:2: channel: 'pipe' is not one of" "$T/bad.out" || fail "channel: pipe: $(cat "$T/bad.out")"
+grep -qF "$T/bad.yaml:2:10: channel: 'pipe' is not one of libvirt, socket (/usr/share/doc/memgrant-host/autoscaling.md)" "$T/bad.out" ||
+	fail "channel: pipe: $(cat "$T/bad.out")"
 
 # status_get RUN DOMAIN EXPR: a field of DOMAIN in the service's status file
 status_get() {

@@ -59,6 +59,9 @@ void serve_policy_defaults(struct serve_policy *p)
 	};
 }
 
+/* where the host package installs the list of every key (docs/autoscaling.md) */
+#define SERVE_DOC "/usr/share/doc/memgrant-host/autoscaling.md"
+
 struct ld {
 	yaml_document_t doc;
 	const char *file;
@@ -76,8 +79,21 @@ static int bad(struct ld *l, yaml_node_t *n, const char *key, const char *fmt, c
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 	snprintf(msg, sizeof(msg), fmt, val ? val : ""); /* every caller's FMT is a literal with one %s */
 #pragma GCC diagnostic pop
-	snprintf(l->why, l->why_len, "%s:%zu: %s: %s", l->file, n ? n->start_mark.line + 1 : 0, key, msg);
+	snprintf(l->why, l->why_len, "%s:%zu:%zu: %s: %s", l->file, n ? n->start_mark.line + 1 : 0,
+		 n ? n->start_mark.column + 1 : 0, key, msg);
 	return -EINVAL;
+}
+
+/* bad() with a format built from the allowed words (one %s, the value) */
+static int bad_words(struct ld *l, yaml_node_t *n, const char *key, const char *fmt, const char *val)
+{
+	char msg[192];
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	snprintf(msg, sizeof(msg), fmt, val ? val : "");
+#pragma GCC diagnostic pop
+	return bad(l, n, key, "%s (" SERVE_DOC ")", msg);
 }
 
 static const char *scalar(yaml_node_t *n)
@@ -138,7 +154,15 @@ static int set_word(struct ld *l, yaml_node_t *n, const char *key, const char *c
 			*out = words[i];
 			return 0;
 		}
-	return bad(l, n, key, "'%s' is not one of the allowed words (see docs/autoscaling.md)", s);
+	{
+		/* the words themselves, then the message with them */
+		char fmt[160];
+		size_t off = (size_t)snprintf(fmt, sizeof(fmt), "'%%s' is not one of");
+
+		for (size_t i = 0; words[i] && off < sizeof(fmt); i++)
+			off += (size_t)snprintf(fmt + off, sizeof(fmt) - off, "%s %s", i ? "," : "", words[i]);
+		return bad_words(l, n, key, fmt, s);
+	}
 }
 
 #define FOREACH_PAIR(l, map, p)                                                                          \
@@ -195,7 +219,7 @@ static int load_policy(struct ld *l, yaml_node_t *map, const char *where, struct
 			else
 				p->lines_per_s = (unsigned)u;
 		} else if (streq(k, "ignore") && ignore) r = set_bool(l, v, key, ignore);
-		else return bad(l, kn, key, "unknown key%s (see docs/autoscaling.md)", "");
+		else return bad(l, kn, key, "unknown key%s (every key: " SERVE_DOC ")", "");
 		if (r < 0)
 			return r;
 	}
@@ -254,7 +278,7 @@ static int load_root(struct ld *l, struct serve_config *c)
 			}
 		} else if (streq(k, "defaults")) defaults = v;
 		else if (streq(k, "domains")) domains = v;
-		else return bad(l, kn, k, "unknown key%s (see docs/autoscaling.md)", "");
+		else return bad(l, kn, k, "unknown key%s (every key: " SERVE_DOC ")", "");
 		if (r < 0)
 			return r;
 	}

@@ -524,13 +524,37 @@ static void revoke_blocks_rejects(void **state)
 	struct revoke_request r4 = { .by = REVOKE_BY_BLOCKS };
 
 	assert_int_equal(plan_revoke(t, &r1, owned4, 4, &p), -EPERM);
-	assert_string_equal(p->reason, "block 5 was not onlined by memgrant");
+	/* the cause as the table shows it: online, held by no grant */
+	assert_string_equal(p->reason, "block 5 is online and no grant holds it (brought up outside memgrant: "
+			    "'memgrantctl adopt 5' makes it a grant)");
 	assert_int_equal(p->n, 0);
 	assert_int_equal(plan_revoke(t, &r2, owned4, 4, &q), -ENOENT);
 	assert_string_equal(q->reason, "block 99 does not exist");
 	assert_int_equal(plan_revoke(t, &r3, owned4, 4, &r), -EINVAL);
 	assert_string_equal(r->reason, "block 16 is given twice");
 	assert_int_equal(plan_revoke(t, &r4, owned4, 4, &s), -EINVAL);
+}
+
+/* A block a revocation gave back is standby again, boot memory is boot
+ * memory: neither is called "not onlined by memgrant". */
+static void revoke_blocks_names_the_cause(void **state)
+{
+	_cleanup_mem_table_ struct mem_table *t = granted_table();
+	_cleanup_plan_ struct plan *p = NULL;
+	_cleanup_plan_ struct plan *q = NULL;
+	const uint64_t standby[] = { 27 };
+	const uint64_t boot[] = { 3 };
+	struct revoke_request r1 = { .by = REVOKE_BY_BLOCKS, .ids = standby, .n_ids = 1 };
+	struct revoke_request r2 = { .by = REVOKE_BY_BLOCKS, .ids = boot, .n_ids = 1 };
+
+	(void)state;
+	assert_int_equal(plan_revoke(t, &r1, owned4, 4, &p), -EPERM);
+	assert_string_equal(p->reason, "block 27 is standby memory (not configured): no grant holds it, "
+			    "there is nothing to give back");
+	t->boot_known = true;
+	t->boot_end = 16;
+	assert_int_equal(plan_revoke(t, &r2, owned4, 4, &q), -EPERM);
+	assert_string_equal(q->reason, "block 3 is boot memory: memgrant gives back only blocks its grants hold");
 }
 
 static void revoke_corrupt_ownership_rejected(void **state)
@@ -591,6 +615,7 @@ int main(void)
 		cmocka_unit_test(revoke_grant_id),
 		cmocka_unit_test(revoke_blocks),
 		cmocka_unit_test(revoke_blocks_rejects),
+		cmocka_unit_test(revoke_blocks_names_the_cause),
 		cmocka_unit_test(revoke_corrupt_ownership_rejected),
 		cmocka_unit_test(plan_rejects_zero_block_size),
 	};
