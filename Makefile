@@ -65,6 +65,8 @@ AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOM
 dlopen_soname = $(shell awk -F';' '$$1 == "$(1)" { print $$2 }' lib/dlopen.list)
 $(B)/lib/curl_dl.o: ALL_CFLAGS += -DMEMGRANT_CURL_SONAME='"$(call dlopen_soname,curl)"'
 $(B)/lib/crypto_dl.o: ALL_CFLAGS += -DMEMGRANT_CRYPTO_SONAME='"$(call dlopen_soname,crypto)"'
+# memgrantctl's client tells libcrypto to skip its cipher tables before libcurl loads
+$(B)/agent/ctl/ctl_client.o: ALL_CFLAGS += -DMEMGRANT_CRYPTO_SONAME='"$(call dlopen_soname,crypto)"'
 ifeq ($(LINKED_LIBS),1)
 ALL_CFLAGS += -DMEMGRANT_LINKED_LIBS
 # curl.h's checks are warnings raised inside a system header's macro: gcc
@@ -75,7 +77,9 @@ endif
 
 # unit tests mirror the source folders; build/tests/test_NAME from
 # tests/unit/.../test_NAME.c.  Those of lib/ and hotplug/ link only those.
-UNIT_SRC_HOTPLUG := $(shell find tests/unit/hotplug tests/unit/lib -name 'test_*.c' 2>/dev/null | sort)
+# (test_sandbox tests hotplug/privsep/sandbox.c, which is memgrantd's: it links the agent's)
+UNIT_SRC_HOTPLUG := $(filter-out tests/unit/hotplug/privsep/test_sandbox.c,\
+	$(shell find tests/unit/hotplug tests/unit/lib -name 'test_*.c' 2>/dev/null | sort))
 # memgrant-host's tests link its objects and libvirt: built only with libvirt
 UNIT_SRC_HOST := $(shell find tests/unit/providers/host -name 'test_*.c' 2>/dev/null | sort)
 UNIT_SRC_AGENT := $(filter-out $(UNIT_SRC_HOTPLUG) $(UNIT_SRC_HOST),$(shell find tests/unit -name 'test_*.c' | sort))
@@ -83,6 +87,8 @@ unit_bin = $(patsubst %.c,$(B)/tests/%,$(notdir $(1)))
 UNIT_HOTPLUG := $(call unit_bin,$(UNIT_SRC_HOTPLUG))
 UNIT_AGENT := $(call unit_bin,$(UNIT_SRC_AGENT)) $(if $(filter 1,$(HAVE_LIBVIRT)),$(call unit_bin,$(UNIT_SRC_HOST)))
 TEST_TOOLS := $(patsubst tests/tools/%.c,$(B)/tests/tools/%,$(wildcard tests/tools/*.c))
+# LD_PRELOAD layers for tests (tests/tools/preload/): no sanitizer, no project code
+TEST_PRELOADS := $(patsubst tests/tools/preload/%.c,$(B)/tests/tools/%.so,$(wildcard tests/tools/preload/*.c))
 
 # the fuzz harnesses, each run over its seed corpus by tests/fuzz_corpus.sh
 # without libFuzzer (tests/fuzz/replay.c); their sources besides the archives
@@ -99,8 +105,8 @@ PROGRAMS := $(B)/memgrantd $(B)/memgrant-helper $(B)/memgrantctl $(if $(and $(fi
 UNIT := $(UNIT_HOTPLUG) $(UNIT_AGENT)
 endif
 
-.PHONY: all programs check check-vm check-libvirt check-unit check-hotplug demo install clean distclean deps bench
-all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS) $(FUZZ_REPLAY))
+.PHONY: all programs check check-vm check-libvirt check-s390-kernel check-unit check-hotplug demo install clean distclean deps bench
+all: $(PROGRAMS) $(UNIT) $(if $(PROGRAMS),$(TEST_TOOLS) $(TEST_PRELOADS) $(FUZZ_REPLAY))
 # what `make install` installs, without the tests (the packages build this)
 programs: $(PROGRAMS)
 
@@ -195,10 +201,17 @@ $(foreach h,$(FUZZ_HARNESSES),$(eval $(call fuzz_rule,$(h))))
 TOOLS_CFLAGS := $(FUSE3_CFLAGS) $(if $(filter 1,$(HAVE_FUSE3)),-DHAVE_FUSE3)
 TOOLS_LIBS := $(FUSE3_LIBS)
 $(B)/tests/tools/%.o: ALL_CFLAGS += $(TOOLS_CFLAGS)
+# the rule suite on a real kernel (tests/s390/) runs rules.h's cmocka cases
+$(B)/tests/tools/kernel_rules: TOOLS_LIBS += $(CMOCKA_LIBS)
 
 $(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(TOOLS_LIBS)
+
+$(B)/tests/tools/%.so: tests/tools/preload/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
@@ -226,6 +239,12 @@ check-vm: all
 # TCG; exits 77 (skip) without libvirtd, QEMU or the kernel package
 check-libvirt: all
 	$(Q)BUILD=$(B) tests/vm/libvirt.sh
+
+# memgrant on the real s390x kernel (sclp_mem.c) of the kit in ../shared/s390-kernel,
+# under its QEMU (TCG); needs an s390x build (.ci/s390x.sh); exits 77 (skip)
+# without the kit: tests/s390/run.sh, docs/vm-test.md
+check-s390-kernel: all
+	$(Q)BUILD=$(B) tests/s390/run.sh
 
 check-unit: $(UNIT)
 	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh $(UNIT)

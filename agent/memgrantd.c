@@ -209,6 +209,8 @@ out:
 
 static int run(struct mainloop *m)
 {
+	int r;
+
 	for (;;) {
 		struct pollfd p[4] = {
 			{ .fd = m->sigfd, .events = POLLIN },
@@ -235,6 +237,9 @@ static int run(struct mainloop *m)
 		if (p[2].revents & POLLIN) {
 			engine_notify_drain(m->d);
 			m->status_due = m->status_wanted;
+			r = engine_journal_error(m->d);
+			if (r < 0)
+				return r; /* the engine stopped as on SIGTERM: main() says why */
 		}
 		if (status_wait_ms(m) == 0)
 			notify_status(m);
@@ -561,6 +566,11 @@ int main(int argc, char **argv)
 	r = run(&m);
 	if (r == -HP_EWRITER_GONE) {
 		helper_gone = true;
+		rc = 1;
+	} else if (r < 0 && r == engine_journal_error(m.d)) {
+		log_err(&log, "the journal in %s cannot record (%s): stopping with exit status 1 - nothing is answered "
+			"that it does not hold; the operation in progress resumes, with everything queued, at the next "
+			"start, from the kernel's state", m.cfg->agent.state_dir, strerror(-r));
 		rc = 1;
 	} else if (r < 0) {
 		log_err(&log, "main loop: %s", strerror(-r));

@@ -17,6 +17,9 @@ int crypto_dl_load(char *why, size_t whylen)
 	return 0; /* linked: loaded with the program */
 }
 #else
+DL_TABLE_NOTE(crypto_dl_note, "[{\"feature\":\"crypto\",\"description\":\"credentials' certificates and keys, "
+			       "signatures\",\"priority\":\"recommended\",\"soname\":[\"" MEMGRANT_CRYPTO_SONAME "\"]}]");
+
 #define CRYPTO_DL_NAME(f) #f,
 static const char *const crypto_dl_names[] = { CRYPTO_DL_FUNCS(CRYPTO_DL_NAME) };
 #define CRYPTO_DL_N (sizeof(crypto_dl_names) / sizeof(crypto_dl_names[0]))

@@ -23,6 +23,9 @@ static void load(void)
 	}
 }
 #else
+DL_TABLE_NOTE(curl_dl_note, "[{\"feature\":\"curl\",\"description\":\"HTTPS provider, webhooks, "
+			     "memgrantctl's API client\",\"priority\":\"required\",\"soname\":[\"" MEMGRANT_CURL_SONAME "\"]}]");
+
 #define CURL_DL_NAME(f) #f,
 static const char *const curl_dl_names[] = { CURL_DL_FUNCS(CURL_DL_NAME) };
 #define CURL_DL_N (sizeof(curl_dl_names) / sizeof(curl_dl_names[0]))

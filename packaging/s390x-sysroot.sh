@@ -48,6 +48,9 @@ triplet=s390x-linux-gnu
 # every library configure looks for, as -dev packages; libc6-dev for the C library
 packages="libc6-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libyaml-dev libsmartcols-dev
 libcurl4-openssl-dev libssl-dev libsystemd-dev libseccomp-dev libfuse3-dev"
+# a static shell and tools for the test driver that runs inside the s390x kernel test's
+# guest (tests/s390/); only the guest's initramfs uses it
+packages="$packages busybox-static"
 [ "$libvirt" = yes ] && packages="$packages libvirt-dev libxml2-dev"
 packages=$(echo "$packages" | tr -s ' \n' '  ' | sed 's/ $//') # one line, single spaces
 stamp=$dir/.memgrant-sysroot

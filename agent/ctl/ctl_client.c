@@ -6,8 +6,11 @@
  */
 #include "agent/ctl/ctl_client.h"
 
+#include "lib/crypto_dl.h"
 #include "lib/curl_dl.h"
+#include "lib/dl_table.h"
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -81,12 +84,37 @@ char *ctl_url_escape(const char *s)
 	return out;
 }
 
+/*
+ * memgrantctl speaks plain HTTP over a Unix socket and needs no TLS, but
+ * curl_global_init() initialises libssl, which registers every cipher and
+ * digest of libcrypto first.  Telling libcrypto beforehand not to build those
+ * tables (they serve only name lookups, which nothing here makes) saves that
+ * work, and keeps memgrantctl off a code path that freezes the emulated s390x
+ * CPU of the kernel test (docs/vm-test.md).  Without libcrypto (a libcurl on
+ * another TLS library) there is nothing to skip.
+ */
+DL_TABLE_NOTE(ctl_crypto_note, "[{\"feature\":\"crypto\",\"description\":\"told to skip its cipher tables before "
+				"libcurl loads\",\"priority\":\"suggested\",\"soname\":[\"" MEMGRANT_CRYPTO_SONAME "\"]}]");
+
+static void skip_tls_tables(void)
+{
+	static const char *const names[] = { "OPENSSL_init_crypto" };
+	void *fn[1];
+	char why[300];
+
+	if (dl_table_open(MEMGRANT_CRYPTO_SONAME, names, fn, 1, why, sizeof(why)) == 0)
+		((int (*)(uint64_t, const OPENSSL_INIT_SETTINGS *))fn[0])(OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
+									  OPENSSL_INIT_NO_ADD_ALL_DIGESTS, NULL);
+}
+
 /* NULL with the reason said: libcurl cannot be loaded (lib/curl_dl.h) or no memory. */
 static CURL *handle_for(const struct ctl_ctx *ctx, const char *path, char *url, size_t urllen)
 {
+	static pthread_once_t tls_tables_once = PTHREAD_ONCE_INIT;
 	char why[300];
 	CURL *c;
 
+	pthread_once(&tls_tables_once, skip_tls_tables);
 	if (curl_dl_load(why, sizeof(why)) < 0) {
 		ctl_err("talking to memgrantd needs libcurl: %s", why);
 		return NULL;

@@ -82,7 +82,10 @@ static int on_status(json_t *ev, void *cls)
 				(long long)json_integer_value(json_object_get(ev, "blocks_total")), busy);
 		}
 	}
-	return is_final(state) ? 1 : 0;
+	/* an operation that is not final but carries an error stopped where
+	 * memgrantd's journal is (it cannot record a step): it resumes at
+	 * memgrantd's next start, so waiting longer tells nothing */
+	return is_final(state) || json_is_object(json_object_get(ev, "error")) ? 1 : 0;
 }
 
 void ctl_print_summary(json_t *st)
@@ -167,6 +170,16 @@ int ctl_follow(struct ctl_ctx *ctx, const char *id, bool json, bool cancelling)
 			ctx->socket ? ctx->socket : "", id);
 		json_decref(w.last);
 		return CTL_EXIT_INTERRUPTED;
+	}
+	if (r >= 0 && w.last && !is_final(w.state) && json_is_object(json_object_get(w.last, "error"))) {
+		json_t *e = json_object_get(w.last, "error");
+
+		if (json)
+			ctl_print_json(w.last);
+		ctl_err("%s stopped %s, not final: %s (%s)", id, w.state,
+			json_string_value(json_object_get(e, "message")), json_string_value(json_object_get(e, "code")));
+		json_decref(w.last);
+		return CTL_EXIT_FAILURE;
 	}
 	if (r < 0 || !w.last || !is_final(w.state)) {
 		if (r >= 0)

@@ -364,6 +364,13 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 		r = msg_error_set(&v->error, EINVAL, "field \"%s\": missing", m->id[0] ? "generation" : "id");
 		goto refused;
 	}
+	if (e->journal_err) {
+		r = msg_error_set(&v->error, -e->journal_err,
+				  "the journal in %s cannot record (%s): the agent is stopping; free space there and send "
+				  "%s again when it is back", e->state_dir, strerror(-e->journal_err),
+				  m->id);
+		goto refused;
+	}
 	if (e->stopping) {
 		r = msg_error_set(&v->error, ESHUTDOWN, "the agent is stopping; send %s again when it is back", m->id);
 		goto refused;
@@ -412,7 +419,30 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 	if (r == 0)
 		r = intentlog_accept(e->journal, src->name, o->msg, MSG_STATE_ACCEPTED, &rt, op_report_dest(o));
 	if (r < 0) {
-		msg_error_set(&v->error, r, "cannot record %s in the journal: %s", o->msg->id, strerror(-r));
+		struct intentlog_stats st;
+
+		intentlog_stats(e->journal, &st);
+		if (st.broken) {
+			/* the failed write could not be cut back: the accept may be
+			 * on disk, so "refused" could be reversed by the next start;
+			 * the engine stops and the next start decides, from the file */
+			msg_error_set(&v->error, r,
+				      "cannot record %s in the journal in %s: %s, and the failed write could not be "
+				      "undone: %s may be recorded; memgrantd stops: once it runs again, memgrantctl "
+				      "wait %s says whether it was",
+				      o->msg->id, e->state_dir, strerror(-r), o->msg->id, o->msg->id);
+			if (!e->journal_err)
+				e->journal_err = r;
+			e->stopping = true;
+			pthread_cond_broadcast(&e->cond);
+			engine_notify(e);
+		} else {
+			/* refused up front: nothing was recorded, nothing will be done */
+			msg_error_set(&v->error, r,
+				      "cannot record %s in the journal in %s: %s (%llu bytes needed); nothing was done: "
+				      "free space there and send it again",
+				      o->msg->id, e->state_dir, strerror(-r), (unsigned long long)st.failed_bytes);
+		}
 		log_err(&e->log, "%s", v->error.message);
 		goto refused;
 	}

@@ -166,6 +166,16 @@ bool engine_writer_is_gone(struct engine *e)
 	return g;
 }
 
+int engine_journal_error(struct engine *e)
+{
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = e->journal_err;
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
 void engine_free(struct engine *e)
 {
 	if (!e)

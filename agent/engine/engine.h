@@ -64,6 +64,9 @@ void engine_stop(struct engine *e);
 void engine_writer_gone(struct engine *e);
 /* Whether engine_writer_gone() happened (also from the executor itself). */
 bool engine_writer_is_gone(struct engine *e);
+/* The -errno with which the journal failed to record an operation's step
+ * (the engine then stops as on SIGTERM), or 0. */
+int engine_journal_error(struct engine *e);
 void engine_free(struct engine *e);
 /* Applies CFG's live settings (policy, limits, log level). */
 int engine_reload(struct engine *e, const struct mg_config *cfg);

@@ -95,6 +95,7 @@ struct engine {
 	uint64_t step_block;
 	bool stopping;
 	bool writer_gone;           /* the privileged helper is gone: stop where the kernel is (engine_writer_gone) */
+	int journal_err;            /* the journal could not record a step: stop where it is (ops.c) */
 	bool executor_started;
 	bool recovered;             /* recovery finished (RECOVERY_ERR its result) */
 	int recovery_err;

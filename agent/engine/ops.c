@@ -473,6 +473,43 @@ static bool progress_due(const struct op *o)
 	       mono_s() - o->live_at >= OP_LIVE_INTERVAL;
 }
 
+/*
+ * The journal could not record O's STEP (ERR): no answer may say more than
+ * the journal holds.  O goes back to the state the journal has for it, with
+ * the failure as its error (a client waiting on it hears why it stopped, not
+ * "rejected" or "applied"), and the engine stops as on SIGTERM: what the
+ * kernel did is read back at the next start (docs/journal.md, "When the
+ * journal cannot record").
+ */
+static void journal_failed_locked(struct engine *e, struct op *o, int err, const char *step,
+				  const struct mem_table *t)
+{
+	_cleanup_report_ struct report rt = { 0 };
+	struct intentlog_grant g = { 0 };
+	struct intentlog_stats st;
+
+	intentlog_stats(e->journal, &st);
+	o->state = intentlog_get_grant(e->journal, o->msg->id, &g) == 0 ? g.state : MSG_STATE_ACCEPTED;
+	intentlog_grant_done(&g);
+	snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(err));
+	snprintf(o->err_msg, sizeof(o->err_msg),
+		 "the journal in %s cannot record its %s (%s, %llu bytes needed): stopped as on SIGTERM, it "
+		 "resumes at the next start; free space there",
+		 e->state_dir, step, strerror(-err), (unsigned long long)st.failed_bytes);
+	log_fields(&e->log, LOG_ERR, LOG_FIELDS(log_f_grant(o->msg->id), log_f_errno(err)),
+		   "%s %s stays %s: %s; memgrantd stops", msg_type_name(o->msg->type), o->msg->id,
+		   msg_state_name(o->state), o->err_msg);
+	if (!e->journal_err)
+		e->journal_err = err;
+	e->stopping = true;
+	pthread_cond_broadcast(&e->cond);
+	if (op_report(e, o, t, &rt) == 0) {
+		op_announce_locked(e, o, &rt);
+		keep_live(o, &rt);
+	}
+	engine_notify(e);
+}
+
 int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, const struct intentlog_target *targets,
 		     size_t n, const struct mem_table *t)
 {
@@ -485,7 +522,9 @@ int op_intent_locked(struct engine *e, struct op *o, enum intentlog_dir dir, con
 	if (r == 0)
 		r = intentlog_intent(e->journal, o->msg->id, dir, targets, n, &rt, op_report_dest(o));
 	if (r < 0) {
-		o->state = was; /* nothing was written: the caller ends it as it was */
+		o->state = was; /* nothing was written */
+		if (r != -ENOMEM && r != -EINVAL && r != -EBUSY && r != -EEXIST) /* not a refusal of the record */
+			journal_failed_locked(e, o, r, "intent", t);
 		return r;
 	}
 	o->intent_open = true;
@@ -560,9 +599,11 @@ int op_publish_locked(struct engine *e, struct op *o, const struct mem_table *t)
 		r = intentlog_set_state(e->journal, o->msg->id, o->state, &rt,
 					msg_state_is_final(o->state) || o->state == MSG_STATE_IN_PROGRESS ? op_report_dest(o)
 													   : NULL);
-	if (r < 0)
-		log_err(&e->log, "%s: cannot journal state %s: %s", o->msg->id, msg_state_name(o->state),
-			strerror(-r));
+	if (r < 0) {
+		/* announced only once journaled: a restart would reverse it */
+		journal_failed_locked(e, o, r, msg_state_is_final(o->state) ? "result" : "state", t);
+		return r;
+	}
 	op_announce_locked(e, o, &rt);
 	keep_live(o, &rt);
 	return r;

@@ -162,6 +162,8 @@ bool cancel_requested(struct engine *e, const struct op *o)
 
 int stop_op(struct engine *e, struct op *o, const struct mem_table *t)
 {
+	if (engine_journal_error(e))
+		return -ECANCELED; /* said by journal_failed_locked() */
 	if (engine_writer_is_gone(e)) {
 		/* as after a crash: the kernel, not this process, knows what the
 		 * last write did; recovery reads it for every block the intent names */
@@ -195,6 +197,8 @@ uint64_t applied_bytes_of(struct engine *e, const struct op *o)
  * cancelled (none done). */
 void finish_op(struct engine *e, struct op *o, size_t ok, size_t total)
 {
+	if (engine_journal_error(e))
+		return; /* O stopped where the journal is (journal_failed_locked) */
 	if (o->intent_open && engine_writer_is_gone(e)) {
 		stop_op(e, o, NULL); /* a step failed for the helper's end, not the block's */
 		return;
@@ -222,16 +226,18 @@ void finish_op(struct engine *e, struct op *o, size_t ok, size_t total)
 				break;
 			}
 	}
-	metrics_count_request(e->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
 	{
 		char a[16], q[16];
 		size_format(o->applied_bytes, a, sizeof(a));
 		size_format(o->requested_bytes, q, sizeof(q));
-		log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s %s: %s of %s%s%s",
-			   msg_type_name(o->msg->type), o->msg->id,
-			   msg_state_name(o->state), a, q, o->err_code[0] ? "; " : "", o->err_code[0] ? o->err_msg : "");
+		/* said once the journal holds it */
+		if (op_publish_locked(e, o, NULL) == 0) {
+			metrics_count_request(e->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
+			log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id)), "%s %s %s: %s of %s%s%s",
+				   msg_type_name(o->msg->type), o->msg->id, msg_state_name(o->state), a, q,
+				   o->err_code[0] ? "; " : "", o->err_code[0] ? o->err_msg : "");
+		}
 	}
-	op_publish_locked(e, o, NULL);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -244,16 +250,23 @@ int abort_op(struct engine *e, struct op *o, int err, const struct mem_table *t,
 	va_list ap;
 
 	pthread_mutex_lock(&e->lock);
+	if (e->journal_err) {
+		/* O stopped where the journal is (journal_failed_locked): no
+		 * final state it could not record */
+		pthread_mutex_unlock(&e->lock);
+		return err;
+	}
 	snprintf(o->err_code, sizeof(o->err_code), "%s", errno_name(err));
 	va_start(ap, fmt);
 	vsnprintf(o->err_msg, sizeof(o->err_msg), fmt, ap);
 	va_end(ap);
 	o->state = o->blocks_done > 0 ? MSG_STATE_PARTIAL
 		   : o->state == MSG_STATE_ACCEPTED ? MSG_STATE_REJECTED : MSG_STATE_FAILED;
-	log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id), log_f_errno(err)), "%s %s %s: %s",
-		   msg_type_name(o->msg->type), o->msg->id, msg_state_name(o->state), o->err_msg);
-	metrics_count_request(e->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
-	op_publish_locked(e, o, t);
+	if (op_publish_locked(e, o, t) == 0) {
+		log_fields(&e->log, LOG_NOTICE, LOG_FIELDS(log_f_grant(o->msg->id), log_f_errno(err)), "%s %s %s: %s",
+			   msg_type_name(o->msg->type), o->msg->id, msg_state_name(o->state), o->err_msg);
+		metrics_count_request(e->metrics, msg_type_name(o->msg->type), metric_of_state(o->state));
+	}
 	pthread_mutex_unlock(&e->lock);
 	return err;
 }

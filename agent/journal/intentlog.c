@@ -908,5 +908,6 @@ void intentlog_stats(struct intentlog *il, struct intentlog_stats *out)
 
 	recordlog_stats(il->log, &st);
 	*out = (struct intentlog_stats){ .log_bytes = st.size, .bytes_written = st.bytes_written, .syncs = st.syncs,
-					 .compactions = il->compactions };
+					 .compactions = il->compactions, .failed_bytes = st.failed_bytes,
+					 .broken = st.broken };
 }

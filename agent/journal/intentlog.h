@@ -237,6 +237,8 @@ struct intentlog_stats {
 	uint64_t bytes_written;   /* since open */
 	uint64_t syncs;           /* fsync + fdatasync since open */
 	uint64_t compactions;
+	uint64_t failed_bytes;    /* what the last failed write needed */
+	bool broken;              /* a failed write could not be undone: it may be on disk */
 };
 void intentlog_stats(struct intentlog *il, struct intentlog_stats *out);
 

@@ -289,6 +289,7 @@ int recordlog_append(struct recordlog *rl, const struct recordlog_rec *recs, siz
 			r = -errno;
 	}
 	if (r < 0) {
+		rl->stats.failed_bytes = len;
 		/* the caller keeps the old state in memory: so must the file */
 		if (ftruncate(rl->fd, (off_t)rl->end) < 0 || fdatasync(rl->fd) < 0)
 			rl->broken = true;
@@ -302,7 +303,10 @@ int recordlog_append(struct recordlog *rl, const struct recordlog_rec *recs, siz
 }
 
 /* Writes DIR/NAME.tmp.PID with the magic and RECS, fsyncs it and renames it
- * over NAME, then fsyncs the directory.  *FD_OUT is the new file, open. */
+ * over NAME, then fsyncs the directory.  *FD_OUT is the new file, open, and
+ * *SIZE_OUT its size (on failure: the bytes it needed).  A failed fsync of
+ * the directory after the rename still returns the new file in *FD_OUT: NAME
+ * is that file now, whether or not the rename is durable. */
 static int write_new_file(int dir_fd, const char *name, const struct recordlog_rec *recs, size_t n, int *fd_out,
 			  uint64_t *size_out)
 {
@@ -319,6 +323,7 @@ static int write_new_file(int dir_fd, const char *name, const struct recordlog_r
 		if (r < 0)
 			return r;
 	}
+	*size_out = RECORDLOG_FILE_MAGIC_LEN + len;
 	fd = openat(dir_fd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
@@ -333,11 +338,9 @@ static int write_new_file(int dir_fd, const char *name, const struct recordlog_r
 		unlinkat(dir_fd, tmp, 0);
 		return r;
 	}
-	if (fsync(dir_fd) < 0)
-		return -errno;
+	r = fsync(dir_fd) < 0 ? -errno : 0;
 	*fd_out = TAKE_FD(fd);
-	*size_out = RECORDLOG_FILE_MAGIC_LEN + len;
-	return 0;
+	return r;
 }
 
 static struct recordlog *recordlog_alloc(int dir_fd, const char *dir, const char *name)
@@ -383,16 +386,23 @@ int recordlog_create(int dir_fd, const char *dir, const char *name, const struct
 
 int recordlog_rewrite(struct recordlog *rl, const struct recordlog_rec *recs, size_t n)
 {
-	uint64_t size;
-	int fd, r;
+	uint64_t size = 0;
+	int fd = -1, r;
 
 	if (rl->broken)
 		return -EIO;
 	mark_set(rl, 0); /* a crash before the rename leaves no mark, not a wrong one */
 	r = write_new_file(rl->dir_fd, rl->name, recs, n, &fd, &size);
-	if (r < 0) {
+	if (r < 0 && fd < 0) {
+		rl->stats.failed_bytes = size;
 		mark_set(rl, rl->end);
 		return r;
+	}
+	if (r < 0) {
+		/* renamed, but the directory's fsync failed: the name may still
+		 * point at the old file after a crash, so no more appends go to
+		 * either; the next start reads whichever it finds (the same state) */
+		rl->broken = true;
 	}
 	close(rl->fd);
 	rl->fd = fd;
@@ -402,7 +412,7 @@ int recordlog_rewrite(struct recordlog *rl, const struct recordlog_rec *recs, si
 	rl->stats.bytes_written += size;
 	rl->stats.size = size;
 	rl->stats.rewrites++;
-	return 0;
+	return r;
 }
 
 int recordlog_open(int dir_fd, const char *dir, const char *name, recordlog_cb cb, void *ctx,
@@ -488,4 +498,5 @@ void recordlog_close(struct recordlog *rl)
 void recordlog_stats(const struct recordlog *rl, struct recordlog_stats *out)
 {
 	*out = rl->stats;
+	out->broken = rl->broken;
 }

@@ -96,6 +96,8 @@ struct recordlog_stats {
 	uint64_t bytes_written; /* since open, appends and rewrites */
 	uint64_t syncs;         /* fsync/fdatasync calls since open */
 	uint64_t rewrites;
+	uint64_t failed_bytes;  /* what the last failed append or rewrite needed */
+	bool broken;            /* a failed write could not be undone: no more writes */
 };
 void recordlog_stats(const struct recordlog *rl, struct recordlog_stats *out);
 

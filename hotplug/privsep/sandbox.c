@@ -3,8 +3,16 @@
  * Identities, capabilities and seccomp filters (contract in sandbox.h).
  *
  * The filters list system calls by name and resolve them for the build's
- * architecture; a name the architecture does not have (open on arm64,
- * socketcall on x86-64) is skipped, so one list serves x86-64 and s390x.
+ * architecture; a name the architecture does not have (open on arm64) is
+ * skipped, so one list serves x86-64 and s390x.
+ *
+ * s390x: its glibc (built for kernels older than 4.3) makes every socket
+ * call through socketcall(CALL, ARGS), and send() and recv() have no system
+ * call of their own there at all.  libseccomp turns each socket call's name
+ * into "socketcall with A0 == that call's number" on s390x, so socketcall is
+ * allowed only for the calls a list names.  What it cannot see is behind
+ * ARGS, a pointer: socket()'s family check holds for the direct socket call
+ * only (docs/security.md, "seccomp on s390x").
  */
 #include "hotplug/privsep/sandbox.h"
 #include "lib/fileio.h"
@@ -356,11 +364,13 @@ static int init_failed(enum mg_seccomp_action act, char *err, size_t errlen)
 /*
  * The helper: receive a request, open one file, write it, answer.  The sim
  * (a model kept in files) additionally loads and saves its state file and
- * rewrites its tree, under a lock, sleeping to model latency.
+ * rewrites its tree, under a lock, sleeping to model latency.  send and recv
+ * are named for s390x, where they are socketcall's SYS_SEND and SYS_RECV
+ * (elsewhere glibc makes them sendto and recvfrom).
  */
 static const char *const helper_calls[] = {
-	"recvmsg", "sendto", "sendmsg", "poll", "ppoll", "openat", "write", "close", "newfstatat", "fstatat64", "fstat",
-	"setitimer", "rt_sigreturn", "sigreturn", "brk", "mmap", "munmap", "exit_group", "exit",
+	"recvmsg", "recv", "send", "sendto", "sendmsg", "poll", "ppoll", "openat", "write", "close", "newfstatat",
+	"fstatat64", "fstat", "setitimer", "rt_sigreturn", "sigreturn", "brk", "mmap", "munmap", "exit_group", "exit",
 	"clock_gettime", "clock_nanosleep", "restart_syscall", "madvise",
 };
 static const char *const helper_sim_calls[] = {
@@ -370,6 +380,15 @@ static const char *const helper_sim_calls[] = {
 	"faccessat", "faccessat2", "umask", "ftruncate", "fchmod", "mremap", "pread64", "pwrite64", "rmdir",
 	"link", "linkat", "futex",
 };
+
+static int build_helper(scmp_filter_ctx c, bool sim, char *err, size_t errlen)
+{
+	int r = allow_names(c, helper_calls, ARRAY_SIZE(helper_calls), err, errlen);
+
+	if (r == 0 && sim)
+		r = allow_names(c, helper_sim_calls, ARRAY_SIZE(helper_sim_calls), err, errlen);
+	return r;
+}
 
 int sandbox_filter_helper(bool sim, enum mg_seccomp_action act, char *err, size_t errlen)
 {
@@ -381,9 +400,7 @@ int sandbox_filter_helper(bool sim, enum mg_seccomp_action act, char *err, size_
 	c = seccomp_init(default_action(act));
 	if (!c)
 		return init_failed(act, err, errlen);
-	r = allow_names(c, helper_calls, ARRAY_SIZE(helper_calls), err, errlen);
-	if (r == 0 && sim)
-		r = allow_names(c, helper_sim_calls, ARRAY_SIZE(helper_sim_calls), err, errlen);
+	r = build_helper(c, sim, err, errlen);
 	if (r < 0)
 		return r;
 	return load(c, "helper", err, errlen);
@@ -429,33 +446,28 @@ static const char *const main_calls[] = {
 	"timerfd_gettime",
 	/* sockets (the families are checked below) */
 	"socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername",
-	"getsockopt", "setsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
-	"shutdown",
+	"getsockopt", "setsockopt", "send", "recv", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
+	"recvmmsg", "shutdown",
 	/* hooks */
 	"execve", "execveat", "wait4", "waitid", "waitpid", "pidfd_open", "pidfd_send_signal",
 };
 
-int sandbox_filter_main(enum mg_seccomp_action act, char *err, size_t errlen)
+static int build_main(scmp_filter_ctx c, char *err, size_t errlen)
 {
 	static const int families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
-	_cleanup_(ctx_releasep) scmp_filter_ctx c = NULL;
-	int r;
+	int r = allow_names(c, main_calls, ARRAY_SIZE(main_calls), err, errlen);
 
-	if (act == MG_SECCOMP_OFF)
-		return 0; /* the caller says so in the log */
-	c = seccomp_init(default_action(act));
-	if (!c)
-		return init_failed(act, err, errlen);
-	r = allow_names(c, main_calls, ARRAY_SIZE(main_calls), err, errlen);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < ARRAY_SIZE(families); i++) {
 		r = seccomp_rule_add(c, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
-		if (r < 0)
+		if (r < 0 && r != -EEXIST)
 			return fail(err, errlen, r, "seccomp: cannot allow socket(%d): %s", families[i], strerror(-r));
 	}
 	/* socket() of another family fails like an unsupported one, not fatally:
-	 * libraries probe for what the kernel offers */
+	 * libraries probe for what the kernel offers.  On s390x these rules
+	 * collide with the socketcall(SYS_SOCKET) allowed above (-EEXIST): there
+	 * the family is checked for the direct call only. */
 	for (int fam = 0; fam < AF_MAX; fam++) {
 		bool ok = false;
 		for (size_t i = 0; i < ARRAY_SIZE(families); i++)
@@ -464,5 +476,50 @@ int sandbox_filter_main(enum mg_seccomp_action act, char *err, size_t errlen)
 			seccomp_rule_add(c, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
 					 SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam));
 	}
+	return 0;
+}
+
+int sandbox_filter_main(enum mg_seccomp_action act, char *err, size_t errlen)
+{
+	_cleanup_(ctx_releasep) scmp_filter_ctx c = NULL;
+	int r;
+
+	if (act == MG_SECCOMP_OFF)
+		return 0; /* the caller says so in the log */
+	c = seccomp_init(default_action(act));
+	if (!c)
+		return init_failed(act, err, errlen);
+	r = build_main(c, err, errlen);
+	if (r < 0)
+		return r;
 	return load(c, "main process", err, errlen);
+}
+
+int sandbox_filter_pfc(enum sandbox_filter which, const char *arch, int fd, char *err, size_t errlen)
+{
+	_cleanup_(ctx_releasep) scmp_filter_ctx c = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	uint32_t token = seccomp_arch_resolve_name(arch);
+	int r;
+
+	if (!c)
+		return fail(err, errlen, -ENOMEM, "seccomp: cannot create a filter");
+	if (token == 0)
+		return fail(err, errlen, -EINVAL, "seccomp: libseccomp knows no architecture '%s'", arch);
+	/* the names are resolved for this machine and translated by libseccomp;
+	 * one filter holds architectures of one byte order only: native goes first */
+	if (token != seccomp_arch_native()) {
+		r = seccomp_arch_remove(c, SCMP_ARCH_NATIVE);
+		if (r == 0)
+			r = seccomp_arch_add(c, token);
+		if (r < 0)
+			return fail(err, errlen, r, "seccomp: cannot make a filter for %s: %s", arch, strerror(-r));
+	}
+	r = which == SANDBOX_FILTER_MAIN ? build_main(c, err, errlen)
+					 : build_helper(c, which == SANDBOX_FILTER_HELPER_SIM, err, errlen);
+	if (r < 0)
+		return r;
+	r = seccomp_export_pfc(c, fd);
+	if (r < 0)
+		return fail(err, errlen, r, "seccomp: cannot write the filter: %s", strerror(-r));
+	return 0;
 }

@@ -62,5 +62,20 @@ int sandbox_drop_helper(char *err, size_t errlen);
 int sandbox_filter_helper(bool sim, enum mg_seccomp_action act, char *err, size_t errlen);
 int sandbox_filter_main(enum mg_seccomp_action act, char *err, size_t errlen);
 
+/* Which filter sandbox_filter_pfc() writes. */
+enum sandbox_filter {
+	SANDBOX_FILTER_HELPER,
+	SANDBOX_FILTER_HELPER_SIM, /* the helper of the sim backend */
+	SANDBOX_FILTER_MAIN,
+};
+
+/*
+ * Writes filter WHICH as built for the architecture ARCH (libseccomp's name:
+ * "s390x", "x86_64") to FD in libseccomp's pseudo filter code, without
+ * loading it: how a test on one machine checks the filter of another
+ * (tests/unit/hotplug/privsep/test_sandbox.c).  0 or -errno with ERR.
+ */
+int sandbox_filter_pfc(enum sandbox_filter which, const char *arch, int fd, char *err, size_t errlen);
+
 /* True in a build with AddressSanitizer (see above). */
 bool sandbox_sanitized(void);

@@ -16,7 +16,7 @@
 #define DEV_DIR "sys/devices/system/memory"
 #define FW_DIR "sys/firmware/memory"
 #define UEVENT_RCVBUF (4 << 20) /* a burst of thousands of blocks */
-/* An added block is read this long after its "add" uevent (see added_defer). */
+/* An added or removed block is read this long after its uevent (see settle_defer). */
 #define ADD_SETTLE_MS 250
 #define ADD_PENDING_MAX 4096
 
@@ -36,10 +36,10 @@ struct sysfs_watch {
 	struct hp_path *path;
 	bool netlink;
 	int fd;           /* inotify; or an epoll set of NLFD and TFD */
-	int nlfd, tfd;    /* the uevent socket; the timer of the added blocks */
-	uint64_t *added;  /* blocks added, not yet reported (ADD_SETTLE_MS) */
-	size_t n_added;
-	bool added_overflow;
+	int nlfd, tfd;    /* the uevent socket; the timer of the settling blocks */
+	uint64_t *settling; /* blocks added or removed, not yet reported (ADD_SETTLE_MS) */
+	size_t n_settling;
+	bool settling_overflow;
 	struct wd_entry *wds; /* sorted by wd (inotify hands them out increasing) */
 	size_t n_wds;
 	struct idmap seen;    /* the ids of the read in progress: one look-up per event */
@@ -60,7 +60,7 @@ void sysfs_watch_free(struct sysfs_watch *w)
 		close(w->nlfd);
 	if (w->tfd >= 0)
 		close(w->tfd);
-	free(w->added);
+	free(w->settling);
 	free(w->wds);
 	idmap_free(&w->seen);
 	free(w);
@@ -68,7 +68,7 @@ void sysfs_watch_free(struct sysfs_watch *w)
 
 /* ---- uevents ------------------------------------------------------------------ */
 
-int hp_uevent_parse(const char *msg, size_t len, uint64_t *id, bool *added)
+int hp_uevent_parse(const char *msg, size_t len, uint64_t *id, bool *settle)
 {
 	const char *action = NULL, *devpath = NULL, *subsystem = NULL, *end = msg + len, *base;
 	const char *const actions[] = { "add", "remove", "online", "offline", "change" };
@@ -96,8 +96,8 @@ int hp_uevent_parse(const char *msg, size_t len, uint64_t *id, bool *added)
 	base = strrchr(devpath, '/');
 	if (!known || !base || hp_parse_block_name(base + 1, id) < 0)
 		return 0;
-	if (added)
-		*added = streq(action, "add");
+	if (settle)
+		*settle = streq(action, "add") || streq(action, "remove");
 	return 1;
 }
 
@@ -121,8 +121,8 @@ static int netlink_open(struct sysfs_watch *w)
 		return -errno;
 	if (epoll_ctl(w->fd, EPOLL_CTL_ADD, w->nlfd, &ev) < 0 || epoll_ctl(w->fd, EPOLL_CTL_ADD, w->tfd, &ev) < 0)
 		return -errno;
-	w->added = calloc(ADD_PENDING_MAX, sizeof(*w->added));
-	return w->added ? 0 : -ENOMEM;
+	w->settling = calloc(ADD_PENDING_MAX, sizeof(*w->settling));
+	return w->settling ? 0 : -ENOMEM;
 }
 
 static int add_id(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n, uint64_t id, bool *overflow)
@@ -142,24 +142,29 @@ static int add_id(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n, u
 }
 
 /*
- * A block is not read at its "add" uevent but ADD_SETTLE_MS later: the
- * kernel announces the block's device before it links the block to its node,
- * and some kernels (6.1 on x86) dereference the unset node when valid_zones
- * is read in between.  Nothing is lost by waiting: an added block is offline
- * (or, with auto_online_blocks, announced again by its "online" event).
+ * A block is not read at its "add" or "remove" uevent but ADD_SETTLE_MS
+ * later: the kernel announces the block's device before it links the block
+ * to its node, and some kernels (6.1 on x86) dereference the unset node when
+ * valid_zones is read in between; on s390 both events come from inside the
+ * write to sys/firmware/memory/memoryN/config, before `config` changes (the
+ * storage is assigned before the add and released after the remove), so a
+ * read at the event finds the old `config`, and no later event corrects it.
+ * Nothing is lost by waiting: an added block is offline (or, with
+ * auto_online_blocks, announced again by its "online" event), a removed
+ * one is gone.
  */
-static void added_defer(struct sysfs_watch *w, uint64_t id)
+static void settle_defer(struct sysfs_watch *w, uint64_t id)
 {
 	struct itimerspec its = { .it_value = { .tv_sec = ADD_SETTLE_MS / 1000,
 						.tv_nsec = (ADD_SETTLE_MS % 1000) * 1000000L } };
 
-	for (size_t i = 0; i < w->n_added; i++)
-		if (w->added[i] == id)
+	for (size_t i = 0; i < w->n_settling; i++)
+		if (w->settling[i] == id)
 			return;
-	if (w->n_added == ADD_PENDING_MAX)
-		w->added_overflow = true; /* re-scanned then, all together */
+	if (w->n_settling == ADD_PENDING_MAX)
+		w->settling_overflow = true; /* re-scanned then, all together */
 	else
-		w->added[w->n_added++] = id;
+		w->settling[w->n_settling++] = id;
 	/* re-armed at every add: a burst is read once, after its last add */
 	(void)timerfd_settime(w->tfd, 0, &its, NULL);
 }
@@ -170,11 +175,11 @@ static int netlink_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t
 	uint64_t expirations;
 
 	if (read(w->tfd, &expirations, sizeof(expirations)) == (ssize_t)sizeof(expirations)) {
-		for (size_t i = 0; i < w->n_added; i++)
-			add_id(w, ids, max, n, w->added[i], overflow);
-		*overflow = *overflow || w->added_overflow;
-		w->n_added = 0;
-		w->added_overflow = false;
+		for (size_t i = 0; i < w->n_settling; i++)
+			add_id(w, ids, max, n, w->settling[i], overflow);
+		*overflow = *overflow || w->settling_overflow;
+		w->n_settling = 0;
+		w->settling_overflow = false;
 	}
 	for (;;) {
 		struct sockaddr_nl sa;
@@ -182,7 +187,7 @@ static int netlink_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t
 		struct msghdr mh = { .msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = &iov, .msg_iovlen = 1 };
 		ssize_t len = recvmsg(w->nlfd, &mh, 0);
 		uint64_t id;
-		bool added = false;
+		bool settle = false;
 
 		if (len < 0) {
 			if (errno == EINTR)
@@ -197,10 +202,10 @@ static int netlink_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t
 		}
 		if (sa.nl_pid != 0 || (mh.msg_flags & MSG_TRUNC))
 			continue; /* not from the kernel, or not whole */
-		if (hp_uevent_parse(buf, (size_t)len, &id, &added) != 1)
+		if (hp_uevent_parse(buf, (size_t)len, &id, &settle) != 1)
 			continue;
-		if (added)
-			added_defer(w, id);
+		if (settle)
+			settle_defer(w, id);
 		else
 			add_id(w, ids, max, n, id, overflow);
 	}

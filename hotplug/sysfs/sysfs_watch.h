@@ -33,6 +33,7 @@ int sysfs_watch_read(struct sysfs_watch *w, uint64_t *ids, size_t max, size_t *n
 void sysfs_watch_free(struct sysfs_watch *w);
 
 /* One kernel uevent message (LEN bytes, "action@devpath\0KEY=VALUE\0...").
- * 1 and *ID (and *ADDED, when not NULL: whether ACTION is add) for a memory
- * block event that counts, 0 for anything else. */
-int hp_uevent_parse(const char *msg, size_t len, uint64_t *id, bool *added);
+ * 1 and *ID (and *SETTLE, when not NULL: whether ACTION is add or remove,
+ * events the kernel sends before it has finished with the block) for a
+ * memory block event that counts, 0 for anything else. */
+int hp_uevent_parse(const char *msg, size_t len, uint64_t *id, bool *settle);

@@ -560,6 +560,8 @@ static void test_uevent_parse(void **state)
 				   "DEVPATH=/devices/system/memory/memory3\0SUBSYSTEM=memory\0";
 	static const char padded[] = "add@/devices/system/memory/memory03\0ACTION=add\0"
 				     "DEVPATH=/devices/system/memory/memory03\0SUBSYSTEM=memory\0";
+	static const char removed[] = "remove@/devices/system/memory/memory9\0ACTION=remove\0"
+				      "DEVPATH=/devices/system/memory/memory9\0SUBSYSTEM=memory\0";
 	static const char unterminated[] = "x@y\0ACTION=add\0SUBSYSTEM=memory\0DEVPATH=/devices/system/memory/memory5";
 	uint64_t id = 0;
 	bool added = true;
@@ -571,6 +573,11 @@ static void test_uevent_parse(void **state)
 	assert_int_equal(hp_uevent_parse(add, sizeof(add) - 1, &id, &added), 1);
 	assert_int_equal(id, 0);
 	assert_true(added); /* reported later: the kernel links it to its node after the event */
+	/* reported later too: on s390 `config` reads 1 until the storage is released, after the event */
+	added = false;
+	assert_int_equal(hp_uevent_parse(removed, sizeof(removed) - 1, &id, &added), 1);
+	assert_int_equal(id, 9);
+	assert_true(added);
 	assert_int_equal(hp_uevent_parse(cpu, sizeof(cpu) - 1, &id, NULL), 0);
 	assert_int_equal(hp_uevent_parse(bind, sizeof(bind) - 1, &id, NULL), 0);
 	assert_int_equal(hp_uevent_parse(padded, sizeof(padded) - 1, &id, NULL), 0);
