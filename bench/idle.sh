@@ -4,7 +4,8 @@
 # connections and never answers (a plain listening socket: the TLS handshake
 # never completes).  Prints RSS, Pss_Anon, threads, mapped libraries and
 # context switches per minute of each, the HTTPS one's connection attempts
-# and CA bundle reads in a second (traced) window, and memgrantctl status's
+# and CA bundle reads in a second (traced) window (the bundle is parsed at
+# the first connection only: none in that window), and memgrantctl status's
 # library count and time.  Asserts nothing; bench/run.sh calls it as its
 # section 9 and its figures go to $FIGS when set.
 #
@@ -45,6 +46,8 @@ pss_anon_kb() { awk '/^Pss_Anon/ { print $2 }' "/proc/$1/smaps_rollup"; }
 threads() { ls "/proc/$1/task" | wc -l; }
 libs() { awk '$6 ~ /\.so/ { print $6 }' "/proc/$1/maps" | sort -u | wc -l; }
 ctxsw() { cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }'; }
+# a thread that went to sleep and was woken (the preemptions of a loaded machine left out)
+vol() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }'; }
 
 # start NAME [extra yaml lines]: memgrantd on its own sim, sets DPID once ready
 start() {
@@ -99,10 +102,11 @@ P_API=$DPID
 start https "providers:" "  https: {url: 'https://127.0.0.1:$PORT/memgrant', wait: 30s}"
 P_HTTPS=$DPID
 sleep 3 # start-up work over
-c_api=$(ctxsw "$P_API") c_https=$(ctxsw "$P_HTTPS")
+c_api=$(ctxsw "$P_API") c_https=$(ctxsw "$P_HTTPS") v_https=$(vol "$P_HTTPS")
 sleep "$SECS"
 w_api=$(($(ctxsw "$P_API") - c_api))
 w_https=$(($(ctxsw "$P_HTTPS") - c_https))
+wv_https=$(($(vol "$P_HTTPS") - v_https))
 per_min() { awk -v n="$1" -v s="$SECS" 'BEGIN { printf "%.1f", n * 60 / s }'; }
 
 fig idle_api_rss_kb "$(rss_kb "$P_API")" kB 6144
@@ -131,6 +135,11 @@ if command -v strace >/dev/null 2>&1; then
 	fig idle_https_silent_ca_reads "$ca" "in ${SECS}s" 0
 	[ "$att" -eq 0 ] || fig idle_https_silent_wakeups_per_attempt \
 		"$(awk -v w="$w_https" -v a="$att" 'BEGIN { printf "%.1f", w / a }')" ""
+	# each attempt is one backoff step of one thread (poll, send): its
+	# voluntary sleeps are its wake-ups (the connect's result, curl's
+	# timers, the backoff's end); the first window's, untraced
+	[ "$att" -eq 0 ] || fig idle_https_silent_wakeups_per_backoff_step \
+		"$(awk -v w="$wv_https" -v a="$att" 'BEGIN { printf "%.1f", w / a }')" "" 2
 else
 	echo "  (strace not installed: attempts and CA reads not measured)"
 fi

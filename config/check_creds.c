@@ -281,6 +281,31 @@ static void check_pair(struct ctx *c, const char *cert_path, const char *key_key
 	sym_X509_free(x);
 }
 
+/*
+ * The CA file: certificates only.  A private key there (a key file given
+ * by mistake) would verify nothing, and copies a secret into a file meant
+ * to be public.
+ */
+static void check_ca(struct ctx *c, const char *path)
+{
+	char why[256], kwhy[256];
+	X509 *x = load_cert(path, why, sizeof(why));
+	EVP_PKEY *k = load_key(path, kwhy, sizeof(kwhy));
+
+	sym_ERR_clear_error();
+	if (k)
+		cfg_err_at(c, cfg_where(c, "providers.https.ca_file"),
+			   "providers.https.ca_file: %s holds a private key; ca_file takes the CA certificate(s) that "
+			   "signed the control plane's certificate, never a key: set ca_file to that CA's PEM file "
+			   "(-----BEGIN CERTIFICATE-----) and keep the key out of it", path);
+	else if (!x)
+		cfg_err_at(c, cfg_where(c, "providers.https.ca_file"),
+			   "providers.https.ca_file: %s is not a PEM certificate (%s); the agent could not verify the "
+			   "control plane: set ca_file to the CA's certificate in PEM form", path, why);
+	sym_EVP_PKEY_free(k);
+	sym_X509_free(x);
+}
+
 void cfg_check_credentials(struct ctx *c, const struct mg_config *cfg, const struct agent_view *v)
 {
 	const struct mg_https_config *h = &cfg->providers.https;
@@ -288,8 +313,9 @@ void cfg_check_credentials(struct ctx *c, const struct mg_config *cfg, const str
 	bool cert_ok = false, key_ok = false;
 
 	if (h->enabled) {
-		if (h->ca_file && !cfg_bad(c, "providers.https.ca_file"))
-			check_one(c, v, "providers.https.ca_file", h->ca_file, conn);
+		if (h->ca_file && !cfg_bad(c, "providers.https.ca_file") &&
+		    check_one(c, v, "providers.https.ca_file", h->ca_file, conn))
+			check_ca(c, h->ca_file);
 		if (h->cert_file && !cfg_bad(c, "providers.https.cert_file"))
 			cert_ok = check_one(c, v, "providers.https.cert_file", h->cert_file, conn);
 		if (h->key_file && !cfg_bad(c, "providers.https.key_file"))

@@ -169,8 +169,10 @@ struct mg_pressure_config {
 	bool enabled;                       /* pressure given */
 	struct mg_psi_trigger request_above; /* always set when enabled */
 	struct mg_psi_trigger release_below; /* set: false means never release */
-	uint64_t step;                      /* bytes asked for per trigger */
+	uint64_t step;                      /* the unit of requests and offers (rounded to it) */
 	uint64_t cooldown_ms;
+	uint64_t plug_latency_ms;           /* request to memory online: the headroom's horizon */
+	uint64_t interval_ms;               /* longest time between two MemAvailable readings */
 };
 
 struct mg_config {

@@ -114,12 +114,18 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 	if (!s->pending) {
 		ssize_t r;
 		pthread_mutex_lock(&a->lock);
-		if (s->peer_gone || a->stopping) {
+		if (s->peer_gone) {
 			pthread_mutex_unlock(&a->lock);
-			return s->peer_gone ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
 		/* under a->lock: a publish after this look resumes us (api_on_published) */
 		r = sse_next(s);
+		if (r == 0 && a->stopping) {
+			/* what was published before the stop is sent (api_stop() waits
+			 * for it, briefly); nothing more comes */
+			pthread_mutex_unlock(&a->lock);
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		}
 		if (r == 0 && mono_ms() - s->last_sent_ms >= API_KEEPALIVE_MS) {
 			/* keep-alive comment so proxies and clients see a live stream */
 			s->pending = strdup(": keep-alive\n\n");

@@ -475,6 +475,8 @@ static void conn_done(struct conn *c)
 		sym_curl_multi_cleanup(c->multi);
 	https_token_clear(c);
 	https_tls_clear(c);
+	free(c->ca_alias_path);
+	c->ca_alias_path = NULL;
 	c->easy = NULL;
 	c->multi = NULL;
 }

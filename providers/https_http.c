@@ -206,6 +206,49 @@ void https_tls_clear(struct conn *c)
 	c->tls_loaded = false;
 }
 
+/* Decides how the CA reaches curl before each request: by path when the
+ * agent can read ca_file itself (then curl parses it once and the multi
+ * handle keeps the store for every later connection), else as the blob
+ * read through the credential store (parsed again at each handshake: curl
+ * caches no store made from a blob).  A change of the file (inode, size,
+ * time) is seen here: the next request spells the path the other way
+ * (".../dir/./NAME"), which curl takes for another file and parses once
+ * more, and opens a new connection that verifies with the new CA. */
+static void ca_watch(struct https_provider *p, struct conn *c)
+{
+	struct stat st;
+	bool was = c->ca_by_path;
+
+	if (!p->ca_file)
+		return;
+	if (!c->ca_alias_path) {
+		const char *slash = strrchr(p->ca_file, '/');
+
+		if (!slash || asprintf(&c->ca_alias_path, "%.*s/./%s", (int)(slash - p->ca_file), p->ca_file,
+				       slash + 1) < 0) {
+			c->ca_alias_path = NULL;
+			c->ca_by_path = false;
+			return;
+		}
+	}
+	c->ca_by_path = stat(p->ca_file, &st) == 0 && S_ISREG(st.st_mode) && access(p->ca_file, R_OK) == 0;
+	if (!c->ca_by_path) {
+		if (was)
+			c->tls_loaded = false; /* the blob is read at the next tls_refresh() */
+		return;
+	}
+	if (was && (st.st_ino != c->ca_ino || st.st_size != c->ca_size || st.st_mtim.tv_sec != c->ca_mtime.tv_sec ||
+		    st.st_mtim.tv_nsec != c->ca_mtime.tv_nsec)) {
+		c->ca_alias = !c->ca_alias;
+		c->fresh = true;
+		log_info(p->log, "https %s: ca_file %s changed; the next connection verifies with it", c->name,
+			 p->ca_file);
+	}
+	c->ca_ino = st.st_ino;
+	c->ca_size = st.st_size;
+	c->ca_mtime = st.st_mtim;
+}
+
 /* Reads the CA, certificate and key (credstore.h) when not read yet or a
  * reload happened since; after a reload the next request opens a new
  * connection, so that it presents the new certificate.  0, or -errno with
@@ -222,7 +265,7 @@ static int tls_refresh(struct https_provider *p, struct conn *c, char *why, size
 	if (c->tls_loaded && c->tls_gen == gen)
 		return 0;
 	for (size_t i = 0; i < 3 && r == 0; i++) {
-		if (!path[i] || (i == 2 && !p->cert_file))
+		if (!path[i] || (i == 2 && !p->cert_file) || (i == 0 && c->ca_by_path))
 			continue;
 		r = cred_read(p->creds, path[i], CRED_FILE_MAX, &buf[i], &len[i]);
 		if (r < 0)
@@ -341,12 +384,22 @@ static void set_common(struct https_provider *p, struct conn *c, struct response
 	sym_curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
 	sym_curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
 	sym_curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* both address families tried at once: a staggered second attempt is
+	 * a timer that wakes the thread during a connect that hangs, and stays
+	 * armed after the first one connected */
+	sym_curl_easy_setopt(e, CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS, 0L);
 	sym_curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
 	sym_curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	sym_curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
 	/* the files' contents, not their paths: the agent may not be able to
 	 * open them itself (root-only keys, credstore.h) */
-	if (c->tls[0]) {
+	/* no CA folder: a store that comes from one file alone is the one curl
+	 * keeps in the multi handle (the system bundle holds what the folder
+	 * holds where update-ca-certificates writes both) */
+	sym_curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+	if (c->ca_by_path) {
+		sym_curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_alias ? c->ca_alias_path : p->ca_file);
+	} else if (c->tls[0]) {
 		struct curl_blob b = { .data = c->tls[0], .len = c->tls_len[0], .flags = CURL_BLOB_COPY };
 		sym_curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
 	}
@@ -374,9 +427,10 @@ static void set_common(struct https_provider *p, struct conn *c, struct response
 	if (p->share)
 		sym_curl_easy_setopt(e, CURLOPT_SHARE, p->share);
 #if LIBCURL_VERSION_NUM >= 0x075700
-	/* the parsed CA store kept across connections where the TLS library
-	 * caches it (a CA file; libcurl parses a CA blob per handshake) */
-	sym_curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 24L * 3600L);
+	/* the parsed CA store kept in the multi handle across connections (a
+	 * CA file; curl parses a CA blob per handshake); ca_watch() sees a
+	 * change of the file, so the store is never older than the file */
+	sym_curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, -1L);
 #endif
 }
 
@@ -462,6 +516,7 @@ int https_request(struct https_provider *p, struct conn *c, const char *method, 
 		if (r < 0)
 			return r;
 	}
+	ca_watch(p, c);
 	r = tls_refresh(p, c, why, whylen);
 	if (r < 0)
 		return r;

@@ -55,6 +55,15 @@ struct conn {
 	size_t tls_len[3];
 	bool tls_loaded;
 	unsigned tls_gen;
+	/* the CA handed to curl by path when the agent can read it itself: the
+	 * multi handle keeps the parsed store (CURLOPT_CA_CACHE_TIMEOUT) and a
+	 * change of the file is seen by its stat, not by parsing it again */
+	bool ca_by_path;
+	bool ca_alias;                  /* ca_file spelt "..././NAME" this time */
+	char *ca_alias_path;            /* that spelling, made once */
+	ino_t ca_ino;
+	off_t ca_size;
+	struct timespec ca_mtime;
 	bool fresh;                     /* the next request opens a new connection */
 	/* backoff (https_backoff.h) and the once-per-change log */
 	struct backoff bo;

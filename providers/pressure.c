@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Memory-pressure monitor: one thread that sleeps in poll() on the PSI
- * trigger (or an interval when there is none) and an eventfd for stopping.
+ * trigger, the next reading's time (adaptive to the allocation rate) and an
+ * eventfd for stopping.
  */
 #include "providers/pressure.h"
 
@@ -23,6 +24,7 @@
 #include "providers/views/views_json.h"
 
 #define PSI_FILE_MAX 4096
+#define VMSTAT_MAX 65536
 
 /* memgrantd's wiring (pressure_start_daemon) */
 struct glue {
@@ -37,7 +39,7 @@ struct pressure {
 	struct mg_log log;
 	struct mg_pressure_config cfg;
 	char *root, *agent_id;
-	char psi_path[4096];
+	char psi_path[4096], meminfo_path[4096], vmstat_path[4096];
 	uint64_t reserve;
 	unsigned interval_ms;
 	void (*emit)(void *ud, const char *event, json_t *msg, json_t *detail);
@@ -51,11 +53,39 @@ struct pressure {
 	int wake_fd;
 	pthread_t thread;
 	bool started;
+	bool trigger_fired;             /* POLLPRI since the last reading */
+	int meminfo_err, vmstat_err;    /* last read errors, logged once */
+
+	/* what was measured */
+	bool have_mem;
+	uint64_t avail, total;
+	uint64_t rate;                  /* bytes/s MemAvailable falls (0 when it rises) */
+	uint64_t peak_rate, peak_at_ms; /* the fastest of the last PRESSURE_PEAK_MS (see recent_peak()) */
+	bool said_waiting;              /* "not answered yet" logged for the current request */
+	uint64_t ref_ms, ref_avail, ref_total; /* the rate's reference reading */
+	bool have_ref;
+	bool have_oom;
+	uint64_t oom_kills;
+	uint64_t latency_ms;            /* the last answered request's: request to MemTotal grown (0: none yet) */
+	uint64_t given_back_ms;         /* when MemTotal last shrank (0: never) */
 
 	/* decisions */
 	bool requested, offered;
 	uint64_t last_request_ms, last_offer_ms, low_since_ms;
+	uint64_t total_at_request, total_at_offer;
+	uint64_t last_request_bytes;
+	bool asked;                     /* a request was ever sent */
 };
+
+static const char *source_name(enum pressure_source s)
+{
+	switch (s) {
+	case PRESSURE_PSI_TRIGGER: return "psi-trigger";
+	case PRESSURE_PSI: return "psi";
+	case PRESSURE_MEMINFO: return "meminfo";
+	}
+	return "?";
+}
 
 enum pressure_source pressure_source(const struct pressure *p)
 {
@@ -68,18 +98,16 @@ static const char *kind_name(enum mg_psi_kind k)
 }
 
 
-int pressure_trigger_line(const struct mg_psi_trigger *t, char *out, size_t len)
+int pressure_trigger_line(const struct mg_psi_trigger *t, uint64_t window_us, char *out, size_t len)
 {
-	uint64_t window = (uint64_t)t->window_s * 1000000u, stall;
+	uint64_t stall;
 
-	if (window > PRESSURE_TRIGGER_WINDOW_MAX_US)
-		window = PRESSURE_TRIGGER_WINDOW_MAX_US;
-	/* "avgN > X %" as "stalled more than X % of the window" */
-	stall = window * t->threshold_centi / 10000;
+	/* "avgN > X %" as "stalled more than X % of a short window" */
+	stall = window_us * t->threshold_centi / 10000;
 	if (stall == 0)
 		stall = 1;
 	if ((size_t)snprintf(out, len, "%s %llu %llu", kind_name(t->kind), (unsigned long long)stall,
-			     (unsigned long long)window) >= len)
+			     (unsigned long long)window_us) >= len)
 		return -ENOBUFS;
 	return 0;
 }
@@ -97,8 +125,8 @@ static void choose_source(struct pressure *p)
 	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS))
 		fd = open(p->psi_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
-		log_notice(&p->log, "pressure: %s: %s; PSI is not available, reading MemAvailable every %gs instead",
-			   p->psi_path, strerror(errno), (double)p->interval_ms / 1000);
+		log_notice(&p->log, "pressure: %s: %s; PSI is not available: MemAvailable and the OOM kill count only "
+			   "(read at least every %gs)", p->psi_path, strerror(errno), (double)p->interval_ms / 1000);
 		p->source = PRESSURE_MEMINFO;
 		return;
 	}
@@ -110,8 +138,16 @@ static void choose_source(struct pressure *p)
 		p->source = PRESSURE_PSI;
 		return;
 	}
-	pressure_trigger_line(&p->cfg.request_above, line, sizeof(line));
-	if (write(fd, line, strlen(line) + 1) < 0) {
+	pressure_trigger_line(&p->cfg.request_above, PRESSURE_TRIGGER_WINDOW_US, line, sizeof(line));
+	if (write(fd, line, strlen(line) + 1) < 0 && (errno == EINVAL || errno == EPERM)) {
+		/* an unprivileged writer gets windows in multiples of 2 s only */
+		pressure_trigger_line(&p->cfg.request_above, PRESSURE_TRIGGER_WINDOW_UNPRIV_US, line, sizeof(line));
+		if (write(fd, line, strlen(line) + 1) >= 0)
+			errno = 0;
+	} else {
+		errno = 0;
+	}
+	if (errno) {
 		log_notice(&p->log, "pressure: %s refuses the trigger \"%s\" (%s): reading it every %gs", p->psi_path,
 			   line, errno_name(errno), (double)p->interval_ms / 1000);
 		close(fd);
@@ -137,34 +173,32 @@ static void make_id(const char *prefix, char *out, size_t len)
 		 b[6], b[7]);
 }
 
-static void send_msg(struct pressure *p, const char *event, const char *type, uint64_t bytes, const char *reason,
-		 json_t *detail)
+/* Gives MSG (stolen) its id, logs it and hands it to emit. */
+static void send_msg(struct pressure *p, const char *event, json_t *msg, json_t *detail)
 {
-	char id[40];
-	json_t *msg;
+	const char *type = json_string_value(json_object_get(msg, "type"));
+	char id[40], sz[16];
 
-	make_id(streq(type, "request") ? "rq" : "of", id, sizeof(id));
-	msg = json_pack("{s:s,s:s,s:s,s:I,s:s}", "type", type, "id", id, "agent", p->agent_id, "bytes",
-			(json_int_t)bytes, "reason", reason);
-	if (!msg) {
-		log_err(&p->log, "pressure: out of memory, %s not sent", type);
+	if (!msg || !type) {
+		log_err(&p->log, "pressure: out of memory, a %s was not sent", event);
+		json_decref(msg);
 		return;
 	}
-	{
-		char sz[16];
-		size_format(bytes, sz, sizeof(sz));
-		log_notice(&p->log, "pressure: %s %s (%s): %s", streq(type, "request") ? "requesting" : "offering", sz,
-			   id, reason);
-	}
+	make_id(streq(type, "request") ? "rq" : "of", id, sizeof(id));
+	json_object_set_new(msg, "id", json_string(id));
+	size_format((uint64_t)json_integer_value(json_object_get(msg, "bytes")), sz, sizeof(sz));
+	log_notice(&p->log, "pressure: %s %s (%s): %s", streq(type, "request") ? "requesting" : "offering", sz, id,
+		   json_string_value(json_object_get(msg, "reason")));
 	p->emit(p->ud, event, msg, detail);
 	json_decref(msg);
 }
 
-/* One reading: HIGH request_above holds, LOW release_below holds. */
+/* One reading: PSI's verdicts (psi source) and what it measured. */
 struct sample {
-	bool high, low;
-	uint64_t low_hold_ms;    /* how long LOW must last */
-	char high_reason[160], low_reason[160];
+	bool psi_high, psi_low;
+	bool have_psi_low;       /* release_below applies to this reading */
+	uint64_t low_hold_ms;    /* how long idleness must last */
+	char psi_high_reason[160], psi_low_reason[160];
 	json_t *detail;
 };
 
@@ -173,79 +207,269 @@ static void fmt_pct(unsigned centi, char *out, size_t len)
 	snprintf(out, len, "%u.%02u%%", centi / 100, centi % 100);
 }
 
-static int read_sample(struct pressure *p, struct sample *s)
+static int read_psi(struct pressure *p, struct sample *s)
 {
-	memset(s, 0, sizeof(*s));
-	if (p->source == PRESSURE_MEMINFO) {
-		uint64_t avail = 0;
-		char a[16], r[16];
-		int rc = policy_read_meminfo(p->root, NULL, &avail);
+	_cleanup_free_ char *text = NULL;
+	const struct mg_psi_trigger *ra = &p->cfg.request_above, *rb = &p->cfg.release_below;
+	unsigned hv = 0, lv = 0;
+	char v[16], t[16];
+	size_t n = 0;
+	int rc = file_read_all(p->psi_path, PSI_FILE_MAX, &text, &n);
 
-		if (rc < 0)
-			return rc;
-		size_format(avail, a, sizeof(a));
-		size_format(p->reserve, r, sizeof(r));
-		s->high = avail < p->reserve;
-		s->low = p->cfg.release_below.set && avail > p->reserve + 2 * p->cfg.step;
-		s->low_hold_ms = (uint64_t)p->cfg.release_below.window_s * 1000;
-		snprintf(s->high_reason, sizeof(s->high_reason), "MemAvailable %s is below the reserve %s", a, r);
-		snprintf(s->low_reason, sizeof(s->low_reason), "MemAvailable %s stayed above the reserve %s and two steps for %us",
-			 a, r, p->cfg.release_below.window_s);
-		s->detail = json_pack("{s:s,s:I,s:I}", "source", "meminfo", "mem_available", (json_int_t)avail,
-				      "reserve", (json_int_t)p->reserve);
-		return 0;
-	} else {
-		_cleanup_free_ char *text = NULL;
-		const struct mg_psi_trigger *ra = &p->cfg.request_above, *rb = &p->cfg.release_below;
-		unsigned hv = 0, lv = 0;
-		char v[16], t[16];
-		size_t n = 0;
-		int rc = file_read_all(p->psi_path, PSI_FILE_MAX, &text, &n);
+	if (rc < 0)
+		return rc;
+	rc = pressure_parse_psi(text, ra->kind, ra->window_s, &hv);
+	if (rc == 0 && rb->set)
+		rc = pressure_parse_psi(text, rb->kind, rb->window_s, &lv);
+	if (rc < 0)
+		return rc;
+	s->psi_high = hv > ra->threshold_centi;
+	s->psi_low = rb->set && lv < rb->threshold_centi;
+	fmt_pct(hv, v, sizeof(v));
+	fmt_pct(ra->threshold_centi, t, sizeof(t));
+	snprintf(s->psi_high_reason, sizeof(s->psi_high_reason), "memory pressure %s avg%u %s is above %s",
+		 kind_name(ra->kind), ra->window_s, v, t);
+	if (p->trigger_fired && !s->psi_high) {
+		s->psi_high = true;
+		snprintf(s->psi_high_reason, sizeof(s->psi_high_reason),
+			 "the PSI trigger fired (%s stalls above %s of a short window; avg%u %s)", kind_name(ra->kind), t,
+			 ra->window_s, v);
+	}
+	if (rb->set) {
+		fmt_pct(lv, v, sizeof(v));
+		fmt_pct(rb->threshold_centi, t, sizeof(t));
+		snprintf(s->psi_low_reason, sizeof(s->psi_low_reason), "memory pressure %s avg%u %s is below %s",
+			 kind_name(rb->kind), rb->window_s, v, t);
+	}
+	json_object_set_new(s->detail, "psi", json_pack("{s:s,s:I,s:f,s:f}", "line", kind_name(ra->kind), "window",
+						       (json_int_t)ra->window_s, "value", hv / 100.0, "threshold",
+						       ra->threshold_centi / 100.0));
+	return 0;
+}
 
-		if (rc < 0)
-			return rc;
-		rc = pressure_parse_psi(text, ra->kind, ra->window_s, &hv);
-		if (rc == 0 && rb->set)
-			rc = pressure_parse_psi(text, rb->kind, rb->window_s, &lv);
-		if (rc < 0)
-			return rc;
-		s->high = hv > ra->threshold_centi;
-		s->low = rb->set && lv < rb->threshold_centi;
-		fmt_pct(hv, v, sizeof(v));
-		fmt_pct(ra->threshold_centi, t, sizeof(t));
-		snprintf(s->high_reason, sizeof(s->high_reason), "memory pressure %s avg%u %s is above %s",
-			 kind_name(ra->kind), ra->window_s, v, t);
-		if (rb->set) {
-			fmt_pct(lv, v, sizeof(v));
-			fmt_pct(rb->threshold_centi, t, sizeof(t));
-			snprintf(s->low_reason, sizeof(s->low_reason), "memory pressure %s avg%u %s is below %s",
-				 kind_name(rb->kind), rb->window_s, v, t);
-		}
-		s->detail = json_pack("{s:s,s:s,s:I,s:f,s:f}", "source", "psi", "line", kind_name(ra->kind), "window",
-				      (json_int_t)ra->window_s, "value", hv / 100.0, "threshold",
-				      ra->threshold_centi / 100.0);
+static uint64_t now_ms(const struct pressure *p)
+{
+	return p->clock_ms ? p->clock_ms(p->ud) : mono_ms();
+}
+
+/* The fastest allocation rate of the last PRESSURE_PEAK_MS, weighed by how
+ * recent it is: full just after, nothing at the end.  The guest keeps the
+ * headroom of it, so memory goes back in step with the burst fading; 30 s,
+ * not a minute: a minute kept a burst's headroom past the 30 s in which a
+ * guest should be back at its floor after a release (the libvirt test). */
+static uint64_t recent_peak(const struct pressure *p, uint64_t now)
+{
+	uint64_t age = now > p->peak_at_ms ? now - p->peak_at_ms : 0;
+
+	if (age >= PRESSURE_PEAK_MS)
 		return 0;
+	return p->peak_rate / 1000 * ((PRESSURE_PEAK_MS - age) * 1000 / PRESSURE_PEAK_MS);
+}
+
+/* An offer not answered yet, or memory that left within the grow latency:
+ * the guest is giving memory back, and what that does to MemAvailable (and
+ * to PSI: offlining migrates pages) is not the workload's. */
+static bool giving_back(const struct pressure *p, uint64_t now)
+{
+	uint64_t lat = p->latency_ms && p->latency_ms < p->cfg.plug_latency_ms ? p->latency_ms : p->cfg.plug_latency_ms;
+
+	if (!p->have_mem)
+		return false; /* nothing to tell the workload's from the revocation's */
+	if (p->offered && p->total >= p->total_at_offer && now - p->last_offer_ms < p->cfg.cooldown_ms)
+		return true;
+	return p->given_back_ms && now - p->given_back_ms < lat;
+}
+
+/* MemAvailable, MemTotal and the allocation rate; missing files are logged once. */
+static void read_memory(struct pressure *p, uint64_t now)
+{
+	uint64_t total = 0, avail = 0;
+	int r = policy_read_meminfo(p->root, &total, &avail);
+
+	if (r < 0) {
+		if (r != p->meminfo_err)
+			log_warn(&p->log, "pressure: cannot read %s: %s; only PSI can ask for memory", p->meminfo_path,
+				 strerror(-r));
+		p->meminfo_err = r;
+		p->have_mem = false;
+		p->have_ref = false;
+		return;
+	}
+	p->meminfo_err = 0;
+	if (p->requested && p->have_mem && total > p->total_at_request && p->total <= p->total_at_request &&
+	    now >= p->last_request_ms)
+		p->latency_ms = now - p->last_request_ms; /* the first rise after a request: it was answered */
+	if (p->have_mem && total < p->total)
+		p->given_back_ms = now;
+	p->have_mem = true;
+	p->avail = avail;
+	p->total = total;
+	if (giving_back(p, now)) {
+		/* a revocation isolates its pages before MemTotal drops: MemAvailable
+		 * falls, but nothing allocates; no rate sample from it */
+		p->have_ref = false;
+		p->rate /= 2;
+		return;
+	}
+	if (!p->have_ref || total != p->ref_total || now < p->ref_ms) {
+		/* memory came or went: the rate starts over from here */
+		p->have_ref = true;
+		p->ref_ms = now;
+		p->ref_avail = avail;
+		p->ref_total = total;
+		return;
+	}
+	if (now - p->ref_ms < PRESSURE_RATE_MIN_DT_MS)
+		return;
+	{
+		uint64_t dt = now - p->ref_ms;
+		uint64_t fell = p->ref_avail > avail ? p->ref_avail - avail : 0;
+		uint64_t inst = fell > UINT64_MAX / 1000 ? UINT64_MAX / dt : fell * 1000 / dt;
+
+		/* up at once, down by half per sample: a pause in a burst is not its end */
+		p->rate = inst >= p->rate ? inst : (p->rate + inst) / 2;
+		p->ref_ms = now;
+		p->ref_avail = avail;
+	}
+	if (p->rate >= recent_peak(p, now)) {
+		p->peak_rate = p->rate;
+		p->peak_at_ms = now;
 	}
 }
 
-static void decide(struct pressure *p, struct sample *s)
+/* OOM kills since the last reading (0 when unknown). */
+static uint64_t read_oom_kills(struct pressure *p)
 {
-	uint64_t now = p->clock_ms ? p->clock_ms(p->ud) : mono_ms();
+	_cleanup_free_ char *text = NULL;
+	uint64_t count = 0, more = 0;
+	size_t n = 0;
+	int r = file_read_all(p->vmstat_path, VMSTAT_MAX, &text, &n);
 
-	if (s->high) {
-		p->low_since_ms = 0;
-		if (!p->requested || now - p->last_request_ms >= p->cfg.cooldown_ms) {
-			p->requested = true;
-			p->last_request_ms = now;
-			send_msg(p, "pressure.high", "request", p->cfg.step, s->high_reason, s->detail);
-		} else {
-			log_debug(&p->log, "pressure: %s; cooling down, next request in %llus at the earliest",
-				  s->high_reason,
-				  (unsigned long long)((p->cfg.cooldown_ms - (now - p->last_request_ms) + 999) / 1000));
-		}
+	if (r == 0)
+		r = pressure_parse_oom_kills(text, &count);
+	if (r < 0) {
+		if (r != p->vmstat_err)
+			log_notice(&p->log, "pressure: no OOM kill count in %s (%s)", p->vmstat_path, strerror(-r));
+		p->vmstat_err = r;
+		return 0;
+	}
+	p->vmstat_err = 0;
+	if (p->have_oom && count > p->oom_kills)
+		more = count - p->oom_kills;
+	p->have_oom = true;
+	p->oom_kills = count;
+	return more;
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* How long a grow takes: what the last one took, at most plug_latency. */
+static uint64_t latency_ms(const struct pressure *p)
+{
+	if (p->latency_ms && p->latency_ms < p->cfg.plug_latency_ms)
+		return p->latency_ms < PRESSURE_LATENCY_MIN_MS ? PRESSURE_LATENCY_MIN_MS : p->latency_ms;
+	return p->cfg.plug_latency_ms;
+}
+
+/* Memory the guest uses up while a grow is on its way, at RATE bytes/s. */
+static uint64_t headroom(const struct pressure *p, uint64_t rate)
+{
+	return mul_sat(rate, latency_ms(p)) / 1000;
+}
+
+unsigned pressure_next_ms(const struct pressure *p)
+{
+	uint64_t left, ms;
+
+	if (!p->have_mem || p->rate == 0)
+		return p->interval_ms;
+	left = p->avail > p->reserve ? p->avail - p->reserve : 0;
+	ms = mul_sat(left, 1000) / p->rate / 4;
+	if (ms < PRESSURE_INTERVAL_MIN_MS)
+		ms = PRESSURE_INTERVAL_MIN_MS;
+	return ms < p->interval_ms ? (unsigned)ms : p->interval_ms;
+}
+
+static void send_request(struct pressure *p, uint64_t now, uint64_t oom_more, const struct sample *s)
+{
+	uint64_t h = headroom(p, p->rate), deficit = 0, bytes, step = p->cfg.step ? p->cfg.step : 1;
+	char reason[320], a[16], r[16], rt[16], hd[16];
+	bool low_mem = p->have_mem && p->avail < add_sat(p->reserve, h);
+	bool answered = p->have_mem && p->total > p->total_at_request;
+	json_t *msg;
+
+	if (!low_mem && !s->psi_high && !oom_more)
+		return;
+	if (p->have_mem && add_sat(p->reserve, 2 * h) > p->avail)
+		deficit = add_sat(p->reserve, 2 * h) - p->avail;
+	bytes = deficit > step ? deficit : step;
+	bytes = bytes % step ? add_sat(bytes, step - bytes % step) : bytes;
+	/* an unanswered request is repeated only after the cooldown, unless the
+	 * need grew past it (the host may have refused the smaller one) */
+	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms && !answered && !oom_more &&
+	    (bytes <= p->last_request_bytes || now - p->last_request_ms < PRESSURE_REQUEST_GAP_MS)) {
+		if (!p->said_waiting)
+			log_debug(&p->log, "pressure: still short of memory; the request is not answered yet");
+		p->said_waiting = true;
 		return;
 	}
-	if (!s->low) {
+	p->said_waiting = false;
+	size_format(p->avail, a, sizeof(a));
+	size_format(p->reserve, r, sizeof(r));
+	size_format(p->rate, rt, sizeof(rt));
+	size_format(h, hd, sizeof(hd));
+	if (oom_more)
+		snprintf(reason, sizeof(reason), "the OOM killer ran %llu time%s (MemAvailable %s, reserve %s)",
+			 (unsigned long long)oom_more, oom_more == 1 ? "" : "s", a, r);
+	else if (p->have_mem && p->avail < p->reserve)
+		snprintf(reason, sizeof(reason), "MemAvailable %s is below the reserve %s (falling %s/s)", a, r, rt);
+	else if (low_mem)
+		snprintf(reason, sizeof(reason),
+			 "MemAvailable %s falls %s/s: below the reserve %s before a grow could arrive (headroom %s)", a,
+			 rt, r, hd);
+	else
+		snprintf(reason, sizeof(reason), "%s", s->psi_high_reason);
+	p->requested = true;
+	p->offered = false;
+	p->last_request_ms = now;
+	p->last_request_bytes = bytes;
+	p->asked = true;
+	p->total_at_request = p->total;
+	p->low_since_ms = 0;
+	msg = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I}", "type", "request", "id", "", "agent", p->agent_id, "bytes",
+			(json_int_t)bytes, "reason", reason, "deficit_bytes", (json_int_t)deficit, "alloc_bytes_per_s",
+			(json_int_t)p->rate);
+	if (msg && p->have_mem)
+		json_object_set_new(msg, "mem_available_bytes", json_integer((json_int_t)p->avail));
+	send_msg(p, "pressure.high", msg, s->detail);
+}
+
+static void send_offer(struct pressure *p, uint64_t now, const struct sample *s)
+{
+	uint64_t keep = headroom(p, recent_peak(p, now)), step = p->cfg.step ? p->cfg.step : 1, surplus = 0, bytes;
+	bool answered = p->have_mem && p->total < p->total_at_offer;
+	char reason[320], a[16], k[16];
+	json_t *msg;
+
+	if (p->have_mem) {
+		uint64_t floor = add_sat(p->reserve, keep);
+		surplus = p->avail > floor ? p->avail - floor : 0;
+		surplus -= surplus % step;
+	} else {
+		surplus = step;
+	}
+	/* idle means not allocating: MemAvailable falling faster than a step a
+	 * minute is a ramp in progress, however much is left */
+	if (!p->cfg.release_below.set || surplus == 0 || (s->have_psi_low && !s->psi_low) ||
+	    mul_sat(p->rate, 60) >= step) {
 		p->low_since_ms = 0;
 		return;
 	}
@@ -253,46 +477,113 @@ static void decide(struct pressure *p, struct sample *s)
 		p->low_since_ms = now;
 	if (now - p->low_since_ms < s->low_hold_ms)
 		return;
-	if (p->requested && now - p->last_request_ms < p->cfg.cooldown_ms)
+	/* a request not answered within its cooldown (even one forgotten as a
+	 * need gone): the memory it asked for may still be on its way */
+	if (p->asked && now - p->last_request_ms < p->cfg.cooldown_ms && p->total <= p->total_at_request)
 		return;
-	if (p->offered && now - p->last_offer_ms < p->cfg.cooldown_ms)
+	if (p->offered && now - p->last_offer_ms < p->cfg.cooldown_ms && !answered)
 		return;
-	{
-		uint64_t bytes = p->revocable ? p->revocable(p->ud) : 0;
-		if (bytes == 0)
-			return; /* nothing this agent could give back */
-		if (bytes > p->cfg.step)
-			bytes = p->cfg.step;
-		p->offered = true;
-		p->last_offer_ms = now;
-		send_msg(p, "pressure.low", "offer", bytes, s->low_reason, s->detail);
+	bytes = p->revocable ? p->revocable(p->ud) : 0;
+	if (bytes == 0)
+		return; /* nothing this agent could give back */
+	if (bytes > surplus)
+		bytes = surplus;
+	size_format(p->avail, a, sizeof(a));
+	size_format(keep, k, sizeof(k));
+	if (s->have_psi_low && p->have_mem)
+		snprintf(reason, sizeof(reason), "%s; MemAvailable %s, keeping the reserve and %s for the recent allocation rate",
+			 s->psi_low_reason, a, k);
+	else if (p->have_mem)
+		snprintf(reason, sizeof(reason),
+			 "MemAvailable %s stayed above the reserve and %s (the recent allocation rate) for %llus", a, k,
+			 (unsigned long long)(s->low_hold_ms / 1000));
+	else
+		snprintf(reason, sizeof(reason), "%s", s->psi_low_reason);
+	p->offered = true;
+	p->last_offer_ms = now;
+	p->total_at_offer = p->total;
+	msg = json_pack("{s:s,s:s,s:s,s:I,s:s}", "type", "offer", "id", "", "agent", p->agent_id, "bytes",
+			(json_int_t)bytes, "reason", reason);
+	send_msg(p, "pressure.low", msg, s->detail);
+}
+
+static void decide(struct pressure *p, uint64_t now, uint64_t oom_more, const struct sample *s)
+{
+	uint64_t h = headroom(p, p->rate);
+	bool low_mem = p->have_mem && p->avail < add_sat(p->reserve, h);
+	struct sample own = *s;
+
+	if (own.psi_high && giving_back(p, now)) {
+		/* stalls of the revocation's own page migration */
+		log_debug(&p->log, "pressure: %s while giving memory back: not counted", s->psi_high_reason);
+		own.psi_high = false;
+		s = &own;
 	}
+
+	/* the need is gone (back above the watermark, no PSI pressure): an
+	 * unanswered request is forgotten, the next shortage is a new need */
+	if (p->requested && p->have_mem && !low_mem && !s->psi_high && !oom_more &&
+	    p->total <= p->total_at_request) {
+		p->requested = false;
+		p->last_request_bytes = 0;
+	}
+
+	if (oom_more || low_mem || s->psi_high) {
+		p->low_since_ms = 0;
+		send_request(p, now, oom_more, s);
+		return;
+	}
+	send_offer(p, now, s);
 }
 
 int pressure_read_once(struct pressure *p, int *last_err)
 {
-	struct sample s;
-	int r = read_sample(p, &s);
+	struct sample s = { 0 };
+	uint64_t now = now_ms(p), oom_more;
+	int r = 0;
 
-	if (r == -EOPNOTSUPP && p->source != PRESSURE_MEMINFO) {
-		/* kernel built with PSI but booted with psi=0 */
-		log_notice(&p->log, "pressure: %s: PSI is disabled; reading MemAvailable every %gs instead",
-			   p->psi_path, (double)p->interval_ms / 1000);
-		if (p->trig_fd >= 0)
-			close(p->trig_fd);
-		p->trig_fd = -1;
-		p->source = PRESSURE_MEMINFO;
-		r = read_sample(p, &s);
+	s.detail = json_object();
+	if (!s.detail)
+		return -ENOMEM;
+	read_memory(p, now);
+	oom_more = read_oom_kills(p);
+	if (p->source != PRESSURE_MEMINFO) {
+		r = read_psi(p, &s);
+		if (r == -EOPNOTSUPP) {
+			/* kernel built with PSI but booted with psi=0 */
+			log_notice(&p->log, "pressure: %s: PSI is disabled; MemAvailable and the OOM kill count only",
+				   p->psi_path);
+			if (p->trig_fd >= 0)
+				close(p->trig_fd);
+			p->trig_fd = -1;
+			p->source = PRESSURE_MEMINFO;
+			r = 0;
+		} else if (r < 0) {
+			if (r != *last_err)
+				log_warn(&p->log, "pressure: cannot read %s: %s", p->psi_path, strerror(-r));
+		}
 	}
-	if (r < 0) {
-		if (r != *last_err)
-			log_warn(&p->log, "pressure: cannot read %s: %s",
-				 p->source == PRESSURE_MEMINFO ? "meminfo" : p->psi_path, strerror(-r));
+	p->trigger_fired = false;
+	/* the surplus must last release_below's window (with PSI, its average
+	 * holding too): memory a ramp is still eating into is not idle */
+	s.have_psi_low = r == 0 && p->source != PRESSURE_MEMINFO && p->cfg.release_below.set;
+	s.low_hold_ms = (uint64_t)p->cfg.release_below.window_s * 1000;
+	if (r < 0 && !p->have_mem) {
 		*last_err = r;
+		json_decref(s.detail);
 		return r;
 	}
-	*last_err = 0;
-	decide(p, &s);
+	*last_err = r;
+	json_object_set_new(s.detail, "source", json_string(source_name(p->source)));
+	if (p->have_mem) {
+		json_object_set_new(s.detail, "mem_available", json_integer((json_int_t)p->avail));
+		json_object_set_new(s.detail, "mem_total", json_integer((json_int_t)p->total));
+		json_object_set_new(s.detail, "reserve", json_integer((json_int_t)p->reserve));
+		json_object_set_new(s.detail, "alloc_bytes_per_s", json_integer((json_int_t)p->rate));
+	}
+	if (p->have_oom)
+		json_object_set_new(s.detail, "oom_kill", json_integer((json_int_t)p->oom_kills));
+	decide(p, now, oom_more, &s);
 	json_decref(s.detail);
 	return 0;
 }
@@ -308,13 +599,10 @@ static void *pressure_main(void *arg)
 			{ .fd = p->wake_fd, .events = POLLIN },
 			{ .fd = p->trig_fd, .events = POLLPRI },
 		};
-		int timeout = (int)p->interval_ms;
+		/* MemAvailable and the OOM kill count have no trigger: read at least this often */
+		int timeout = (int)pressure_next_ms(p);
 		int r;
 
-		if (p->source == PRESSURE_PSI_TRIGGER && !p->cfg.release_below.set)
-			timeout = -1; /* only the trigger can matter */
-		else if (p->source == PRESSURE_PSI_TRIGGER && timeout < (int)p->cfg.release_below.window_s * 250)
-			timeout = (int)p->cfg.release_below.window_s * 250;
 		if (first)
 			timeout = 0;
 		first = false;
@@ -332,6 +620,8 @@ static void *pressure_main(void *arg)
 			close(p->trig_fd);
 			p->trig_fd = -1;
 			p->source = PRESSURE_PSI;
+		} else if (pfd[1].revents & POLLPRI) {
+			p->trigger_fired = true;
 		}
 		pressure_read_once(p, &last_err);
 	}
@@ -352,7 +642,10 @@ int pressure_open(const struct pressure_params *pp, const struct mg_log *log, st
 	p->cfg = *pp->cfg;
 	p->trig_fd = -1;
 	p->reserve = pp->reserve;
-	p->interval_ms = pp->interval_ms ? pp->interval_ms : PRESSURE_INTERVAL_DEFAULT_MS;
+	p->interval_ms = pp->interval_ms ? pp->interval_ms
+			 : pp->cfg->interval_ms ? (unsigned)pp->cfg->interval_ms : PRESSURE_INTERVAL_DEFAULT_MS;
+	if (!p->cfg.plug_latency_ms)
+		p->cfg.plug_latency_ms = 5000;
 	p->emit = pp->emit;
 	p->revocable = pp->revocable;
 	p->clock_ms = pp->clock_ms;
@@ -364,8 +657,12 @@ int pressure_open(const struct pressure_params *pp, const struct mg_log *log, st
 		r = p->wake_fd < 0 ? -errno : -ENOMEM;
 		goto fail;
 	}
-	snprintf(p->psi_path, sizeof(p->psi_path), "%s%sproc/pressure/memory", p->root,
-		 p->root[0] && p->root[strlen(p->root) - 1] == '/' ? "" : "/");
+	{
+		const char *sep = p->root[0] && p->root[strlen(p->root) - 1] == '/' ? "" : "/";
+		snprintf(p->psi_path, sizeof(p->psi_path), "%s%sproc/pressure/memory", p->root, sep);
+		snprintf(p->meminfo_path, sizeof(p->meminfo_path), "%s%sproc/meminfo", p->root, sep);
+		snprintf(p->vmstat_path, sizeof(p->vmstat_path), "%s%sproc/vmstat", p->root, sep);
+	}
 	choose_source(p);
 	*out = p;
 	return 0;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Reading /proc/pressure/memory (see pressure.h); apart from pressure.c so
- * that the parser builds alone (tests/fuzz/fuzz_pressure.c). */
+/* Reading /proc/pressure/memory and /proc/vmstat (see pressure.h); apart
+ * from pressure.c so that the parsers build alone (tests/fuzz/fuzz_pressure.c). */
 #include "providers/pressure.h"
 #include "lib/util.h"
 
@@ -38,4 +38,33 @@ int pressure_parse_psi(const char *text, enum mg_psi_kind kind, unsigned window_
 		line = end ? end + 1 : NULL;
 	}
 	return -EBADMSG;
+}
+
+int pressure_parse_oom_kills(const char *text, uint64_t *count)
+{
+	static const char key[] = "oom_kill ";
+	const char *line = text;
+
+	while (line && *line) {
+		const char *end = strchr(line, '\n');
+
+		if (strncmp(line, key, sizeof(key) - 1) == 0) {
+			const char *v = line + sizeof(key) - 1;
+			uint64_t n = 0;
+
+			if (*v < '0' || *v > '9')
+				return -EBADMSG;
+			for (; *v >= '0' && *v <= '9'; v++) {
+				if (n > (UINT64_MAX - 9) / 10)
+					return -EBADMSG;
+				n = n * 10 + (uint64_t)(*v - '0');
+			}
+			if (*v && *v != '\n')
+				return -EBADMSG;
+			*count = n;
+			return 0;
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return -ENOENT; /* kernels before 4.13 do not count OOM kills */
 }

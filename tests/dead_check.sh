@@ -11,9 +11,17 @@ set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.." || exit 1
 command -v nm >/dev/null 2>&1 && command -v objdump >/dev/null 2>&1 || { echo "dead_check: needs nm and objdump (binutils)"; exit 1; }
-prod=$(find "$BUILD/agent" "$BUILD/config" "$BUILD/hotplug" "$BUILD/lib" "$BUILD/providers" -name '*.o' 2>/dev/null)
+# objects of sources that exist: a build folder kept across a rename still
+# holds the old name's object, which is nobody's now
+current() {
+	while read -r o; do
+		src=${o#"$BUILD"/}
+		[ -e "${src%.o}.c" ] && echo "$o"
+	done
+}
+prod=$(find "$BUILD/agent" "$BUILD/config" "$BUILD/hotplug" "$BUILD/lib" "$BUILD/providers" -name '*.o' 2>/dev/null | current)
 [ -n "$prod" ] || { echo "dead_check: no objects under $BUILD (run make all first)"; exit 1; }
-all=$(find "$BUILD" -name '*.o' -not -path "$BUILD/fuzz/*")
+all=$(find "$BUILD" -name '*.o' -not -path "$BUILD/fuzz/*" | current)
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck disable=SC2086 # the object lists are split on purpose

@@ -201,10 +201,6 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 		uint64_t oldest = b->oldest;
 		uint64_t want = after + 1;
 
-		if (b->closed) {
-			r = -EPIPE;
-			break;
-		}
 		if (want < oldest) {
 			*missed = oldest - want;
 			want = oldest;
@@ -219,6 +215,12 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 			*text = strdup(t);
 			runs = b->runs[want % b->capacity];
 			r = *text ? 1 : -ENOMEM;
+			break;
+		}
+		/* closed: what was published before is still read (a stopping
+		 * agent's last status reaches the streams), then the end */
+		if (b->closed) {
+			r = -EPIPE;
 			break;
 		}
 		if (pthread_cond_timedwait(&b->cond, &b->lock, &deadline) == ETIMEDOUT)

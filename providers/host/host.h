@@ -43,6 +43,7 @@ struct host_opts {
 	const char *uri;          /* -c */
 	const char *socket_path;  /* --socket */
 	const char *state_dir;
+	bool state_dir_given;     /* --state-dir on the command line, not the default */
 	int64_t timeout_ms;
 	bool json;
 };

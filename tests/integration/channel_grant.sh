@@ -32,6 +32,14 @@ pending() {
 out=$($H status guest) || fail "status failed: $out"
 echo "$out" | grep -q "^agent: *test-guest" || fail "status: $out"
 echo "$out" | grep -q "2G online, 2G standby" || fail "status memory: $out"
+# the global options also after the command word, as operators type them
+out=$($HOSTBIN status guest --socket "$T/host.sock" --state-dir "$T/hoststate" --timeout=10s) ||
+	fail "status with options after the command word failed: $out"
+echo "$out" | grep -q "2G online, 2G standby" || fail "status (options after the word): $out"
+# without DOMAIN, --state-dir DIR reads the service's DIR/serve-status.json, as serve --state-dir writes it
+mkdir -p "$T/svc" && echo '{"domains": {}}' > "$T/svc/serve-status.json"
+out=$($HOSTBIN status --state-dir "$T/svc" --json 2>&1) || fail "status --state-dir DIR refused: $out"
+[ "$out" = '{"domains": {}}' ] || fail "status --state-dir DIR printed: $out"
 
 # grant --wait: accepted, in_progress, applied; exit 0
 out=$($H grant guest 256M --wait) || fail "grant --wait exited $?: $out"

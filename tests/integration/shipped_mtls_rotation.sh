@@ -138,5 +138,16 @@ rc=0
 expect_eq "--check-config with a token root does not own: exit ($(cat "$T/check3.out"))" "$rc" 1
 grep -q "providers.https.token_file: $E/token: the root helper.*cannot: Permission denied.*chown root:root $E/token" \
 	"$T/check3.out" || fail "the refusal of the token: $(cat "$T/check3.out")"
-cat "$T/check.out" "$T/check2.out" "$T/check3.out"
+chown root "$E/token"
+
+# 5. a private key given as ca_file
+install -m 0600 -o root -g root "$CERTS/client2.key" "$E/ca.pem"
+rc=0
+# shellcheck disable=SC2086
+"$MEMGRANTD" -c "$C" $OPTS --check-config > "$T/check4.out" 2>&1 || rc=$?
+expect_eq "--check-config with a private key as ca_file: exit ($(cat "$T/check4.out"))" "$rc" 1
+grep -q "providers.https.ca_file: $E/ca.pem holds a private key" "$T/check4.out" ||
+	fail "the refusal of a key as ca_file: $(cat "$T/check4.out")"
+install -m 0600 -o root -g root "$CERTS/ca.pem" "$E/ca.pem"
+cat "$T/check.out" "$T/check2.out" "$T/check3.out" "$T/check4.out"
 echo ok

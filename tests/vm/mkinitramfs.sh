@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the VM test guest's initramfs (newc cpio, gzip).
 #   mkinitramfs.sh BUILD KERNEL_TREE BUSYBOX OUT
-# BUILD        the build directory (memgrantd, memgrantctl, tests/vm/pin)
+# BUILD        the build directory (memgrantd, memgrantctl, tests/vm/pin, tests/vm/trace)
 # KERNEL_TREE  the extracted linux-image package (lib/modules/VERSION/...)
 # BUSYBOX      a static busybox binary
 # OUT          the initramfs to write
@@ -51,6 +51,7 @@ for so in libcurl.so.4 libcrypto.so.3; do
 	copy_libs "$lib"
 done
 [ -x "$BUILD/tests/vm/pin" ] && cp "$BUILD/tests/vm/pin" "$R/usr/bin/pin"
+[ -x "$BUILD/tests/vm/trace" ] && cp "$BUILD/tests/vm/trace" "$R/usr/bin/trace"
 
 kver=$(ls "$KTREE/lib/modules" | head -n 1)
 kdir=$KTREE/lib/modules/$kver/kernel/drivers

@@ -54,9 +54,87 @@ static void usage(FILE *f)
 		HOST_STATE_DIR_DEFAULT);
 }
 
+enum { OPT_STATE_DIR = 256, OPT_JSON };
+
+/* One global option; 0, or HOST_EXIT_USAGE after saying why. */
+static int global_opt(struct host_opts *o, int c, const char *arg)
+{
+	uint64_t ms;
+
+	switch (c) {
+	case 'c': o->uri = arg; break;
+	case 's': o->socket_path = arg; break;
+	case OPT_STATE_DIR: o->state_dir = arg; o->state_dir_given = true; break;
+	case 't':
+		if (duration_parse_ms(arg, &ms) < 0 || ms == 0 || ms > INT32_MAX) {
+			fprintf(stderr, "memgrant-host: --timeout '%s': expected a duration such as 10s or 2m\n", arg);
+			return HOST_EXIT_USAGE;
+		}
+		o->timeout_ms = (int64_t)ms;
+		break;
+	default: return HOST_EXIT_USAGE;
+	}
+	return 0;
+}
+
+/*
+ * Operators write "memgrant-host status --state-dir DIR" as often as the
+ * options first: take the global options that take a value from after the
+ * command word too, and hand the command only its own words.  --json stays
+ * with the commands, which parse it themselves; serve keeps its own
+ * --state-dir (cmd_serve).  Stops at "--".
+ */
+static int take_global_opts(struct host_opts *o, int *argc, char **argv)
+{
+	static const struct { const char *name; int c; } globals[] = {
+		{ "connect", 'c' }, { "socket", 's' }, { "state-dir", OPT_STATE_DIR }, { "timeout", 't' },
+	};
+	int in = 1, out = 1;
+
+	while (in < *argc) {
+		const char *w = argv[in], *arg = NULL;
+		int c = 0, used = 1;
+
+		if (streq(w, "--"))
+			break;
+		if (w[0] == '-' && w[1] && w[1] != '-' && !w[2] && strchr("cst", w[1])) {
+			c = w[1];
+		} else if (w[0] == '-' && w[1] == '-') {
+			for (size_t i = 0; i < ARRAY_SIZE(globals); i++) {
+				size_t n = strlen(globals[i].name);
+
+				if (strncmp(w + 2, globals[i].name, n) == 0 && (w[2 + n] == '\0' || w[2 + n] == '=')) {
+					c = globals[i].c;
+					arg = w[2 + n] == '=' ? w + 3 + n : NULL;
+					break;
+				}
+			}
+		}
+		if (!c) {
+			argv[out++] = argv[in++];
+			continue;
+		}
+		if (!arg) {
+			if (in + 1 >= *argc) {
+				fprintf(stderr, "memgrant-host: %s needs a value\n", w);
+				return HOST_EXIT_USAGE;
+			}
+			arg = argv[in + 1];
+			used = 2;
+		}
+		if (global_opt(o, c, arg))
+			return HOST_EXIT_USAGE;
+		in += used;
+	}
+	while (in < *argc)
+		argv[out++] = argv[in++];
+	argv[out] = NULL;
+	*argc = out;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	enum { OPT_STATE_DIR = 256, OPT_JSON };
 	static const struct option opts[] = {
 		{ "connect", required_argument, NULL, 'c' },
 		{ "socket", required_argument, NULL, 's' },
@@ -68,8 +146,7 @@ int main(int argc, char **argv)
 		{ 0 }
 	};
 	struct host_opts o = { .timeout_ms = 10000 };
-	uint64_t ms;
-	int c;
+	int c, cmd_argc;
 
 	o.state_dir = getenv("MEMGRANT_HOST_STATE");
 	if (!o.state_dir || !*o.state_dir)
@@ -77,16 +154,12 @@ int main(int argc, char **argv)
 	/* "+": options after the subcommand belong to it */
 	while ((c = getopt_long(argc, argv, "+c:s:t:Vh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': o.uri = optarg; break;
-		case 's': o.socket_path = optarg; break;
-		case OPT_STATE_DIR: o.state_dir = optarg; break;
+		case 'c':
+		case 's':
 		case 't':
-			if (duration_parse_ms(optarg, &ms) < 0 || ms == 0 || ms > INT32_MAX) {
-				fprintf(stderr, "memgrant-host: --timeout '%s': expected a duration such as 10s or 2m\n",
-					optarg);
+		case OPT_STATE_DIR:
+			if (global_opt(&o, c, optarg))
 				return HOST_EXIT_USAGE;
-			}
-			o.timeout_ms = (int64_t)ms;
 			break;
 		case OPT_JSON: o.json = true; break;
 		case 'V': printf("memgrant-host %s\n", MEMGRANT_VERSION); return 0;
@@ -94,6 +167,11 @@ int main(int argc, char **argv)
 		default: usage(stderr); return HOST_EXIT_USAGE;
 		}
 	}
+	/* the command word and what follows; global options there are taken too */
+	cmd_argc = argc - optind + 1;
+	if (optind < argc && !streq(argv[optind], "serve") && take_global_opts(&o, &cmd_argc, argv + optind - 1))
+		return HOST_EXIT_USAGE;
+	argc = optind - 1 + cmd_argc;
 	if (o.uri && o.socket_path) {
 		fprintf(stderr, "memgrant-host: --connect and --socket exclude each other\n");
 		return HOST_EXIT_USAGE;

@@ -473,7 +473,8 @@ int cmd_status(const struct host_opts *o, int argc, char **argv)
 		return HOST_EXIT_USAGE;
 	}
 	if (argc - optind == 0) /* the service's view of every domain (MEMGRANT_HOST_CONFIG names its YAML) */
-		return serve_show_status(getenv("MEMGRANT_HOST_CONFIG"), lo.json);
+		return serve_show_status(getenv("MEMGRANT_HOST_CONFIG"), o->state_dir_given ? o->state_dir : NULL,
+					 lo.json);
 	if (host_state_last_generation(o->state_dir, argv[optind], &host_gen, why, sizeof(why)) < 0)
 		fprintf(stderr, "memgrant-host: %s\n", why);
 	rc = conn_open(&lo, argv[optind], &c);

@@ -45,9 +45,18 @@ enum hv_kind {
 	HV_STANDBY,    /* s390 standby memory: configured outside libvirt, always plugged */
 };
 
+/* Which control law decides (serve_law.c); the other two are the baselines
+ * the libvirt test and bench/autoscale compare it with. */
+enum serve_law {
+	SERVE_LAW_MEMGRANT,       /* the guest's requests (its deficit) and offers, cooldowns, the floor */
+	SERVE_LAW_MOM,            /* oVirt MoM-style: +-5 % of max per cooldown on MemAvailable's share */
+	SERVE_LAW_NAIVE,          /* plug what is asked, take back what is offered, at once */
+};
+
 /* One domain's policy; every size in bytes, every time in ms. */
 struct serve_policy {
 	enum hv_kind hypervisor;
+	enum serve_law law;
 	uint64_t min, max;        /* granted memory kept within [min, max] */
 	uint64_t step;            /* at most this much per grow */
 	uint64_t shrink_step;     /* at most this much per shrink */
@@ -175,6 +184,9 @@ struct gmsg {
 	enum msg_state state;     /* status */
 	uint64_t requested, applied; /* status */
 	uint64_t bytes;           /* request, offer */
+	/* request (optional, docs/protocol.md): what the agent measured */
+	uint64_t deficit, alloc_rate, mem_available_req;
+	bool have_deficit;
 	char code[16];            /* error */
 	/* agent_status */
 	uint64_t block_size, online, standby, granted, mem_total, mem_available;
@@ -193,6 +205,7 @@ struct law_input {
 	uint64_t block;           /* the guest's memory block size (dead band, rounding) */
 	uint64_t request;         /* bytes the guest asked for since the last grow (0 none) */
 	uint64_t offer;           /* bytes the guest offered (0 none) */
+	uint64_t pending;         /* a grant given up on whose late report may still add this much */
 	bool have_usage;          /* mem_total/mem_available known */
 	uint64_t mem_total, mem_available;
 	int64_t slack_since;      /* -1: no slack now; else when mem_available - reserve >= a block began */
@@ -244,6 +257,16 @@ struct dom_record {
 	bool op_has_range;
 	bool take_back;           /* REVOKING: plugged memory the agent did not apply in time */
 	char revoke_grant[MSG_ID_MAX + 1]; /* REVOKING by grant id (take-back, DIMM), else by size */
+	/* What a restart must not forget (written with every record): the
+	 * cooldowns and backoffs as CLOCK_MONOTONIC ms (a restart of the service
+	 * keeps that clock; serve_ctl.c bounds them after a host reboot), and
+	 * the counters. */
+	int64_t grow_ok_at, shrink_ok_at, backoff, grow_backoff;
+	struct serve_counts {
+		uint64_t grows, shrinks, plugs, unplugs, requests, offers, refused_floor, failed_revokes,
+			not_onlined;
+	} counts;
+	bool have_timing;         /* loaded: the journal had them (older journals do not) */
 };
 
 int serve_journal_load(const char *state_dir, const char *domain, struct dom_record *out, bool *found,
@@ -325,4 +348,4 @@ void serve_print_status(FILE *f, json_t *status);
 struct host_opts;
 int cmd_serve(const struct host_opts *o, int argc, char **argv);
 /* `memgrant-host status` without DOMAIN: the status file named by CONFIG (NULL: the default YAML). */
-int serve_show_status(const char *config, bool json);
+int serve_show_status(const char *config, const char *state_dir, bool json);

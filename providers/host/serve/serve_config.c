@@ -173,6 +173,7 @@ static int load_policy(struct ld *l, yaml_node_t *map, const char *where, struct
 	static const char *const zones[] = { "movable", "normal", "auto", NULL };
 	static const char *const memmaps[] = { "auto", "on", "off", NULL };
 	static const char *const hvs[] = { "auto", "virtio-mem", "dimm", "standby", NULL };
+	static const char *const laws[] = { "memgrant", "mom", "naive", NULL };
 	char key[192];
 	int r = 0;
 
@@ -204,7 +205,13 @@ static int load_policy(struct ld *l, yaml_node_t *map, const char *where, struct
 		else if (streq(k, "query_interval")) r = set_dur(l, v, key, &p->query_interval);
 		else if (streq(k, "zone")) r = set_word(l, v, key, zones, &p->zone);
 		else if (streq(k, "memmap")) r = set_word(l, v, key, memmaps, &p->memmap);
-		else if (streq(k, "hypervisor")) {
+		else if (streq(k, "law")) {
+			const char *w = NULL;
+			r = set_word(l, v, key, laws, &w);
+			for (size_t i = 0; r == 0 && laws[i]; i++)
+				if (streq(w, laws[i]))
+					p->law = (enum serve_law)i;
+		} else if (streq(k, "hypervisor")) {
 			const char *w = NULL;
 			r = set_word(l, v, key, hvs, &w);
 			for (size_t i = 0; r == 0 && i < ARRAY_SIZE(kind_names); i++)

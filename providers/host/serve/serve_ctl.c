@@ -104,6 +104,15 @@ int dc_journal(struct ctl *c, struct dom *d)
 
 	if (c->cfg->dry_run)
 		return 0;
+	d->rec.grow_ok_at = d->grow_ok_at;
+	d->rec.shrink_ok_at = d->shrink_ok_at;
+	d->rec.backoff = d->backoff;
+	d->rec.grow_backoff = d->grow_backoff;
+	d->rec.counts = (struct serve_counts){
+		.grows = d->v.grows, .shrinks = d->v.shrinks, .plugs = d->v.plugs, .unplugs = d->v.unplugs,
+		.requests = d->v.requests, .offers = d->v.offers, .refused_floor = d->v.refused_floor,
+		.failed_revokes = d->v.failed_revokes, .not_onlined = d->v.not_onlined,
+	};
 	r = serve_journal_store(c->cfg->state_dir, d->name, &d->rec, why, sizeof(why));
 	if (r < 0)
 		dc_say(c, d, LOG_ERR, "journal: %s", why);
@@ -188,6 +197,7 @@ void dc_set_phase(struct dom *d, enum dom_phase ph, int64_t now, int64_t within)
 	d->deadline = within > 0 ? now + within : -1;
 	d->op_sent = false;
 	d->regrant_at = 0;
+	d->regrants = 0;
 	if (ph == PH_IDLE) {
 		d->rec.op_has_range = false;
 		d->rec.take_back = false;
@@ -267,7 +277,10 @@ void dc_start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char *why
 		snprintf(d->rec.op_range.alias, sizeof(d->rec.op_range.alias), "ua-%.58s", d->rec.op_id);
 	}
 	dc_set_phase(d, PH_PLUGGING, now, d->p->plug_deadline);
+	/* counted with the intent: a kill after the plug call must not lose it */
+	d->v.plugs += d->hv.always_plugged ? 0 : 1;
 	if (dc_journal(c, d) < 0) {
+		d->v.plugs -= d->hv.always_plugged ? 0 : 1;
 		dc_set_phase(d, PH_IDLE, now, 0);
 		return;
 	}
@@ -280,11 +293,11 @@ void dc_start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char *why
 		dc_say(c, d, LOG_WARNING, "plug of %llu bytes failed: %s", (unsigned long long)bytes, why);
 		dc_emit(c, d, "plug.failed", json_pack("{s:I,s:s}", "bytes", (json_int_t)bytes, "error", why));
 		d->grow_ok_at = now + d->p->revoke_backoff;
+		d->v.plugs--;
 		/* nothing may have arrived, or part of it: the plug deadline decides */
 		d->deadline = now;
 		return;
 	}
-	d->v.plugs++;
 	if (d->rec.op_has_range) {
 		/* a DIMM attach is synchronous: its range is known, the grant can go */
 		d->rec.op_range = range;
@@ -343,6 +356,7 @@ void dc_take_back(struct ctl *c, struct dom *d, int64_t now)
 	if (!d->synced) {
 		/* nobody to ask: the agent never onlined it, so the device may take it */
 		snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.op_id);
+		d->late_at = now;
 		d->late_phase = PH_GRANTING;
 		d->late_bytes = d->rec.op_bytes;
 		dc_start_unplug(c, d, plugged_extra, now);
@@ -388,8 +402,12 @@ static void dc_op_final(struct ctl *c, struct dom *d, const struct gmsg *m, int6
 			dc_emit(c, d, "grant.retry", json_pack("{s:s,s:s,s:I}", "id", m->id, "state", state, "asked_bytes",
 							     (json_int_t)d->rec.op_bytes));
 			if (dc_new_op_id(c, d) == 0 && dc_journal(c, d) == 0) {
+				/* the block usually comes within a few hundred ms: look again soon
+				 * (a guest short of memory is waiting), then every 500 ms */
+				int64_t wait = d->regrants < 3 ? 100 << d->regrants : 500;
 				d->op_sent = false;
-				d->regrant_at = now + (d->p->query_interval < 500 ? d->p->query_interval : 500);
+				d->regrants++;
+				d->regrant_at = now + (d->p->query_interval < wait ? d->p->query_interval : wait);
 				return;
 			}
 		}
@@ -566,13 +584,15 @@ static void dc_on_message(struct ctl *c, struct dom *d, const struct gmsg *m, in
 		dc_on_agent_status(c, d, m, now);
 		return;
 	case GMSG_REQUEST: {
-		uint64_t cap = d->p->step;
+		/* advice: the latest counts, at most the domain's max; the law
+		 * bounds it by what is left below max and the budget shares it */
+		uint64_t cap = d->p->max;
 		d->v.requests++;
 		if (m->bytes > cap)
 			d->v.requests_capped++;
 		if (!d->request)
 			d->request_at = now;
-		d->request = m->bytes > cap ? cap : m->bytes; /* advice: the latest, capped */
+		d->request = m->bytes > cap ? cap : m->bytes;
 		d->offer = 0;
 		dc_ack(c, d, m->seq);
 		return;
@@ -693,6 +713,39 @@ bool ctl_has_domain(const struct ctl *c, const char *domain)
 	return dc_find(c, domain) != NULL;
 }
 
+static int64_t clamp_until(int64_t at, int64_t now, int64_t longest)
+{
+	if (at < now)
+		return now;
+	return at - now > longest ? now + longest : at;
+}
+
+/* The journal's cooldowns, backoffs and counters after a restart.  The clock
+ * is CLOCK_MONOTONIC, which a restart of the service keeps; after a reboot of
+ * the host a stored time may lie far ahead, so none waits longer than its
+ * longest possible wait from now. */
+static void dc_restore_timing(struct dom *d, int64_t now)
+{
+	const struct serve_policy *p = d->p;
+	int64_t g = p->grow_cooldown > p->revoke_backoff_max ? p->grow_cooldown : p->revoke_backoff_max;
+	int64_t s = p->shrink_cooldown > p->revoke_backoff_max ? p->shrink_cooldown : p->revoke_backoff_max;
+	const struct serve_counts *k = &d->rec.counts;
+
+	d->grow_ok_at = clamp_until(d->rec.grow_ok_at, now, g);
+	d->shrink_ok_at = clamp_until(d->rec.shrink_ok_at, now, s);
+	d->backoff = d->rec.backoff > p->revoke_backoff_max ? p->revoke_backoff_max : d->rec.backoff;
+	d->grow_backoff = d->rec.grow_backoff > p->revoke_backoff_max ? p->revoke_backoff_max : d->rec.grow_backoff;
+	d->v.grows = k->grows;
+	d->v.shrinks = k->shrinks;
+	d->v.plugs = k->plugs;
+	d->v.unplugs = k->unplugs;
+	d->v.requests = k->requests;
+	d->v.offers = k->offers;
+	d->v.refused_floor = k->refused_floor;
+	d->v.failed_revokes = k->failed_revokes;
+	d->v.not_onlined = k->not_onlined;
+}
+
 int ctl_domain_add(struct ctl *c, const char *domain, int64_t now)
 {
 	const struct serve_policy *p = serve_config_policy(c->cfg, domain);
@@ -727,6 +780,8 @@ int ctl_domain_add(struct ctl *c, const char *domain, int64_t now)
 	d->grow_ok_at = d->shrink_ok_at = now;
 	if (serve_journal_load(c->cfg->state_dir, domain, &d->rec, &found, why, sizeof(why)) < 0)
 		dc_say(c, d, LOG_ERR, "%s", why);
+	if (found && d->rec.have_timing)
+		dc_restore_timing(d, now);
 	c->doms[c->n++] = d;
 	dc_refresh_hv(c, d);
 	if (found && d->rec.phase != PH_IDLE) {

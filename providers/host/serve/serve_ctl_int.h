@@ -21,6 +21,7 @@ struct dom {
 	bool op_sent;
 	int64_t op_sent_at;
 	int64_t regrant_at;          /* >0: send the grant again then (its blocks were not there yet) */
+	unsigned regrants;           /* of the operation in flight: the wait doubles from 100 ms to 500 ms */
 	int64_t refused_at;          /* the last shrink.refused without an offer (-1 none) */
 	/* what the agent said */
 	bool have_status, reconciled;
@@ -38,6 +39,7 @@ struct dom {
 	uint64_t late_applied;       /* what that grant applied after all */
 	char late_id[MSG_ID_MAX + 1];  /* an operation given up on: its late report still counts */
 	enum dom_phase late_phase;
+	int64_t late_at;             /* when it was given up on */
 	uint64_t late_bytes;
 	int unplug_tries;
 	uint64_t unusable;

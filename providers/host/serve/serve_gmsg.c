@@ -145,6 +145,15 @@ void gmsg_parse(const char *line, size_t len, struct gmsg *m, char *why, size_t 
 			snprintf(why, why_len, "field \"bytes\" is 0");
 			r = -EINVAL;
 		}
+		/* optional (older agents send none): what the guest measured */
+		if (r == 0 && m->kind == GMSG_REQUEST) {
+			m->have_deficit = json_object_get(o, "deficit_bytes") != NULL;
+			r = get_u53(o, "deficit_bytes", false, &m->deficit, why, why_len);
+			if (r == 0)
+				r = get_u53(o, "alloc_bytes_per_s", false, &m->alloc_rate, why, why_len);
+			if (r == 0)
+				r = get_u53(o, "mem_available_bytes", false, &m->mem_available_req, why, why_len);
+		}
 	} else if (streq(type, "agent_status")) {
 		m->kind = GMSG_AGENT_STATUS;
 		r = parse_agent_status(o, m, why, why_len);

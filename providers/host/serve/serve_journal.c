@@ -13,7 +13,13 @@
  * {"domain": "vm", "granted": 268435456, "phase": "granting",
  *  "op": {"id": "mgs-7", "generation": 7, "bytes": 268435456, "target": 268435456,
  *         "range": {"start": 4294967296, "size": 268435456, "alias": "dimm0"}},
- *  "ranges": [{"start": ..., "size": ..., "alias": ...}]}
+ *  "ranges": [{"start": ..., "size": ..., "alias": ...}],
+ *  "timing": {"clock": "monotonic", "grow_ok_at": 123456789, "shrink_ok_at": 123486789,
+ *             "backoff": 0, "grow_backoff": 0},
+ *  "counts": {"grows": 3, "shrinks": 2, "plugs": 3, "unplugs": 2, ...}}
+ *
+ * "timing" and "counts" keep the cooldowns and counters across restarts; a
+ * journal without them (older versions) is read as before.
  */
 #include <stdio.h>
 #include <string.h>
@@ -58,6 +64,53 @@ static int range_from(json_t *j, struct hv_range *r)
 	return 0;
 }
 
+#define COUNT_FIELDS(X)                                                                              \
+	X(grows) X(shrinks) X(plugs) X(unplugs) X(requests) X(offers) X(refused_floor) X(failed_revokes)  \
+	X(not_onlined)
+
+static json_t *counts_json(const struct serve_counts *k)
+{
+	json_t *o = json_object();
+
+#define SET_COUNT(f) json_object_set_new(o, #f, json_integer((json_int_t)k->f));
+	if (o) {
+		COUNT_FIELDS(SET_COUNT)
+	}
+#undef SET_COUNT
+	return o;
+}
+
+/* Missing fields stay 0; a field present must be a non-negative integer. */
+static int counts_from(json_t *o, struct serve_counts *k)
+{
+	json_t *v;
+
+#define GET_COUNT(f)                                                                                  \
+	v = json_object_get(o, #f);                                                                   \
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 0))                                 \
+		return -EBADMSG;                                                                      \
+	k->f = v ? (uint64_t)json_integer_value(v) : 0;
+	COUNT_FIELDS(GET_COUNT)
+#undef GET_COUNT
+	return 0;
+}
+
+static int timing_from(json_t *t, struct dom_record *out)
+{
+	static const char *const keys[] = { "grow_ok_at", "shrink_ok_at", "backoff", "grow_backoff" };
+	int64_t *dst[] = { &out->grow_ok_at, &out->shrink_ok_at, &out->backoff, &out->grow_backoff };
+
+	if (!json_is_object(t) || !streq(json_string_value(json_object_get(t, "clock")) ?: "", "monotonic"))
+		return -EBADMSG;
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		json_t *v = json_object_get(t, keys[i]);
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return -EBADMSG;
+		*dst[i] = (int64_t)json_integer_value(v);
+	}
+	return 0;
+}
+
 int serve_journal_store(const char *state_dir, const char *domain, const struct dom_record *r,
 			char *why, size_t why_len)
 {
@@ -78,6 +131,11 @@ int serve_journal_store(const char *state_dir, const char *domain, const struct 
 	for (size_t i = 0; i < r->n_ranges; i++)
 		json_array_append_new(ranges, range_json(&r->ranges[i]));
 	json_object_set_new(o, "ranges", ranges);
+	json_object_set_new(o, "timing",
+			    json_pack("{s:s,s:I,s:I,s:I,s:I}", "clock", "monotonic", "grow_ok_at",
+				      (json_int_t)r->grow_ok_at, "shrink_ok_at", (json_int_t)r->shrink_ok_at, "backoff",
+				      (json_int_t)r->backoff, "grow_backoff", (json_int_t)r->grow_backoff));
+	json_object_set_new(o, "counts", counts_json(&r->counts));
 	if (r->phase != PH_IDLE) {
 		json_t *op = json_pack("{s:s,s:I,s:I,s:I}", "id", r->op_id, "generation", (json_int_t)r->op_generation,
 				       "bytes", (json_int_t)r->op_bytes, "target", (json_int_t)r->target);
@@ -141,6 +199,12 @@ int serve_journal_load(const char *state_dir, const char *domain, struct dom_rec
 		if (out->n_ranges == ARRAY_SIZE(out->ranges) || range_from(v, &out->ranges[out->n_ranges]) < 0)
 			goto bad;
 		out->n_ranges++;
+	}
+	if (json_object_get(o, "timing")) {
+		if (timing_from(json_object_get(o, "timing"), out) < 0 ||
+		    counts_from(json_object_get(o, "counts"), &out->counts) < 0)
+			goto bad;
+		out->have_timing = true;
 	}
 	op = json_object_get(o, "op");
 	if (out->phase != PH_IDLE) {

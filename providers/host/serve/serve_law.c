@@ -4,9 +4,9 @@
  * law").  Pure functions of the policy and what was observed, so the tests
  * and bench/autoscale compare it with other rules on the same trace.
  *
- * - Grow only on the guest's request (its PSI-based `request`), or to reach
- *   the policy's min; at most `step`, rounded up to whole blocks, never past
- *   `max`.
+ * - Grow only on the guest's request (the deficit its pressure monitor
+ *   measured), by all of it in one step, or to reach the policy's min (at
+ *   most `step` at a time); rounded up to whole blocks, never past `max`.
  * - Shrink only on an offer, or on slack (MemAvailable above the reserve by
  *   at least a block) that lasted `slack_after`; at most `shrink_step` per
  *   decision, never below what the guest uses plus `reserve` (a virtio-mem
@@ -39,6 +39,66 @@ static uint64_t up(uint64_t v, uint64_t g)
 	return v > UINT64_MAX - g ? down(v, g) : v + (g - v % g);
 }
 
+/*
+ * The MoM-style baseline (oVirt's Memory Overcommitment Manager balloon
+ * rule, as bench/autoscale models it): once per cooldown, 5 % of max more
+ * when MemAvailable is below 20 % of MemTotal, 5 % less when above 40 %;
+ * requests and offers are not read.  The floor (use + reserve) still holds:
+ * a virtio-mem unplug below it kills the guest, whatever the rule.
+ */
+static void law_mom(const struct serve_policy *p, const struct law_input *in, uint64_t block, struct law_out *out)
+{
+	uint64_t unit = up(p->max / 20, block), room;
+
+	if (!in->have_usage || !in->mem_total)
+		return;
+	if (in->mem_available * 5 < in->mem_total && in->now >= in->grow_ok_at && in->granted + in->pending < p->max) {
+		out->action = LAW_GROW;
+		out->bytes = down(min64(unit, p->max - in->granted - in->pending), block);
+		snprintf(out->why, sizeof(out->why), "grow: MemAvailable is below 20%% (mom)");
+		if (out->bytes < block)
+			out->action = LAW_NONE;
+		return;
+	}
+	if (in->mem_available * 5 > in->mem_total * 2 && in->now >= in->shrink_ok_at && in->granted) {
+		room = in->mem_available > p->reserve ? in->mem_available - p->reserve : 0;
+		out->bytes = down(min64(min64(unit, in->granted), room), block);
+		out->refused_floor = out->bytes < min64(unit, in->granted);
+		if (out->bytes >= block) {
+			out->action = LAW_SHRINK;
+			snprintf(out->why, sizeof(out->why), "shrink: MemAvailable is above 40%% (mom)");
+		} else if (out->refused_floor) {
+			snprintf(out->why, sizeof(out->why), "shrink refused: the guest's use plus reserve (mom)");
+		}
+	}
+}
+
+/* The naive baseline: whatever the guest asks is plugged and whatever it
+ * offers taken back, at once (no cooldown, no shrink step); only max and the
+ * floor bound it. */
+static void law_naive(const struct serve_policy *p, const struct law_input *in, uint64_t block, struct law_out *out)
+{
+	if (in->request && in->granted + in->pending < p->max) {
+		out->bytes = down(min64(up(in->request, block), p->max - in->granted - in->pending), block);
+		if (out->bytes >= block) {
+			out->action = LAW_GROW;
+			snprintf(out->why, sizeof(out->why), "grow: asked (naive)");
+			return;
+		}
+	}
+	if (in->offer && in->granted && in->have_usage) {
+		uint64_t room = in->mem_available > p->reserve ? in->mem_available - p->reserve : 0;
+		out->bytes = down(min64(min64(in->offer, in->granted), room), block);
+		out->refused_floor = out->bytes < min64(in->offer, in->granted);
+		if (out->bytes >= block) {
+			out->action = LAW_SHRINK;
+			snprintf(out->why, sizeof(out->why), "shrink: offered (naive)");
+		} else if (out->refused_floor) {
+			snprintf(out->why, sizeof(out->why), "offer refused: the guest's use plus reserve (naive)");
+		}
+	}
+}
+
 void law_decide(const struct serve_policy *p, const struct law_input *in, struct law_out *out)
 {
 	uint64_t block = in->block ? in->block : BLOCK_DEFAULT;
@@ -49,16 +109,25 @@ void law_decide(const struct serve_policy *p, const struct law_input *in, struct
 	*out = (struct law_out){ .action = LAW_NONE };
 	if (in->have_usage && in->mem_total >= in->mem_available)
 		out->floor_total = in->mem_total - in->mem_available + p->reserve;
+	if (p->law == SERVE_LAW_MOM) {
+		law_mom(p, in, block, out);
+		return;
+	}
+	if (p->law == SERVE_LAW_NAIVE) {
+		law_naive(p, in, block, out);
+		return;
+	}
 
 	/* ---- grow ---- */
-	if (in->now >= in->grow_ok_at && in->granted < p->max) {
-		uint64_t want = 0;
+	if (in->now >= in->grow_ok_at && in->granted + in->pending < p->max) {
+		uint64_t want = 0, had = in->granted + in->pending;
 
+		/* the guest's request is its deficit: grown in one step */
 		if (in->request)
-			want = up(min64(in->request, p->step), block);
-		if (in->granted < p->min && p->min - in->granted > want)
-			want = up(min64(p->min - in->granted, p->step), block);
-		want = down(min64(want, p->max - in->granted), block);
+			want = up(in->request, block);
+		if (had < p->min && p->min - had > want)
+			want = up(min64(p->min - had, p->step), block);
+		want = down(min64(want, p->max - had), block);
 		if (want >= block) {
 			out->action = LAW_GROW;
 			out->bytes = want;

@@ -705,7 +705,7 @@ out:
 	return rc;
 }
 
-int serve_show_status(const char *config, bool json)
+int serve_show_status(const char *config, const char *state_dir, bool json)
 {
 	struct serve_config *cfg = NULL;
 	_cleanup_free_ char *text = NULL;
@@ -718,6 +718,14 @@ int serve_show_status(const char *config, bool json)
 	if (r < 0) {
 		fprintf(stderr, "memgrant-host: %s\n", why);
 		return HOST_EXIT_USAGE;
+	}
+	if (state_dir) { /* where "serve --state-dir DIR" writes it */
+		free(cfg->status_file);
+		if (asprintf(&cfg->status_file, "%s/serve-status.json", state_dir) < 0) {
+			cfg->status_file = NULL;
+			serve_config_free(cfg);
+			return HOST_EXIT_STATE;
+		}
 	}
 	r = file_read_all(cfg->status_file, 16u << 20, &text, &len);
 	if (r < 0) {

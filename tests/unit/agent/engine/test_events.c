@@ -157,6 +157,30 @@ static void test_close_wakes_readers(void **state)
 	events_free(b);
 }
 
+/* a stopping agent closes the bus right after publishing its last status:
+ * a reader still gets what was published, then the end */
+static void test_close_keeps_what_was_published(void **state)
+{
+	struct event_bus *b;
+	char *text = NULL;
+	uint64_t seq = 0, missed = 0;
+
+	(void)state;
+	assert_int_equal(events_new(8, &b), 0);
+	publish_n(b, 2, "");
+	events_close(b);
+	assert_int_equal(events_wait(b, 0, 10000, &text, &seq, &missed), 1);
+	assert_int_equal(seq, 1);
+	free(text);
+	text = NULL;
+	assert_int_equal(events_wait(b, 1, 10000, &text, &seq, &missed), 1);
+	assert_int_equal(seq, 2);
+	free(text);
+	text = NULL;
+	assert_int_equal(events_wait(b, 2, 10000, &text, &seq, &missed), -EPIPE);
+	events_free(b);
+}
+
 static void test_metrics_text(void **state)
 {
 	struct metrics *m;
@@ -204,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_bounded_in_bytes),
 		cmocka_unit_test(test_big_reports_kept_as_runs),
 		cmocka_unit_test(test_close_wakes_readers),
+		cmocka_unit_test(test_close_keeps_what_was_published),
 		cmocka_unit_test(test_metrics_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

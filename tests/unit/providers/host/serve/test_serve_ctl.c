@@ -55,13 +55,13 @@ static void test_grow_two_phase_coalesced(void **state)
 	assert_int_equal(fh_start(f), 0);
 	fh_run(f, 2000);
 	assert_true(d->queries_seen >= 1);
-	fh_advice(d, "request", 2ull << 30); /* asks for 2G: capped to the 512M step */
+	fh_advice(d, "request", 768 * M); /* a deficit of 768M, above the 512M step: one grow of it all */
 	fh_run(f, 600);
 	v = fh_view(f, "vm");
 	/* plugging: the device moves, nothing counts as granted yet */
 	assert_int_equal(v.phase, PH_PLUGGING);
 	assert_int_equal(v.granted, 0);
-	assert_int_equal(d->requested, 512 * M);
+	assert_int_equal(d->requested, 768 * M);
 	assert_int_equal(d->grants_seen, 0);
 	fh_run(f, 1500); /* the coalesced event with the final size came: grant sent, once */
 	assert_int_equal(d->grants_seen, 1);
@@ -71,9 +71,9 @@ static void test_grow_two_phase_coalesced(void **state)
 	fh_run(f, 1500);
 	v = fh_view(f, "vm");
 	assert_int_equal(v.phase, PH_IDLE);
-	assert_int_equal(v.granted, 512 * M);
-	assert_int_equal(d->online_granted, 512 * M);
-	assert_int_equal(v.requests_capped, 1);
+	assert_int_equal(v.granted, 768 * M);
+	assert_int_equal(d->online_granted, 768 * M);
+	assert_int_equal(v.requests_capped, 0);
 	assert_int_equal(v.grows, 1);
 	assert_int_equal(f->plugs, 1);
 	assert_true(d->acks_seen >= 3); /* the request and the grant's reports */
@@ -83,7 +83,7 @@ static void test_grow_two_phase_coalesced(void **state)
 	fh_advice(d, "request", 512 * M);
 	fh_run(f, 8000);
 	v = fh_view(f, "vm");
-	assert_int_equal(v.granted, 1024 * M);
+	assert_int_equal(v.granted, 1280 * M);
 	assert_int_equal(f->plugs, 2);
 	assert_false(d->panicked);
 }
@@ -188,6 +188,7 @@ static void test_standing_refusal_once(void **state)
 	struct fh *f = &t->f;
 	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
 
+	f->cfg.defaults.shrink_step = 512 * M;
 	f->cfg.defaults.shrink_cooldown = 30000;
 	assert_int_equal(fh_start(f), 0);
 	fh_run(f, 1000);
@@ -387,6 +388,123 @@ static void test_restart_mid_plug(void **state)
 	assert_int_equal(d->plugged, 512 * M);
 }
 
+/* kill -9 of the service: its memory is gone, the journal and the device stay */
+static void fh_kill_restart(struct fh *f, struct fh_dom *d, int64_t down_ms)
+{
+	ctl_free(f->ctl);
+	f->ctl = NULL;
+	d->out_len = 0; /* what the agent wrote meanwhile is lost with the old stream */
+	f->now += down_ms;
+	assert_int_equal(fh_start(f), 0);
+}
+
+/* kill -9 between a grow's plug and its grant (the device has the memory,
+ * the grant is not sent yet), restart: granted once, plugged == granted, and
+ * the grow's cooldowns hold across the restart: an offer right after it
+ * waits for the shrink cooldown counted from the grow, not from the restart. */
+static void test_kill_between_plug_and_grant(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	struct dom_view v;
+	int64_t grew_at;
+
+	f->cfg.defaults.shrink_step = 512 * M;
+	f->cfg.defaults.shrink_cooldown = 30000;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 512 * M);
+	for (int i = 0; i < 30 && fh_view(f, "vm").phase != PH_PLUGGING; i++)
+		fh_run(f, 100);
+	assert_int_equal(fh_view(f, "vm").phase, PH_PLUGGING);
+	grew_at = f->now;
+	assert_int_equal(d->grants_seen, 0);
+	d->plugged = d->requested; /* plugged; its size event goes to the dead service */
+	d->last_event_size = d->plugged;
+	fh_kill_restart(f, d, 2000);
+	fh_run(f, 4000);
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 512 * M);
+	assert_int_equal(d->online_granted, 512 * M);
+	assert_int_equal(d->plugged, v.granted);
+	assert_int_equal(d->requested, v.granted);
+	assert_int_equal(f->plugs, 1);
+	assert_int_equal(v.plugs, 1); /* the counters came back from the journal */
+	assert_int_equal(v.grows, 1);
+	assert_int_equal(v.requests, 1);
+	/* the guest offers it all back at once: the shrink cooldown of the grow still runs */
+	fh_advice(d, "offer", 512 * M);
+	while (f->now < grew_at + 29000) {
+		fh_run(f, 1000);
+		assert_int_equal(d->revokes_seen, 0);
+		if (!fh_view(f, "vm").offer)
+			fh_advice(d, "offer", 512 * M);
+	}
+	fh_run(f, 8000);
+	v = fh_view(f, "vm");
+	assert_int_equal(d->revokes_seen, 1);
+	assert_int_equal(v.granted, 0);
+	assert_int_equal(d->plugged, 0);
+	assert_int_equal(v.shrinks, 1);
+	assert_false(d->panicked);
+}
+
+/* kill -9 between a revocation and its unplug (the agent offlined the
+ * blocks, the device has not shrunk yet), restart: the unplug finishes,
+ * plugged == granted, the counters and the shrink cooldown survive. */
+static void test_kill_between_revoke_and_unplug(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	struct dom_view v;
+	int64_t shrank_at;
+
+	f->cfg.defaults.shrink_step = 512 * M;
+	f->cfg.defaults.shrink_cooldown = 20000;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 1024 * M);
+	fh_run(f, 5000);
+	assert_int_equal(fh_view(f, "vm").granted, 1024 * M);
+	fh_run(f, 20000); /* past the grow's shrink cooldown */
+	fh_advice(d, "offer", 512 * M);
+	for (int i = 0; i < 50 && fh_view(f, "vm").phase != PH_UNPLUGGING; i++)
+		fh_run(f, 100);
+	assert_int_equal(fh_view(f, "vm").phase, PH_UNPLUGGING);
+	shrank_at = f->now;
+	assert_int_equal(d->revokes_seen, 1);
+	fh_kill_restart(f, d, 2000);
+	fh_run(f, 4000);
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 512 * M);
+	assert_int_equal(d->online_granted, 512 * M);
+	assert_int_equal(d->plugged, v.granted);
+	assert_int_equal(d->requested, v.granted);
+	assert_int_equal(d->revokes_seen, 1);
+	assert_int_equal(v.grows, 1);
+	assert_int_equal(v.shrinks, 1);
+	assert_int_equal(v.offers, 1);
+	/* another offer at once: the shrink cooldown still counts from the first shrink */
+	fh_advice(d, "offer", 512 * M);
+	while (f->now < shrank_at + 19000) {
+		fh_run(f, 1000);
+		assert_int_equal(d->revokes_seen, 1);
+		if (!fh_view(f, "vm").offer)
+			fh_advice(d, "offer", 512 * M);
+	}
+	fh_run(f, 8000);
+	v = fh_view(f, "vm");
+	assert_int_equal(d->revokes_seen, 2);
+	assert_int_equal(v.granted, 0);
+	assert_int_equal(d->plugged, 0);
+	assert_int_equal(v.shrinks, 2);
+	assert_false(d->panicked);
+}
+
 /* The guest asks again while its grow is in flight: that was the same need, one grow. */
 static void test_request_during_grow(void **state)
 {
@@ -557,6 +675,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dimm_grant_before_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_standing_refusal_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_mid_plug, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kill_between_plug_and_grant, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kill_between_revoke_and_unplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_during_grow, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

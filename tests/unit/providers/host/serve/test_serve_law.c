@@ -35,17 +35,26 @@ static struct law_input in0(void)
 				   .slack_since = -1, .now = 100000 };
 }
 
-static void test_grow_bounded_by_step_and_max(void **state)
+static void test_grow_by_deficit_bounded_by_max(void **state)
 {
 	struct serve_policy p = pol();
 	struct law_input in = in0();
 	struct law_out o;
 	(void)state;
 
-	in.request = 10 * G; /* a guest asking for far too much gets a step */
+	in.request = 10 * G; /* a guest asking for far too much gets what is left below max */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_GROW);
+	assert_int_equal(o.bytes, p.max);
+	in.request = 1536 * M; /* a deficit above the step: all of it, in one grow */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_GROW);
+	assert_int_equal(o.bytes, 1536 * M);
+	in.pending = p.max - 512 * M; /* a grant given up on may still be applied: room for 512M */
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.action, LAW_GROW);
 	assert_int_equal(o.bytes, 512 * M);
+	in.pending = 0;
 	in.request = 100 * M; /* rounded up to a block */
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.bytes, B);
@@ -191,15 +200,66 @@ static void test_share(void **state)
 	assert_int_equal(give[0] + give[1], 0);
 }
 
+/* The baselines the libvirt test and bench/autoscale compare with. */
+static void test_baseline_laws(void **state)
+{
+	struct serve_policy p = pol();
+	struct law_input in = in0();
+	struct law_out o;
+	(void)state;
+
+	/* MoM-style: 5 % of max (4G: 204.8M, a block multiple up: 256M) below 20 % available */
+	p.law = SERVE_LAW_MOM;
+	in.have_usage = true;
+	in.mem_total = 2 * G;
+	in.mem_available = 300 * M;
+	in.request = 2 * G; /* not read */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_GROW);
+	assert_int_equal(o.bytes, 256 * M);
+	in.grow_ok_at = in.now + 1; /* once per cooldown */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_NONE);
+	in.grow_ok_at = 0;
+	in.mem_available = 1 * G; /* 50 %: shrink 5 % */
+	in.granted = 1 * G;
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_SHRINK);
+	assert_int_equal(o.bytes, 256 * M);
+	in.mem_available = 600 * M; /* 29 %: nothing */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_NONE);
+
+	/* naive: what is asked, at once, cooldown or not; what is offered, down to the floor */
+	p.law = SERVE_LAW_NAIVE;
+	in = in0();
+	in.grow_ok_at = in.shrink_ok_at = in.now + 100000;
+	in.request = 1536 * M;
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_GROW);
+	assert_int_equal(o.bytes, 1536 * M);
+	in.request = 0;
+	in.granted = 1 * G;
+	in.offer = 1 * G;
+	in.have_usage = true;
+	in.mem_total = 3 * G;
+	in.mem_available = 256 * M + 640 * M; /* room for 640M above the reserve */
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_SHRINK);
+	assert_int_equal(o.bytes, 640 * M);
+	assert_true(o.refused_floor);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_grow_bounded_by_step_and_max),
+		cmocka_unit_test(test_grow_by_deficit_bounded_by_max),
 		cmocka_unit_test(test_gmsg_generation_edge),
 		cmocka_unit_test(test_cooldown_and_dead_band),
 		cmocka_unit_test(test_shrink_floor),
 		cmocka_unit_test(test_min_and_slack),
 		cmocka_unit_test(test_share),
+		cmocka_unit_test(test_baseline_laws),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
