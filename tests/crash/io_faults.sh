@@ -32,9 +32,9 @@ set -u
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
 export BUILD
+[ -z "${TEST_WRAPPER:-}" ] || { echo "skipped: under qemu-user (LD_PRELOAD of a native library)"; exit 77; }
 [ -x "$BUILD/memgrantd" ] && [ -f "$BUILD/tests/tools/faultio.so" ] || { echo "io_faults: build first"; exit 2; }
 command -v python3 >/dev/null || { echo "io_faults: needs python3"; exit 77; }
-[ -z "${TEST_WRAPPER:-}" ] || { echo "skipped: under qemu-user (LD_PRELOAD of a native library)"; exit 77; }
 exec python3 - <<'PY'
 import json, mmap, os, pwd, re, shutil, signal, struct, subprocess, sys, tempfile, time
 
