@@ -211,7 +211,7 @@ $(B)/tests/tools/%: $(B)/tests/tools/%.o $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB)
 $(B)/tests/tools/%.so: tests/tools/preload/%.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE $(WARNFLAGS) $(CFLAGS) $(CPPFLAGS) -fPIC -shared $(LDFLAGS) -o $@ $< -ldl
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
