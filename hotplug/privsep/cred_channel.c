@@ -194,6 +194,16 @@ static int folder_ok(int dir, const char *shown, const char *name, char *why, si
 	return -EACCES;
 }
 
+/* The process's root, where a walk starts: /proc/self/root names it also
+ * under an emulator that maps "/" onto a target root (qemu-user -L, the
+ * s390x test step); "/" itself without /proc. */
+static int open_root(void)
+{
+	int fd = open("/proc/self/root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	return fd >= 0 ? fd : open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
 int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen)
 {
 	char rest[PATH_MAX], link[PATH_MAX];
@@ -206,7 +216,7 @@ int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen)
 		return -EINVAL;
 	}
 	snprintf(rest, sizeof(rest), "%s", path);
-	dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	dir = open_root();
 	if (dir < 0)
 		return -errno;
 	for (;;) {
@@ -260,7 +270,7 @@ int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen)
 			at = 0;
 			if (link[0] == '/') {
 				close(dir);
-				dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+				dir = open_root();
 				if (dir < 0) {
 					r = -errno;
 					goto out;
