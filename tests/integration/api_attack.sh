@@ -135,8 +135,18 @@ phase all root,group,user "65526:65526 slowloris 500" "65533:65533 sse 300" "655
 phase group-idle root,group "65525:$API_GID idle 500"
 phase group-sse root,group "65525:$API_GID sse 300"
 phase group-slowloris root,group "65525:$API_GID slowloris 500"
-# root's own slow connections do not starve root's fresh ones
-phase root-slowloris root "root:0 slowloris 500"
+# root's own slow connections do not starve root's fresh ones (not under
+# qemu-user, the s390x step: there an emulated memgrantctl takes longer from
+# its connect to its request head than the make-room rule gives a fresh
+# connection of the flooding uid, so root's probes are closed; the native
+# run checks it)
+ROOT_PHASE=root-slowloris
+if [ -n "${TEST_WRAPPER:-}" ]; then
+	ROOT_PHASE=
+	echo "root-slowloris: not run under qemu-user (an emulated client's request head comes too late for the make-room rule)"
+else
+	phase root-slowloris root "root:0 slowloris 500"
+fi
 
 wait $TRICKLE
 cat "$T/trickle.out"
@@ -162,7 +172,7 @@ echo "fds back to idle $((i / 10)).$((i % 10)) s after the last attacker left"
 END_FDS=$(fds)
 END_RSS=$(rss_kb)
 
-python3 - "$T" "$IDLE_FDS" "$END_FDS" "$IDLE_RSS" "$END_RSS" "$LIMIT_S" "$RSS_SLACK_KB" <<'PY' || fail "the API was not available enough (see above)"
+python3 - "$T" "$IDLE_FDS" "$END_FDS" "$IDLE_RSS" "$END_RSS" "$LIMIT_S" "$RSS_SLACK_KB" "$ROOT_PHASE" <<'PY' || fail "the API was not available enough (see above)"
 import glob, json, sys
 t, idle_fds, end_fds, idle_rss, end_rss = sys.argv[1], *map(int, sys.argv[2:6])
 limit, slack = float(sys.argv[6]), int(sys.argv[7])
@@ -179,6 +189,7 @@ phases = (("slowloris", (("root", 1.0), ("group", 1.0), ("user", 0.9))),
           ("group-sse", (("root", 0.9), ("group", 0.9))),
           ("group-slowloris", (("root", 0.9), ("group", 0.9))),
           ("root-slowloris", (("root", 0.9),)))
+phases = tuple(ph for ph in phases if ph[0] != "root-slowloris" or sys.argv[8])
 for name, probers in phases:
     att = [a for f in sorted(glob.glob("%s/attack-%s-*.out" % (t, name))) for a in lines(f)]
     for who, need in probers:
