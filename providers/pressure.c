@@ -254,9 +254,10 @@ static uint64_t now_ms(const struct pressure *p)
 
 /* The fastest allocation rate of the last PRESSURE_PEAK_MS, weighed by how
  * recent it is: full just after, nothing at the end.  The guest keeps the
- * headroom of it, so memory goes back in step with the burst fading; 30 s,
- * not a minute: a minute kept a burst's headroom past the 30 s in which a
- * guest should be back at its floor after a release (the libvirt test). */
+ * headroom of it, so memory goes back in step with the burst fading; 20 s,
+ * not a minute: with the 10 s in which the release must hold first, a
+ * longer fade kept a burst's headroom past the 30 s in which a guest should
+ * be back at its floor after a release (the libvirt test). */
 static uint64_t recent_peak(const struct pressure *p, uint64_t now)
 {
 	uint64_t age = now > p->peak_at_ms ? now - p->peak_at_ms : 0;
@@ -410,6 +411,10 @@ static void send_request(struct pressure *p, uint64_t now, uint64_t oom_more, co
 		return;
 	if (p->have_mem && add_sat(p->reserve, 2 * h) > p->avail)
 		deficit = add_sat(p->reserve, 2 * h) - p->avail;
+	/* the kernel kills only with nothing left: what the victim freed is
+	 * back in MemAvailable now, and the workload takes it again at once */
+	if (oom_more && add_sat(p->reserve, 2 * h) > deficit)
+		deficit = add_sat(p->reserve, 2 * h);
 	bytes = deficit > step ? deficit : step;
 	bytes = bytes % step ? add_sat(bytes, step - bytes % step) : bytes;
 	/* an unanswered request is repeated only after the cooldown, unless the

@@ -64,7 +64,7 @@
 #define PRESSURE_TRIGGER_WINDOW_US 1000000u /* short: a burst without swap stalls briefly */
 #define PRESSURE_TRIGGER_WINDOW_UNPRIV_US 2000000u /* unprivileged triggers: multiples of 2 s (Linux 6.5+) */
 #define PRESSURE_RATE_MIN_DT_MS 200 /* rate samples span at least this */
-#define PRESSURE_PEAK_MS 30000     /* the fastest allocation rate fades over this */
+#define PRESSURE_PEAK_MS 20000     /* the fastest allocation rate fades over this */
 #define PRESSURE_LATENCY_MIN_MS 500 /* a measured grow latency is taken as at least this */
 #define PRESSURE_REQUEST_GAP_MS 1000 /* a growing need is asked again at most this often */
 

@@ -468,8 +468,12 @@ serve_stop TERM
 
 # --- 5. a pressure trace: the memgrant law three times, then MoM and naive -------------------
 # The trace (tests/vm/trace.c, anonymous memory, no swap): a ramp to 352M,
-# a step to 640M (1.25x the boot memory), a release, a step to 448M, a
-# release.  Three runs of the memgrant law with different timing (the ramp's
+# a step to 640M (1.25x the boot memory) within 3 s, a release, a step to
+# 448M within 3 s, a release.  A step faults in at 96-150 MiB/s, three to
+# five times the 33 MiB/s of the workload issue 29 measured under TCG; an
+# all-at-once step (400 MiB/s here) from the floor, where 344M are
+# available, reaches the OOM killer in 0.8 s, before any plug under TCG
+# (1.3-1.6 s) can answer (docs/vm-test.md).  Three runs of the memgrant law with different timing (the ramp's
 # length, the start offset) so no result depends on where the agent's
 # reading falls, then the same trace under the MoM-style rule and the naive
 # one (law: mom / naive); between runs the guest goes back to its boot
@@ -496,7 +500,7 @@ trace_run() { # LABEL CONFIG OFFSET_S RAMP_S
 	[ "$(sfield $DOM synced)" = true ] || fail "the service did not sync with the agent of $DOM"
 	p0=$(count plugs) u0=$(count unplugs)
 	sleep "$3"
-	g $DOM "rm -f /run/trace.log; trace /run/trace.log 12:352:$4 10:640 32:0 10:448 32:0 > /run/trace.out 2>&1 &"
+	g $DOM "rm -f /run/trace.log; trace /run/trace.log 12:352:$4 10:640:3 40:0 10:448:3 40:0 > /run/trace.out 2>&1 &"
 	t=$(date +%s)
 	until $VMCTL guest "$S/control-$DOM.sock" 30 "grep -q '^E' /run/trace.log" >/dev/null 2>&1; do
 		[ $(( $(date +%s) - t )) -lt 200 ] || fail "the trace did not end within 200 s: $(g $DOM "tail -n 3 /run/trace.log; cat /run/trace.out")"
@@ -521,10 +525,8 @@ step "the trace side by side (relief: a burst's start to its first grant online;
 python3 tests/vm/trace_report.py table "${RUNS[@]}"
 # What the loop must do, each run: answer every burst that went short, give
 # everything back after each release, never turn a grow into a shrink (or
-# back) within a phase.  The Must-show targets (relief <= 5 s, back to the
-# floor <= 30 s, 0 OOM kills) are printed as met or missed: a step from the
-# floor faulting in at 235-350 MiB/s under TCG reaches the OOM killer in
-# 0.9-1.5 s, and the loop's answer takes 1.2-1.9 s (docs/vm-test.md).
+# back) within a phase, and the Must-show targets: relief <= 5 s, back to
+# the floor <= 30 s, 0 OOM kills.
 python3 - "${RUNS[@]:0:3}" <<'PY' || fail "the memgrant law failed the trace (see the table)"
 import json, sys
 bad = []
@@ -534,20 +536,20 @@ for p in sys.argv[1:]:
         if v is None:
             bad.append("%s: burst %d went short and got nothing" % (r["label"], i + 1))
         elif v != "n/a" and v > 5:
-            print("TARGET MISSED: %s burst %d relief %.1f s > 5 s" % (r["label"], i + 1, v))
+            bad.append("%s: burst %d relief %.1f s > 5 s" % (r["label"], i + 1, v))
     for i, v in enumerate(r["floor_s"]):
         if v is None:
             bad.append("%s: release %d never back to the boot memory" % (r["label"], i + 1))
         elif v > 30:
-            print("TARGET MISSED: %s release %d back to the floor in %.1f s > 30 s" % (r["label"], i + 1, v))
+            bad.append("%s: release %d back to the floor in %.1f s > 30 s" % (r["label"], i + 1, v))
     if r["reversals"]:
         bad.append("%s: %d grow/shrink reversals" % (r["label"], r["reversals"]))
     if r["oom_kills"]:
-        print("TARGET MISSED: %s: %d OOM kills" % (r["label"], r["oom_kills"]))
+        bad.append("%s: %d OOM kills" % (r["label"], r["oom_kills"]))
 if bad:
     print("\n".join(bad))
     sys.exit(1)
-print("the memgrant law: every burst answered, every release back to the floor, no reversal")
+print("the memgrant law: every burst answered within 5 s, back to the floor within 30 s, no OOM kill, no reversal")
 PY
 EVLINE=$(wc -l < "$S/events.jsonl") # the trace's events are not the next steps'
 

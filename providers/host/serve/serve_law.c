@@ -7,9 +7,10 @@
  * - Grow only on the guest's request (the deficit its pressure monitor
  *   measured), by all of it in one step, or to reach the policy's min (at
  *   most `step` at a time); rounded up to whole blocks, never past `max`.
- * - Shrink only on an offer, or on slack (MemAvailable above the reserve by
- *   at least a block) that lasted `slack_after`; at most `shrink_step` per
- *   decision, never below what the guest uses plus `reserve` (a virtio-mem
+ * - Shrink only on an offer (all of it in one step), or on slack
+ *   (MemAvailable above the reserve by at least a block) that lasted
+ *   `slack_after` (at most `shrink_step` per decision); never below what the
+ *   guest uses plus `reserve` (a virtio-mem
  *   unplug has no floor of its own: asked below the guest's use it OOM-kills
  *   the guest), never below `min`.
  * - Dead band: nothing smaller than one block is done.
@@ -157,7 +158,11 @@ void law_decide(const struct serve_policy *p, const struct law_input *in, struct
 	if (!cand)
 		return;
 	keep_min = in->granted > p->min ? in->granted - p->min : 0;
-	cand = min64(min64(cand, p->shrink_step), keep_min);
+	/* an offer is what the guest found idle for its release window: all of
+	 * it goes in one step; slack the guest did not offer goes by shrink_step */
+	if (!in->offer)
+		cand = min64(cand, p->shrink_step);
+	cand = min64(cand, keep_min);
 	if (in->have_usage)
 		room = in->mem_available > p->reserve ? in->mem_available - p->reserve : 0;
 	else if (in->granted <= p->max)

@@ -125,11 +125,17 @@ static void test_shrink_floor(void **state)
 
 	in.granted = 1 * G;
 	in.offer = 1 * G;
-	in.mem_available = 1 * G; /* room above the reserve: 768M; shrink_step 256M */
+	in.mem_available = 1 * G; /* room above the reserve: 768M */
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.action, LAW_SHRINK);
-	assert_int_equal(o.bytes, 256 * M);
+	assert_int_equal(o.bytes, 768 * M); /* an offer goes whole, shrink_step (256M) or not */
+	assert_true(o.refused_floor);
+	in.offer = 512 * M;
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_SHRINK);
+	assert_int_equal(o.bytes, 512 * M);
 	assert_false(o.refused_floor);
+	in.offer = 1 * G;
 	/* the guest uses nearly everything: the offer is refused, not executed */
 	in.mem_available = 300 * M;
 	law_decide(&p, &in, &o);
@@ -176,6 +182,12 @@ static void test_min_and_slack(void **state)
 	in.slack_since = in.now - 60000;
 	law_decide(&p, &in, &o);
 	assert_int_equal(o.action, LAW_SHRINK);
+	/* slack nobody offered goes by shrink_step */
+	in.granted = 2 * G;
+	p.shrink_step = 256 * M;
+	law_decide(&p, &in, &o);
+	assert_int_equal(o.action, LAW_SHRINK);
+	assert_int_equal(o.bytes, 256 * M);
 }
 
 static void test_share(void **state)
