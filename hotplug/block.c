@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "hotplug/block.h"
+#include "hotplug/words.h"
 #include "lib/util.h"
 
 const char *mem_state_name(enum mem_state s)
@@ -77,7 +78,44 @@ int mem_auto_online_parse(const char *s, enum mem_auto_online *out)
 
 enum mem_zone mem_block_zone(const struct mem_block *b)
 {
-	return strncmp(b->zones, "Movable", 7) == 0 ? MEM_ZONE_MOVABLE : MEM_ZONE_NORMAL;
+	return mem_zones_first(b->zones) == MEM_ZONE_MOVABLE ? MEM_ZONE_MOVABLE : MEM_ZONE_NORMAL;
+}
+
+mem_zones mem_zones_parse(const char *text)
+{
+	mem_zones z = 0;
+	unsigned k = 0;
+
+	for (const char *p = text; *p && k < MEM_ZONES_MAX;) {
+		size_t n;
+
+		p += strspn(p, " \t\n");
+		n = strcspn(p, " \t\n");
+		if (!n)
+			break;
+		z |= (mem_zones)words_zone_kernel_parse(p, n) << (4 * k++);
+		p += n;
+	}
+	return z;
+}
+
+char *mem_zones_format(mem_zones z, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (; z && at < len; z >>= 4) {
+		int w = snprintf(buf + at, len - at, "%s%s", at ? " " : "",
+				 words_zone_kernel_name((enum mem_zone)(z & 0xf)));
+
+		if (w < 0 || (size_t)w >= len - at) {
+			buf[at] = '\0'; /* whole words only */
+			break;
+		}
+		at += (size_t)w;
+	}
+	return buf;
 }
 
 enum online_type mem_zone_online_type(enum mem_zone z)

@@ -59,16 +59,50 @@ enum mem_auto_online {
 extern const char *const mem_zone_words[];        /* "auto", "movable", "normal": the zones one asks for */
 extern const char *const mem_auto_online_words[]; /* "offline", "online", "online_kernel", "online_movable" */
 
+/* valid_zones as read (A9), typed: the zones in the kernel's order, 4 bits
+ * each (enum mem_zone), the first in the lowest bits, at most MEM_ZONES_MAX;
+ * 0 when none were read (deconfigured).  A row keeps these 4 bytes, not the
+ * text: the live table holds one row per block of the machine. */
+typedef uint32_t mem_zones;
+#define MEM_ZONES_MAX 8
+#define MEM_ZONES_TEXT_MAX 72 /* 8 words of at most 7 letters, spaces, NUL */
+#define MEM_NODE_MAX INT16_MAX /* a row's node; Linux has at most 1024 (NODES_SHIFT 10) */
+
+/* One block: 24 bytes (the live table's memory at ready is this per block). */
 struct mem_block {
-	uint64_t id;           /* memoryN: start address / block size */
-	bool in_firmware;      /* has sys/firmware/memory/memoryN */
-	bool configured;       /* has sys/devices/system/memory/memoryN */
-	int memmap_on_memory;  /* 0/1, -1 when there is no firmware entry */
-	enum mem_state state;  /* MEM_STATE_OFFLINE when deconfigured */
-	int removable;         /* 0/1, -1 unknown */
-	int node;              /* NUMA node, -1 unknown */
-	char zones[48];        /* valid_zones as read ("Movable", "Normal Movable"), "" when deconfigured */
+	uint64_t id;             /* memoryN: start address / block size */
+	enum mem_state state;    /* MEM_STATE_OFFLINE when deconfigured */
+	mem_zones zones;         /* valid_zones ("Movable", "Normal Movable"), 0 when deconfigured */
+	int16_t node;            /* NUMA node, -1 unknown */
+	bool in_firmware;        /* has sys/firmware/memory/memoryN */
+	bool configured;         /* has sys/devices/system/memory/memoryN */
+	int8_t memmap_on_memory; /* 0/1, -1 when there is no firmware entry */
+	int8_t removable;        /* 0/1, -1 unknown */
 };
+
+/* The zones of a valid_zones text (words apart by blanks; a word memgrant
+ * does not know is MEM_ZONE_UNKNOWN; words past MEM_ZONES_MAX dropped). */
+mem_zones mem_zones_parse(const char *text);
+/* The text again, the kernel's spellings apart by one space ("" for 0);
+ * BUF of at least MEM_ZONES_TEXT_MAX bytes.  Returns BUF. */
+char *mem_zones_format(mem_zones z, char *buf, size_t len);
+#define MEM_ZONES_TEXT(z) mem_zones_format((z), (char[MEM_ZONES_TEXT_MAX]){ 0 }, MEM_ZONES_TEXT_MAX)
+static inline enum mem_zone mem_zones_first(mem_zones z)
+{
+	return (enum mem_zone)(z & 0xf);
+}
+static inline bool mem_zones_has(mem_zones z, enum mem_zone w)
+{
+	for (; z; z >>= 4)
+		if ((enum mem_zone)(z & 0xf) == w)
+			return true;
+	return false;
+}
+/* Exactly one zone, W. */
+static inline bool mem_zones_is(mem_zones z, enum mem_zone w)
+{
+	return z == (mem_zones)w;
+}
 
 struct mem_table {
 	uint64_t block_size;       /* block_size_bytes (A1) */

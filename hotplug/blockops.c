@@ -165,7 +165,7 @@ int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint6
 {
 	struct mem_block m;
 	bool offlined = false;
-	char zone[sizeof(m.zones)];
+	char zone[MEM_ZONES_TEXT_MAX];
 	int r;
 
 	memset(res, 0, sizeof(*res));
@@ -179,7 +179,7 @@ int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint6
 		res->was_noop = true;
 		return 0;
 	}
-	snprintf(zone, sizeof(zone), "%s", m.zones);
+	mem_zones_format(m.zones, zone, sizeof(zone));
 
 	if (m.state == MEM_STATE_ONLINE) {
 		r = block_offline(b, id); /* W6 */

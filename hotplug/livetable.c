@@ -116,7 +116,7 @@ bool mem_block_equal(const struct mem_block *a, const struct mem_block *b)
 {
 	return a->id == b->id && a->in_firmware == b->in_firmware && a->configured == b->configured &&
 	       a->memmap_on_memory == b->memmap_on_memory && a->state == b->state &&
-	       a->removable == b->removable && a->node == b->node && streq(a->zones, b->zones);
+	       a->removable == b->removable && a->node == b->node && a->zones == b->zones;
 }
 
 static bool table_header_equal(const struct mem_table *a, const struct mem_table *b)

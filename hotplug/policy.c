@@ -41,24 +41,6 @@ int policy_memmap_parse(const char *s, enum policy_memmap *out)
 	return 0;
 }
 
-/* Whether the space-separated list ZONES names WORD. */
-static bool zones_has(const char *zones, const char *word)
-{
-	size_t wl = strlen(word);
-
-	for (const char *p = zones; *p;) {
-		size_t l;
-
-		while (*p == ' ')
-			p++;
-		l = strcspn(p, " ");
-		if (l == wl && strncmp(p, word, wl) == 0)
-			return true;
-		p += l;
-	}
-	return false;
-}
-
 void policy_zone_bytes(const struct mem_table *t, uint64_t *movable, uint64_t *normal)
 {
 	uint64_t m = 0, k = 0;
@@ -72,10 +54,10 @@ void policy_zone_bytes(const struct mem_table *t, uint64_t *movable, uint64_t *n
 		 * DMA32 below 4 GiB and its first block spans DMA and DMA32
 		 * ("none"): boot memory in kernel zones, as the kernel's own
 		 * auto-movable policy counts it. */
-		if (streq(b->zones, "Movable"))
+		if (mem_zones_is(b->zones, MEM_ZONE_MOVABLE))
 			m += t->block_size;
-		else if (streq(b->zones, "Normal") || streq(b->zones, "DMA") ||
-			 streq(b->zones, "DMA32") || streq(b->zones, "none"))
+		else if (mem_zones_is(b->zones, MEM_ZONE_NORMAL) || mem_zones_is(b->zones, MEM_ZONE_DMA) ||
+			 mem_zones_is(b->zones, MEM_ZONE_DMA32) || mem_zones_is(b->zones, MEM_ZONE_NONE))
 			k += t->block_size;
 	}
 	if (movable)
@@ -257,11 +239,11 @@ static void decide_zone(const struct policy_settings *s, const struct policy_req
 	/* An offline block lists the zones it may go to (A9); "" (standby,
 	 * not yet added) means the kernel has not said: assume Movable is
 	 * possible, as it is for every hot-added block. */
-	if (want != MEM_ZONE_NORMAL && b && b->zones[0] && !zones_has(b->zones, "Movable")) {
+	if (want != MEM_ZONE_NORMAL && b && b->zones && !mem_zones_has(b->zones, MEM_ZONE_MOVABLE)) {
 		pb->online = ONLINE_KERNEL;
 		reasonf(pb->zone_reason, sizeof(pb->zone_reason),
 			 "zone=normal: block %llu cannot be movable (valid_zones %s)",
-			 (unsigned long long)pb->id, b->zones);
+			 (unsigned long long)pb->id, MEM_ZONES_TEXT(b->zones));
 		*normal += bs;
 		return;
 	}

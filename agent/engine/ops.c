@@ -149,7 +149,7 @@ void outcome_from_block(struct outcome *oc, const struct mem_block *b)
 	snprintf(oc->state, sizeof(oc->state), "%s", mem_state_name(b->state));
 	/* an online block's valid_zones is its zone (A9) */
 	if (b->state == MEM_STATE_ONLINE)
-		snprintf(oc->zone, sizeof(oc->zone), "%s", b->zones);
+		mem_zones_format(b->zones, oc->zone, sizeof(oc->zone));
 	else
 		oc->zone[0] = '\0';
 }

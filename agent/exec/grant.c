@@ -47,11 +47,11 @@ static void record_grant_step(struct engine *e, void *ctx, const struct block_re
 			bool got_movable = mem_block_zone(&res->after) == MEM_ZONE_MOVABLE;
 			op_add_decision(o, "block %llu: configuring it onlined it at once (auto_online_blocks); "
 					"policy wanted %s, the kernel chose %s%s",
-					(unsigned long long)pb->id, wanted_movable ? "Movable" : "Normal", res->after.zones,
+					(unsigned long long)pb->id, wanted_movable ? "Movable" : "Normal", MEM_ZONES_TEXT(res->after.zones),
 					wanted_movable == got_movable ? "" : " (set backend.own_onlining to let the agent choose)");
 			log_fields(&e->log, LOG_WARNING, LOG_FIELDS(log_f_grant(o->msg->id), log_f_block(pb->id)),
 				   "grant %s: block %llu was onlined by the kernel at configure time into %s; "
-				 "the policy wanted %s", o->msg->id, (unsigned long long)pb->id, res->after.zones,
+				 "the policy wanted %s", o->msg->id, (unsigned long long)pb->id, MEM_ZONES_TEXT(res->after.zones),
 				 wanted_movable ? "Movable" : "Normal");
 		}
 	} else if (oc) {

@@ -266,7 +266,7 @@ static int reconcile_owned(struct engine *e, uint64_t **released, size_t *n_rele
 		r = hp_read_block(e->backend, jb[i].block, &b);
 		if (r == 0 && b.configured && b.state == MEM_STATE_ONLINE &&
 		    ((b.memmap_on_memory >= 0 && (b.memmap_on_memory == 1) != jb[i].memmap) ||
-		     (b.zones[0] && mem_block_zone(&b) != jb[i].zone))) {
+		     (b.zones && mem_block_zone(&b) != jb[i].zone))) {
 			/* memmap and zone only change by taking a block down: this is
 			 * not the block the grant brought up but one brought up again
 			 * since, by what the journal does not record (lost records) */

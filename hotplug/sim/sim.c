@@ -604,8 +604,12 @@ static void fill_block(const struct sim_settings *s, const struct sim_spans *sp,
 	out->state = b->state;
 	out->removable = b->configured ? 1 : -1;
 	out->node = b->configured ? 0 : -1;
-	if (b->configured)
-		sim_valid_zones(s, sp, id, b, out->zones, sizeof(out->zones));
+	if (b->configured) {
+		char zones[MEM_ZONES_TEXT_MAX];
+
+		sim_valid_zones(s, sp, id, b, zones, sizeof(zones));
+		out->zones = mem_zones_parse(zones);
+	}
 }
 
 void sim_block_to_mem(const struct sim_fs *fs, const struct sim_settings *s, const struct sim_spans *sp,

@@ -47,11 +47,12 @@
 #define SIM_NZONES 3
 extern const enum mem_zone sim_zones[SIM_NZONES];
 
+/* 4 bytes: the sim's watch keeps one per block of the machine (sim_watch.c) */
 struct sim_block {
 	bool configured;
 	bool memmap;
-	enum mem_state state; /* OFFLINE, ONLINE or GOING_OFFLINE */
-	enum mem_zone zone;   /* when not offline; MEM_ZONE_NONE when offline */
+	uint8_t state; /* enum mem_state: OFFLINE, ONLINE or GOING_OFFLINE */
+	uint8_t zone;  /* enum mem_zone, when not offline; MEM_ZONE_NONE when offline */
 };
 
 struct id_list {

@@ -192,6 +192,7 @@ static int load_v1_blocks(json_t *blocks, struct sim_settings *s, const char *pa
 	json_array_foreach(blocks, i, jb) {
 		struct sim_block *b = &s->v1_blocks[i];
 		const char *st, *zn;
+		enum mem_state state;
 
 		if (!json_is_array(jb) || json_array_size(jb) != 4 || !json_is_boolean(json_array_get(jb, 0)) ||
 		    !json_is_boolean(json_array_get(jb, 1)) || !json_is_string(json_array_get(jb, 2)) ||
@@ -202,14 +203,19 @@ static int load_v1_blocks(json_t *blocks, struct sim_settings *s, const char *pa
 		b->memmap = json_is_true(json_array_get(jb, 1));
 		st = json_string_value(json_array_get(jb, 2));
 		zn = json_string_value(json_array_get(jb, 3));
-		if (mem_state_parse(st, &b->state) < 0)
+		if (mem_state_parse(st, &state) < 0)
 			return fail(err, errlen, -EINVAL, path, "block %zu: unknown state \"%s\"", i, st);
+		b->state = (uint8_t)state;
 		if (b->state == MEM_STATE_OFFLINE) {
 			if (zn[0])
 				return fail(err, errlen, -EINVAL, path, "block %zu: offline block with zone \"%s\"", i, zn);
 			b->zone = MEM_ZONE_NONE;
-		} else if (b->configured && zone_parse(zn, &b->zone) < 0) {
-			return fail(err, errlen, -EINVAL, path, "block %zu: unknown zone \"%s\"", i, zn);
+		} else if (b->configured) {
+			enum mem_zone z;
+
+			if (zone_parse(zn, &z) < 0)
+				return fail(err, errlen, -EINVAL, path, "block %zu: unknown zone \"%s\"", i, zn);
+			b->zone = (uint8_t)z;
 		}
 		if (check_block(s, b, path, i, err, errlen) < 0)
 			return -EINVAL;

@@ -124,20 +124,6 @@ static int read_opt(int dirfd, const char *rel, char *buf, size_t len)
 	return r < 0 ? r : 1;
 }
 
-/* Keeps whole words of valid_zones when it does not fit (it always does on s390). */
-static void copy_zones(char *dst, size_t dstlen, const char *src)
-{
-	size_t n = strlen(src);
-
-	if (n >= dstlen) {
-		n = dstlen - 1;
-		while (n > 0 && src[n] != ' ')
-			n--;
-	}
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
 /*
  * Reads one sys/devices/system/memory/memoryN directory into B.
  * 1 when read, 0 when the directory is gone (concurrent config=0), -errno.
@@ -149,7 +135,7 @@ static int read_dev_block(struct hp_path *p, int memfd, const char *name, uint64
 	_cleanup_(closedirp) DIR *d = NULL;
 	char buf[128];
 	struct dirent *de;
-	int r;
+	int removable, r;
 
 	block_init(b, id);
 	bfd = hp_open_dir_at(memfd, name);
@@ -195,7 +181,7 @@ static int read_dev_block(struct hp_path *p, int memfd, const char *name, uint64
 			strerror(-r));
 		return r;
 	}
-	copy_zones(b->zones, sizeof(b->zones), buf);
+	b->zones = mem_zones_parse(buf);
 
 	r = read_opt(bfd, "phys_index", buf, sizeof(buf));
 	if (r > 0) {
@@ -213,7 +199,7 @@ static int read_dev_block(struct hp_path *p, int memfd, const char *name, uint64
 	}
 
 	r = read_opt(bfd, "removable", buf, sizeof(buf));
-	if (r > 0 && parse_01(buf, &b->removable) < 0) {
+	if (r > 0 && parse_01(buf, &removable) < 0) {
 		set_err(err, errlen, "%s/" DEV_DIR "/%s/removable: '%s' is not 0 or 1",
 			root_prefix(p), name, buf);
 		return -EINVAL;
@@ -222,6 +208,8 @@ static int read_dev_block(struct hp_path *p, int memfd, const char *name, uint64
 			strerror(-r));
 		return r;
 	}
+	if (r > 0)
+		b->removable = (int8_t)removable;
 
 	/* The nodeX link: the only way to learn the node from this directory. */
 	d = fdopendir(bfd);
@@ -237,10 +225,10 @@ static int read_dev_block(struct hp_path *p, int memfd, const char *name, uint64
 
 		if (!startswith(s, "node") || !s[4])
 			continue;
-		for (s += 4; *s >= '0' && *s <= '9' && n < 1000000; s++)
+		for (s += 4; *s >= '0' && *s <= '9' && n <= MEM_NODE_MAX; s++)
 			n = n * 10 + (*s - '0');
-		if (*s == '\0' && n < 1000000) {
-			b->node = (int)n;
+		if (*s == '\0' && n <= MEM_NODE_MAX) {
+			b->node = (int16_t)n;
 			break;
 		}
 	}
@@ -289,7 +277,7 @@ static void merge_fw(struct mem_block *b, bool present, const struct fw_entry *e
 	b->configured = e->config >= 0 ? e->config == 1 : present;
 	if (!present) { /* C14: no devices directory, nothing else to say */
 		b->state = MEM_STATE_OFFLINE;
-		b->zones[0] = '\0';
+		b->zones = 0;
 		b->removable = -1;
 		b->node = -1;
 	}

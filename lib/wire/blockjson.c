@@ -43,7 +43,7 @@ int blockjson_from_block(const struct mem_table *t, const struct mem_block *b, j
 	    set_new(o, "state", json_string(mem_state_name(b->state))) < 0 ||
 	    set_new(o, "removable", tri_bool(b->removable)) < 0 ||
 	    set_new(o, "node", b->node < 0 ? json_null() : json_integer(b->node)) < 0 ||
-	    set_new(o, "zones", json_string(b->zones)) < 0)
+	    set_new(o, "zones", json_string(MEM_ZONES_TEXT(b->zones))) < 0)
 		return -ENOMEM;
 	*out = TAKE_PTR(o);
 	return 0;
@@ -123,7 +123,7 @@ static int get_bool(const struct ctx *c, const json_t *o, const char *key, bool 
 }
 
 /* true/false/null (or absent) into 1/0/-1 */
-static int get_tri(const struct ctx *c, const json_t *o, const char *key, int *out)
+static int get_tri(const struct ctx *c, const json_t *o, const char *key, int8_t *out)
 {
 	json_t *v = json_object_get(o, key);
 
@@ -165,7 +165,7 @@ static int parse_block(const struct ctx *c, const json_t *j, uint64_t block_size
 {
 	uint64_t start = 0, id = 0;
 	bool has_start;
-	char state[24];
+	char state[24], zones[48];
 	json_t *node;
 	int r;
 
@@ -180,8 +180,9 @@ static int parse_block(const struct ctx *c, const json_t *j, uint64_t block_size
 	    (r = get_bool(c, j, "configured", &b->configured)) < 0 ||
 	    (r = get_tri(c, j, "memmap_on_memory", &b->memmap_on_memory)) < 0 ||
 	    (r = get_tri(c, j, "removable", &b->removable)) < 0 ||
-	    (r = get_str(c, j, "zones", b->zones, sizeof(b->zones))) < 0)
+	    (r = get_str(c, j, "zones", zones, sizeof(zones))) < 0)
 		return r;
+	b->zones = mem_zones_parse(zones);
 	b->id = id;
 	if (block_size && id > (uint64_t)INT64_MAX / block_size) /* "start" is a JSON integer: int64 */
 		return bad(c, "id", "too large for the block size");
@@ -205,10 +206,10 @@ static int parse_block(const struct ctx *c, const json_t *j, uint64_t block_size
 	if (!node || json_is_null(node)) {
 		b->node = -1;
 	} else if (!json_is_integer(node) || json_integer_value(node) < 0 ||
-		   json_integer_value(node) > 65535) {
-		return bad(c, "node", "expected an integer 0-65535 or null");
+		   json_integer_value(node) > MEM_NODE_MAX) {
+		return bad(c, "node", "expected an integer 0-32767 or null");
 	} else {
-		b->node = (int)json_integer_value(node);
+		b->node = (int16_t)json_integer_value(node);
 	}
 	return 0;
 }

@@ -65,7 +65,7 @@ static bool same_values(const struct mem_block *a, const struct mem_block *b)
 {
 	return a->in_firmware == b->in_firmware && a->configured == b->configured &&
 	       a->memmap_on_memory == b->memmap_on_memory && a->state == b->state && a->removable == b->removable &&
-	       a->node == b->node && streq(a->zones, b->zones);
+	       a->node == b->node && a->zones == b->zones;
 }
 
 static json_t *owner_json(const struct engine_blocks *b, size_t i)

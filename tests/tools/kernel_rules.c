@@ -215,7 +215,7 @@ static void run_case(struct rule_env *e, const struct rule_case *c, struct outco
 	o->configured = m.configured;
 	o->memmap = m.memmap_on_memory;
 	snprintf(o->state, sizeof(o->state), "%s", mem_state_name(m.state));
-	snprintf(o->zones, sizeof(o->zones), "%s", m.zones);
+	mem_zones_format(m.zones, o->zones, sizeof(o->zones));
 }
 
 static void describe(const struct outcome *o, char *buf, size_t len)

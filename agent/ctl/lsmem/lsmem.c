@@ -302,17 +302,8 @@ static void block_to_row(const struct view *v, const struct mem_block *b, struct
 	if (v->have_nodes)
 		r->node = b->node;
 	if (v->have_zones) {
-		const char *p = b->zones;
-		while (*p && r->nr_zones < MAX_NR_ZONES) {
-			size_t n;
-			while (*p == ' ')
-				p++;
-			n = strcspn(p, " \n");
-			if (!n)
-				break;
-			r->zones[r->nr_zones++] = (int)words_zone_kernel_parse(p, n);
-			p += n;
-		}
+		for (mem_zones z = b->zones; z && r->nr_zones < MAX_NR_ZONES; z >>= 4)
+			r->zones[r->nr_zones++] = (int)mem_zones_first(z);
 	}
 }
 
@@ -367,7 +358,7 @@ static int build_view(struct view *v)
 		if (!b->configured)
 			continue;
 		v->have_nodes |= b->node >= 0;
-		v->have_zones |= b->zones[0] != '\0';
+		v->have_zones |= b->zones != 0;
 	}
 
 	if (v->o->split_given) {

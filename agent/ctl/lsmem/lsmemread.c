@@ -130,9 +130,9 @@ static int read_node(int memfd, const char *name)
 			off += de->d_reclen;
 			if (strncmp(de->d_name, "node", 4) != 0 || !*s)
 				continue;
-			for (; *s >= '0' && *s <= '9' && v < 1000000; s++)
+			for (; *s >= '0' && *s <= '9' && v <= MEM_NODE_MAX; s++)
 				v = v * 10 + (*s - '0');
-			if (!*s && v < 1000000)
+			if (!*s && v <= MEM_NODE_MAX)
 				node = (int)v;
 		}
 		if (node >= 0)
@@ -187,8 +187,12 @@ static void read_dev(int memfd, uint64_t id, const struct lsmem_need *need, bool
 	if (need->zones) {
 		memcpy(rel + base, "valid_zones", sizeof("valid_zones"));
 		int n = read_attr(memfd, rel, buf, sizeof(buf));
-		if (n > 0)
-			copy_words(b->zones, sizeof(b->zones), buf, (size_t)n);
+		if (n > 0) {
+			char words[MEM_ZONES_TEXT_MAX];
+
+			copy_words(words, sizeof(words), buf, (size_t)n);
+			b->zones = mem_zones_parse(words);
+		}
 	}
 	if (need->node) {
 		/* neighbours share a node: one faccessat of the last block's link
@@ -201,7 +205,7 @@ static void read_dev(int memfd, uint64_t id, const struct lsmem_need *need, bool
 			}
 		}
 		rel[base - 1] = '\0';
-		b->node = read_node(memfd, rel);
+		b->node = (int16_t)read_node(memfd, rel); /* -1 or at most MEM_NODE_MAX */
 		if (b->node >= 0)
 			*last_node = b->node;
 	}

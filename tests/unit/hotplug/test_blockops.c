@@ -164,7 +164,7 @@ static void test_bring_up_and_take_down(void **state)
 	assert_false(res.auto_onlined);
 	assert_true(res.after.configured);
 	assert_int_equal(res.after.state, MEM_STATE_ONLINE);
-	assert_string_equal(res.after.zones, "Movable");
+	assert_string_equal(MEM_ZONES_TEXT(res.after.zones), "Movable");
 
 	f->rec.log[0] = '\0';
 	assert_int_equal(block_take_down(f->b, 16, &res), 0);
@@ -183,7 +183,7 @@ static void test_bring_up_changes_memmap_first(void **state)
 	assert_int_equal(block_bring_up(f->b, 17, 0, ONLINE_KERNEL, &res), 0);
 	assert_string_equal(f->rec.log, "memmap17=0 config17=1 state17=online_kernel");
 	assert_int_equal(res.after.memmap_on_memory, 0);
-	assert_string_equal(res.after.zones, "Normal");
+	assert_string_equal(MEM_ZONES_TEXT(res.after.zones), "Normal");
 }
 
 static void test_noops(void **state)
@@ -301,7 +301,7 @@ static void test_deconfigure_failure_reonlines_in_old_zone(void **state)
 	assert_string_equal(f->rec.log, "state16=offline config16=0 state16=online_movable");
 	read_block(f, 16, &m);
 	assert_int_equal(m.state, MEM_STATE_ONLINE);
-	assert_string_equal(m.zones, "Movable");
+	assert_string_equal(MEM_ZONES_TEXT(m.zones), "Movable");
 }
 
 static void test_failed_undo_is_reported(void **state)
@@ -371,7 +371,7 @@ static void test_auto_online_detected(void **state)
 	assert_true(res.auto_onlined);
 	assert_string_equal(f->rec.log, "config16=1"); /* not onlined a second time */
 	assert_int_equal(res.after.state, MEM_STATE_ONLINE);
-	assert_string_equal(res.after.zones, "Movable"); /* the kernel's choice, reported */
+	assert_string_equal(MEM_ZONES_TEXT(res.after.zones), "Movable"); /* the kernel's choice, reported */
 }
 
 static void test_read_failure(void **state)

@@ -35,7 +35,7 @@ static struct mem_table *seed_table(bool firmware)
 		b->configured = id < 16 || !firmware;
 		b->memmap_on_memory = firmware ? (id >= 16) : -1;
 		b->state = id < 16 ? MEM_STATE_ONLINE : MEM_STATE_OFFLINE;
-		strcpy(b->zones, id < 16 ? "DMA" : (firmware ? "" : "Normal Movable"));
+		b->zones = mem_zones_parse(id < 16 ? "DMA" : (firmware ? "" : "Normal Movable"));
 	}
 	mem_table_sort(t);
 	return t;

@@ -46,7 +46,7 @@ static struct mem_table *table(unsigned n_online, const char *param)
 		b->configured = id < n_online;
 		b->memmap_on_memory = id < n_online ? 0 : 1;
 		b->state = id < n_online ? MEM_STATE_ONLINE : MEM_STATE_OFFLINE;
-		strcpy(b->zones, id < n_online ? (id < 16 ? "DMA" : "Normal") : "");
+		b->zones = mem_zones_parse(id < n_online ? (id < 16 ? "DMA" : "Normal") : "");
 	}
 	mem_table_sort(t);
 	return t;
@@ -285,7 +285,7 @@ static void zone_auto_counts_online_movable(void **state)
 
 	/* 16 DMA + 4 Normal = 20 kernel blocks; make 16-19 Movable: 16 kernel, 4 movable. */
 	for (uint64_t id = 16; id < 20; id++)
-		strcpy(mem_table_find(t, id)->zones, "Movable");
+		mem_table_find(t, id)->zones = mem_zones_parse("Movable");
 	policy_zone_bytes(t, &m, &k);
 	assert_int_equal(m, 4 * BS);
 	assert_int_equal(k, 16 * BS);
@@ -322,7 +322,7 @@ static void zone_auto_counts_dma32_and_spanning_blocks(void **state)
 		assert_non_null(b);
 		b->configured = id < 4 || id >= 32;
 		b->state = id < 4 ? MEM_STATE_ONLINE : MEM_STATE_OFFLINE;
-		strcpy(b->zones, id == 0 ? "none" : id < 4 ? "DMA32" : id >= 32 ? "Normal Movable" : "");
+		b->zones = mem_zones_parse(id == 0 ? "none" : id < 4 ? "DMA32" : id >= 32 ? "Normal Movable" : "");
 		if (id >= 4 && id < 32)
 			b->configured = false;
 	}
@@ -375,7 +375,7 @@ static void zone_movable_impossible_A9(void **state)
 	struct mem_block *b = mem_table_find(t, 16);
 
 	b->configured = true;
-	strcpy(b->zones, "Normal");
+	b->zones = mem_zones_parse("Normal");
 	assert_int_equal(policy_decide(&defaults, &want_mov, t, 3 * GiB, ids, 1, &d), 0);
 	assert_int_equal(d->online, ONLINE_KERNEL);
 	assert_string_equal(d->zone_reason, "zone=normal: block 16 cannot be movable (valid_zones Normal)");

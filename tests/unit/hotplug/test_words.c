@@ -68,6 +68,35 @@ static void test_kernel_zone_words(void **state)
 	assert_string_equal(words_zone_kernel_name((enum mem_zone)99), "Unknown");
 }
 
+/* A row's valid_zones (A9) is typed: the kernel's words in its order, 4 bits
+ * each; the text comes back the same (the kernel's spellings), a word memgrant
+ * does not know stays a place ("Unknown"), words past MEM_ZONES_MAX are
+ * dropped, and a row stays 24 bytes. */
+static void test_zone_lists(void **state)
+{
+	static const char *const same[] = { "", "Movable", "Normal Movable", "Movable Normal", "none",
+					    "DMA32 Normal Movable", "DMA Normal Movable Device" };
+	char buf[MEM_ZONES_TEXT_MAX];
+	mem_zones z;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++)
+		assert_string_equal(MEM_ZONES_TEXT(mem_zones_parse(same[i])), same[i]);
+	z = mem_zones_parse("Normal Movable\n");
+	assert_int_equal(mem_zones_first(z), MEM_ZONE_NORMAL);
+	assert_true(mem_zones_has(z, MEM_ZONE_MOVABLE));
+	assert_false(mem_zones_has(z, MEM_ZONE_DMA));
+	assert_false(mem_zones_is(z, MEM_ZONE_NORMAL));
+	assert_true(mem_zones_is(mem_zones_parse("Movable"), MEM_ZONE_MOVABLE));
+	assert_int_equal(mem_zones_parse(" \n"), 0);
+	assert_string_equal(MEM_ZONES_TEXT(mem_zones_parse("  movable   Foo ")), "Movable Unknown");
+	z = mem_zones_parse("DMA DMA32 Normal Highmem Movable Device none Normal Movable");
+	assert_string_equal(mem_zones_format(z, buf, sizeof(buf)), "DMA DMA32 Normal Highmem Movable Device none Normal");
+	assert_string_equal(mem_zones_format(z, buf, 10), "DMA DMA32");
+	assert_string_equal(mem_zones_format(z, buf, 12), "DMA DMA32");
+	assert_int_equal(sizeof(struct mem_block), 24);
+}
+
 static void test_memmap_spellings(void **state)
 {
 	static const char *const on[] = { "on", "ON", "1", "true", "True", "always" };
@@ -243,6 +272,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_zones_any_case),      cmocka_unit_test(test_kernel_zone_words),
+		cmocka_unit_test(test_zone_lists),
 		cmocka_unit_test(test_memmap_spellings),
 		cmocka_unit_test(test_block_lists),         cmocka_unit_test(test_addr_ranges),
 		cmocka_unit_test(test_sizes_as_lsmem_prints), cmocka_unit_test(test_size_in_blocks),

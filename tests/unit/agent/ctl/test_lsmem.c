@@ -47,7 +47,7 @@ static struct mem_table *seed_machine(bool firmware)
 			b->state = MEM_STATE_ONLINE;
 			b->removable = 1;
 			b->node = 0;
-			strcpy(b->zones, "DMA");
+			b->zones = mem_zones_parse("DMA");
 		} else {
 			b->memmap_on_memory = 1; /* C2 */
 		}
@@ -64,7 +64,7 @@ static void configure(struct mem_table *t, uint64_t id, enum mem_state st)
 	b->state = st;
 	b->removable = 1;
 	b->node = 0;
-	strcpy(b->zones, st == MEM_STATE_ONLINE ? "Movable" : "Movable Normal");
+	b->zones = mem_zones_parse(st == MEM_STATE_ONLINE ? "Movable" : "Movable Normal");
 }
 
 static void deconfigure(struct mem_table *t, uint64_t id)
@@ -76,7 +76,7 @@ static void deconfigure(struct mem_table *t, uint64_t id)
 	b->state = MEM_STATE_OFFLINE;
 	b->removable = -1;
 	b->node = -1;
-	b->zones[0] = '\0';
+	b->zones = 0;
 }
 
 static char *render(const struct mem_table *t, const struct lsmem_opts *o)
@@ -488,7 +488,7 @@ static void test_tree_reads_only_needed(void **state)
 	assert_string_equal(t->memmap_param, "Y");
 	assert_int_equal(t->blocks[0].state, MEM_STATE_ONLINE);
 	assert_int_equal(t->blocks[0].removable, 1);
-	assert_string_equal(t->blocks[0].zones, ""); /* not read */
+	assert_string_equal(MEM_ZONES_TEXT(t->blocks[0].zones), ""); /* not read */
 	assert_int_equal(t->blocks[0].node, -1);      /* not read */
 	assert_false(t->blocks[5].configured);         /* config 0: standby */
 	assert_int_equal(t->blocks[5].memmap_on_memory, -1);

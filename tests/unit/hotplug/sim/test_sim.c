@@ -164,7 +164,7 @@ static void test_state_persists_across_open(void **state)
 	assert_int_equal(hp_read_block(b2, 16, &m), 0);
 	assert_true(m.configured);
 	assert_int_equal(m.state, MEM_STATE_ONLINE);
-	assert_string_equal(m.zones, "Movable");
+	assert_string_equal(MEM_ZONES_TEXT(m.zones), "Movable");
 	hp_backend_close(b2);
 }
 
@@ -307,7 +307,7 @@ static void test_format1_migrated(void **state)
 	free(text);
 	assert_int_equal(hp_read_block(f->b, 16, &m), 0);
 	assert_int_equal(m.state, MEM_STATE_ONLINE);
-	assert_string_equal(m.zones, "Movable");
+	assert_string_equal(MEM_ZONES_TEXT(m.zones), "Movable");
 	read_tree(f, "sys/devices/system/memory/memory16/state", buf, sizeof(buf));
 	assert_string_equal(buf, "online");
 	assert_int_equal(hp_read_block(f->b, 17, &m), 0);
@@ -681,7 +681,7 @@ static void test_large_sim(void **state)
 	assert_true(took < 60000); /* generous: the s390x run is emulated */
 	assert_int_equal(hp_discover(f->b, &t), 0);
 	assert_int_equal(t->n, 4096);
-	assert_string_equal(mem_table_find(t, 605)->zones, "Movable");
+	assert_string_equal(MEM_ZONES_TEXT(mem_table_find(t, 605)->zones), "Movable");
 	mem_table_free(t);
 }
 
@@ -756,8 +756,8 @@ static void test_kill_never_tears(void **state)
 		for (size_t i = 0; i < a->n; i++)
 			if (!mem_block_equal(&a->blocks[i], &b->blocks[i]))
 				fail_msg("round %d: block %" PRIu64 ": sim %s/%d/%s, tree %s/%d/%s", round, a->blocks[i].id,
-					 mem_state_name(a->blocks[i].state), a->blocks[i].configured, a->blocks[i].zones,
-					 mem_state_name(b->blocks[i].state), b->blocks[i].configured, b->blocks[i].zones);
+					 mem_state_name(a->blocks[i].state), a->blocks[i].configured, MEM_ZONES_TEXT(a->blocks[i].zones),
+					 mem_state_name(b->blocks[i].state), b->blocks[i].configured, MEM_ZONES_TEXT(b->blocks[i].zones));
 		meminfo(f, &total, &avail);
 		if (total != expected_total(a))
 			fail_msg("round %d: MemTotal %" PRIu64 ", records say %" PRIu64, round, total, expected_total(a));

@@ -79,7 +79,7 @@ static void test_s390_619_tree_A1_A2_P1_C2_C14(void **state)
 			assert_true(b->configured);
 			assert_int_equal(b->memmap_on_memory, 0);
 			assert_int_equal(b->state, MEM_STATE_ONLINE);
-			assert_string_equal(b->zones, "DMA");
+			assert_string_equal(MEM_ZONES_TEXT(b->zones), "DMA");
 			assert_int_equal(b->removable, 1);
 			assert_int_equal(b->node, 0);
 			assert_false(mem_block_is_standby(b));
@@ -87,7 +87,7 @@ static void test_s390_619_tree_A1_A2_P1_C2_C14(void **state)
 			assert_false(b->configured);
 			assert_int_equal(b->memmap_on_memory, 1);
 			assert_int_equal(b->state, MEM_STATE_OFFLINE);
-			assert_string_equal(b->zones, "");
+			assert_string_equal(MEM_ZONES_TEXT(b->zones), "");
 			assert_int_equal(b->node, -1);
 			assert_true(mem_block_is_standby(b));
 		}
@@ -119,7 +119,7 @@ static void test_x86_tree_C0(void **state)
 	}
 	assert_int_equal(t->blocks[8].id, 40);
 	assert_int_equal(t->blocks[8].state, MEM_STATE_OFFLINE);
-	assert_string_equal(t->blocks[8].zones, "Normal Movable");
+	assert_string_equal(MEM_ZONES_TEXT(t->blocks[8].zones), "Normal Movable");
 	assert_int_equal(t->blocks[8].node, 1);
 }
 
@@ -194,7 +194,7 @@ static void test_merge_config_value(void **state)
 	assert_int_equal(t->n, 5);
 	assert_true(t->blocks[2].configured);
 	assert_int_equal(t->blocks[2].memmap_on_memory, 1);
-	assert_string_equal(t->blocks[2].zones, "Movable");
+	assert_string_equal(MEM_ZONES_TEXT(t->blocks[2].zones), "Movable");
 	assert_false(t->blocks[3].configured);
 	/* A devices block without a firmware entry on a firmware host: configured. */
 	gt_dev_block(root, 9, "offline", "Normal Movable", 0);
@@ -329,7 +329,7 @@ static void test_read_block(void **state)
 
 	assert_int_equal(hp_discover_block(p, 5, &b, err, sizeof(err)), 0);
 	assert_true(b.configured);
-	assert_string_equal(b.zones, "Movable");
+	assert_string_equal(MEM_ZONES_TEXT(b.zones), "Movable");
 	assert_int_equal(b.node, 2);
 
 	assert_int_equal(hp_discover_block(p, 8, &b, err, sizeof(err)), -ENOENT);
@@ -416,13 +416,13 @@ static void assert_same_table(const struct mem_table *a, const struct mem_table 
 		if (x->id != y->id || x->in_firmware != y->in_firmware ||
 		    x->configured != y->configured || x->memmap_on_memory != y->memmap_on_memory ||
 		    x->state != y->state || x->removable != y->removable || x->node != y->node ||
-		    !streq(x->zones, y->zones))
+		    x->zones != y->zones)
 			fail_msg("block %" PRIu64 "/%" PRIu64 ": tree fw=%d conf=%d memmap=%d state=%s "
 				 "rm=%d node=%d zones='%s'; sim fw=%d conf=%d memmap=%d state=%s rm=%d "
 				 "node=%d zones='%s'", x->id, y->id, x->in_firmware, x->configured,
 				 x->memmap_on_memory, mem_state_name(x->state), x->removable, x->node,
-				 x->zones, y->in_firmware, y->configured, y->memmap_on_memory,
-				 mem_state_name(y->state), y->removable, y->node, y->zones);
+				 MEM_ZONES_TEXT(x->zones), y->in_firmware, y->configured, y->memmap_on_memory,
+				 mem_state_name(y->state), y->removable, y->node, MEM_ZONES_TEXT(y->zones));
 	}
 }
 

@@ -224,7 +224,7 @@ static void test_discover_over_simfs(void **state)
 	assert_string_equal(tm->memmap_param, ts->memmap_param);
 	assert_string_equal(tm->auto_online, ts->auto_online);
 	assert_memory_equal(tm->blocks, ts->blocks, ts->n * sizeof(*ts->blocks));
-	assert_string_equal(mem_table_find(tm, 16)->zones, "Movable");
+	assert_string_equal(MEM_ZONES_TEXT(mem_table_find(tm, 16)->zones), "Movable");
 	rule_env_close(e);
 }
 

@@ -31,7 +31,7 @@ static struct mem_table *sample(void)
 	b->state = MEM_STATE_ONLINE;
 	b->removable = 1;
 	b->node = 0;
-	strcpy(b->zones, "Normal");
+	b->zones = mem_zones_parse("Normal");
 	b = mem_table_add(t, 9); /* standby (C14) */
 	b->in_firmware = true;
 	b->memmap_on_memory = 1;
@@ -41,7 +41,7 @@ static struct mem_table *sample(void)
 	b->memmap_on_memory = 1;
 	b->state = MEM_STATE_GOING_OFFLINE;
 	b->node = 1;
-	strcpy(b->zones, "Movable");
+	b->zones = mem_zones_parse("Movable");
 	mem_table_sort(t);
 	return t;
 }
@@ -117,7 +117,7 @@ static void test_runs(void **state)
 		assert_int_equal(t->blocks[i].id, 4 + i);
 		assert_true(t->blocks[i].configured);
 		assert_int_equal(t->blocks[i].state, MEM_STATE_ONLINE);
-		assert_string_equal(t->blocks[i].zones, "Movable");
+		assert_string_equal(MEM_ZONES_TEXT(t->blocks[i].zones), "Movable");
 	}
 	assert_int_equal(t->blocks[3].id, 7);
 	assert_false(t->blocks[3].configured);
