@@ -144,6 +144,10 @@ struct mem_block *mem_table_add(struct mem_table *t, uint64_t id)
 {
 	struct mem_block *b;
 
+	/* ids come checked (hp_parse_block_name, blockjson, SIM_MAX_BLOCKS):
+	 * never cut one short */
+	if (id > MEM_BLOCK_ID_MAX)
+		return NULL;
 	if ((t->n & (t->n - 1)) == 0) { /* grow at powers of two */
 		size_t cap = t->n ? t->n * 2 : 16;
 		struct mem_block *nb = reallocarray(t->blocks, cap, sizeof(*nb));
@@ -173,7 +177,7 @@ void mem_table_sort(struct mem_table *t)
 	size_t i = 1;
 
 	/* tables mostly come in order (discovery, the daemon's runs): one pass
-	 * instead of qsort's n log n comparisons and moves of 80-byte blocks */
+	 * instead of qsort's n log n comparisons and moves of 16-byte rows */
 	while (i < t->n && t->blocks[i - 1].id < t->blocks[i].id)
 		i++;
 	if (i < t->n)

@@ -14,7 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum mem_state {
+/* packed: one byte in a row (struct mem_block) */
+enum __attribute__((packed)) mem_state {
 	MEM_STATE_OFFLINE,
 	MEM_STATE_ONLINE,
 	MEM_STATE_GOING_OFFLINE,
@@ -68,12 +69,16 @@ typedef uint32_t mem_zones;
 #define MEM_ZONES_TEXT_MAX 72 /* 8 words of at most 7 letters, spaces, NUL */
 #define MEM_NODE_MAX INT16_MAX /* a row's node; Linux has at most 1024 (NODES_SHIFT 10) */
 
-/* One block: 24 bytes (the live table's memory at ready is this per block). */
+/* A block id is the kernel's device id of memoryN, 32 bits (struct
+ * device's id); a name with a larger number is not a memory block. */
+#define MEM_BLOCK_ID_MAX UINT32_MAX
+
+/* One block: 16 bytes (the live table's memory at ready is this per block). */
 struct mem_block {
-	uint64_t id;             /* memoryN: start address / block size */
-	enum mem_state state;    /* MEM_STATE_OFFLINE when deconfigured */
+	uint32_t id;             /* memoryN: start address / block size, at most MEM_BLOCK_ID_MAX */
 	mem_zones zones;         /* valid_zones ("Movable", "Normal Movable"), 0 when deconfigured */
 	int16_t node;            /* NUMA node, -1 unknown */
+	enum mem_state state;    /* MEM_STATE_OFFLINE when deconfigured */
 	bool in_firmware;        /* has sys/firmware/memory/memoryN */
 	bool configured;         /* has sys/devices/system/memory/memoryN */
 	int8_t memmap_on_memory; /* 0/1, -1 when there is no firmware entry */

@@ -34,7 +34,7 @@ struct livetable {
 };
 
 /* Rows for N blocks with room to grow as mem_table_add() expects (block.c).
- * A big table (262,144 rows are 20 MiB) is asked for in huge pages: a
+ * A big table (262,144 rows are 4 MiB) is asked for in huge pages: a
  * snapshot per operation would otherwise fault in 4 KiB at a time, and
  * those faults, not the copy, were most of an operation's cost on a big
  * machine.  free() and realloc() take it as any other. */

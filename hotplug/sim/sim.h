@@ -54,6 +54,7 @@ struct sim_faults {
  * word or a tree directory that is "/" or a real sysfs/procfs; -E2BIG for
  * more than SIM_MAX_BLOCKS blocks). */
 #define SIM_MAX_BLOCKS (1u << 20)
+_Static_assert(SIM_MAX_BLOCKS - 1 <= MEM_BLOCK_ID_MAX, "a sim's block ids fit a row (struct mem_block)");
 int sim_init(const char *state_path, const struct sim_params *p);
 
 /* The seed machine of kernel.md: 2G online, 2G standby, 128M blocks,

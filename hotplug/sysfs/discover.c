@@ -66,8 +66,8 @@ int hp_parse_block_name(const char *name, uint64_t *id)
 	for (; *s; s++) {
 		if (*s < '0' || *s > '9')
 			return -EINVAL;
-		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-			return -EINVAL;
+		if (v > (MEM_BLOCK_ID_MAX - (uint64_t)(*s - '0')) / 10)
+			return -ERANGE; /* more than the kernel's 32-bit device id */
 		v = v * 10 + (uint64_t)(*s - '0');
 	}
 	*id = v;
@@ -367,7 +367,13 @@ int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size
 		struct mem_block blk, *b;
 		uint64_t id;
 
-		if (hp_parse_block_name(de->d_name, &id) < 0)
+		r = hp_parse_block_name(de->d_name, &id);
+		if (r == -ERANGE) {
+			set_err(err, errlen, "%s/" DEV_DIR "/%s: block number larger than the kernel's 32-bit device id",
+				root_prefix(p), de->d_name);
+			return -EINVAL;
+		}
+		if (r < 0)
 			continue; /* block_size_bytes, probe, power, uevent, ... */
 		if (id > max_id) {
 			set_err(err, errlen, "%s/" DEV_DIR "/%s: block address overflows 64 bits",
@@ -404,7 +410,14 @@ int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size
 			struct mem_block *b;
 			uint64_t id;
 
-			if (hp_parse_block_name(de->d_name, &id) < 0)
+			r = hp_parse_block_name(de->d_name, &id);
+			if (r == -ERANGE) {
+				set_err(err, errlen,
+					"%s/" FW_DIR "/%s: block number larger than the kernel's 32-bit device id",
+					root_prefix(p), de->d_name);
+				return -EINVAL;
+			}
+			if (r < 0)
 				continue;
 			if (id > max_id) {
 				set_err(err, errlen,
@@ -449,6 +462,10 @@ int hp_discover_block(struct hp_path *p, uint64_t id, struct mem_block *out, cha
 	bool present = false, in_fw = false;
 	int r;
 
+	if (id > MEM_BLOCK_ID_MAX) { /* the kernel has no such block (32-bit device ids) */
+		set_err(err, errlen, "memory%" PRIu64 ": no such block (block ids are 32 bits)", id);
+		return -ENOENT;
+	}
 	snprintf(name, sizeof(name), "memory%" PRIu64, id);
 	block_init(&blk, id);
 

@@ -53,6 +53,7 @@ int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size
 int hp_discover_block(struct hp_path *p, uint64_t id, struct mem_block *out,
 		      char *err, size_t errlen);
 
-/* Parses a memoryN directory name: 0 and *id, or -EINVAL (also for
- * "memory05": the kernel never pads, A3). */
+/* Parses a memoryN directory name: 0 and *id, -EINVAL (also for
+ * "memory05": the kernel never pads, A3), or -ERANGE for an N over
+ * MEM_BLOCK_ID_MAX (the kernel's device ids are 32 bits). */
 int hp_parse_block_name(const char *name, uint64_t *id);

@@ -183,9 +183,11 @@ static int parse_block(const struct ctx *c, const json_t *j, uint64_t block_size
 	    (r = get_str(c, j, "zones", zones, sizeof(zones))) < 0)
 		return r;
 	b->zones = mem_zones_parse(zones);
-	b->id = id;
 	if (block_size && id > (uint64_t)INT64_MAX / block_size) /* "start" is a JSON integer: int64 */
 		return bad(c, "id", "too large for the block size");
+	if (id > MEM_BLOCK_ID_MAX)
+		return bad(c, "id", "larger than a block id (the kernel's 32-bit device id)");
+	b->id = (uint32_t)id;
 	if (has_start && block_size && start != id * block_size)
 		return bad(c, "start", "does not match id * block_size");
 	if (!b->in_firmware && !b->configured)
@@ -274,12 +276,14 @@ int blockjson_to_table(const json_t *j, struct mem_table **out, char *err, size_
 			return bad(&bc, "count", "expected 1 or more, at most 2^24 blocks in the whole table");
 		if (tmp.id + count - 1 < tmp.id || (tmp.id + count - 1) > (uint64_t)INT64_MAX / block_size)
 			return bad(&bc, "count", "the run goes past the end of the address space");
+		if (tmp.id + count - 1 > MEM_BLOCK_ID_MAX)
+			return bad(&bc, "count", "the run goes past the last block id (the kernel's 32-bit device id)");
 		for (uint64_t k = 0; k < count; k++) {
 			b = mem_table_add(t, tmp.id + k);
 			if (!b)
 				return -ENOMEM;
 			*b = tmp;
-			b->id = tmp.id + k;
+			b->id = (uint32_t)(tmp.id + k);
 		}
 	}
 	mem_table_sort(t);

@@ -357,24 +357,24 @@ static inline void check_tree_block(struct rule_env *e, const struct mem_block *
 {
 	char rel[128], buf[64];
 
-	snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64, m->id);
+	snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64, (uint64_t)m->id);
 	assert_int_equal(tree_exists(e, rel), m->configured);
 	if (m->configured) {
-		snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64 "/state", m->id);
+		snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64 "/state", (uint64_t)m->id);
 		assert_int_equal(tree_read(e, rel, buf, sizeof(buf)), 0);
 		assert_string_equal(buf, mem_state_name(m->state));
-		snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64 "/online", m->id);
+		snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64 "/online", (uint64_t)m->id);
 		assert_int_equal(tree_read(e, rel, buf, sizeof(buf)), 0);
 		assert_string_equal(buf, m->state == MEM_STATE_OFFLINE ? "0" : "1");
-		snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64 "/valid_zones", m->id);
+		snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64 "/valid_zones", (uint64_t)m->id);
 		assert_int_equal(tree_read(e, rel, buf, sizeof(buf)), 0);
 		assert_string_equal(buf, MEM_ZONES_TEXT(m->zones));
 	}
 	if (m->in_firmware) {
-		snprintf(rel, sizeof(rel), "sys/firmware/memory/memory%" PRIu64 "/config", m->id);
+		snprintf(rel, sizeof(rel), "sys/firmware/memory/memory%" PRIu64 "/config", (uint64_t)m->id);
 		assert_int_equal(tree_read(e, rel, buf, sizeof(buf)), 0);
 		assert_string_equal(buf, m->configured ? "1" : "0");
-		snprintf(rel, sizeof(rel), "sys/firmware/memory/memory%" PRIu64 "/memmap_on_memory", m->id);
+		snprintf(rel, sizeof(rel), "sys/firmware/memory/memory%" PRIu64 "/memmap_on_memory", (uint64_t)m->id);
 		assert_int_equal(tree_read(e, rel, buf, sizeof(buf)), 0);
 		assert_string_equal(buf, m->memmap_on_memory ? "1" : "0");
 	}

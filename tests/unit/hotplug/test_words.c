@@ -94,7 +94,7 @@ static void test_zone_lists(void **state)
 	assert_string_equal(mem_zones_format(z, buf, sizeof(buf)), "DMA DMA32 Normal Highmem Movable Device none Normal");
 	assert_string_equal(mem_zones_format(z, buf, 10), "DMA DMA32");
 	assert_string_equal(mem_zones_format(z, buf, 12), "DMA DMA32");
-	assert_int_equal(sizeof(struct mem_block), 24);
+	assert_int_equal(sizeof(struct mem_block), 16);
 }
 
 static void test_memmap_spellings(void **state)

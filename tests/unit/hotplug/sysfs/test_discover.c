@@ -282,7 +282,7 @@ static void test_block_names_A3(void **state)
 	assert_int_equal(hp_parse_block_name("memory", &id), -EINVAL);
 	assert_int_equal(hp_parse_block_name("memory1a", &id), -EINVAL);
 	assert_int_equal(hp_parse_block_name("memory_tiers", &id), -EINVAL);
-	assert_int_equal(hp_parse_block_name("memory99999999999999999999", &id), -EINVAL);
+	assert_int_equal(hp_parse_block_name("memory99999999999999999999", &id), -ERANGE);
 
 	gt_machine(root, 2, 0, 0);
 	gt_put(root, "sys/devices/system/memory/memory05/state", "online\n");
@@ -300,7 +300,24 @@ static void test_block_id_overflow(void **state)
 	gt_machine(root, 1, 0, 0);
 	gt_dev_block(root, UINT64_MAX / (128ull << 20) + 1, "offline", "Normal", -1);
 	assert_int_equal(discover_err(root, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "overflows"));
+	assert_non_null(strstr(err, "larger than the kernel's 32-bit device id"));
+}
+
+/* A row keeps 32 bits of id, the kernel's device id: one more is an error
+ * that names the block, never a block cut short to another's id. */
+static void test_block_id_32_bits(void **state)
+{
+	const char *root = *state;
+	char err[256];
+	uint64_t id;
+
+	assert_int_equal(hp_parse_block_name("memory4294967295", &id), 0);
+	assert_int_equal(id, UINT32_MAX);
+	assert_int_equal(hp_parse_block_name("memory4294967296", &id), -ERANGE);
+	gt_machine(root, 1, 0, 0);
+	gt_fw_block(root, UINT64_C(1) << 32, 0, 1);
+	assert_int_equal(discover_err(root, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "memory4294967296: block number larger than the kernel's 32-bit device id"));
 }
 
 static void test_read_block(void **state)
@@ -496,6 +513,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed_attributes_EINVAL, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_names_A3, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_id_overflow, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_block_id_32_bits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_block, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_block_x86_C0, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_blocks, setup, teardown),

@@ -178,9 +178,15 @@ static void test_rejects_bad_input(void **state)
 	expect_bad("{\"block_size\":134217728,\"has_firmware\":true,\"blocks\":[{\"id\":121474836248,"
 		   "\"in_firmware\":true,\"configured\":true,\"state\":\"online\"}]}",
 		   "blocks[0].id: too large for the block size");
-	expect_bad("{\"block_size\":134217728,\"has_firmware\":true,\"blocks\":[{\"id\":68719476735,"
+	expect_bad("{\"block_size\":134217728,\"has_firmware\":true,\"blocks\":[{\"id\":4294967296,"
+		   "\"in_firmware\":true,\"configured\":true,\"state\":\"online\"}]}",
+		   "blocks[0].id: larger than a block id (the kernel's 32-bit device id)");
+	expect_bad("{\"block_size\":1099511627776,\"has_firmware\":true,\"blocks\":[{\"id\":8388607,"
 		   "\"in_firmware\":true,\"configured\":true,\"state\":\"online\",\"count\":2}]}",
-		   "blocks[0].count: the run goes past");
+		   "blocks[0].count: the run goes past the end of the address space");
+	expect_bad("{\"block_size\":134217728,\"has_firmware\":true,\"blocks\":[{\"id\":4294967295,"
+		   "\"in_firmware\":true,\"configured\":true,\"state\":\"online\",\"count\":2}]}",
+		   "blocks[0].count: the run goes past the last block id");
 	expect_bad("{\"block_size\":128,\"has_firmware\":false,\"blocks\":[{" OKB "}]}", "no firmware (C0)");
 	expect_bad("{\"block_size\":128,\"has_firmware\":true,\"auto_online_blocks\":5,\"blocks\":[]}",
 		   "auto_online_blocks: expected a string");
