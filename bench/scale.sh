@@ -112,6 +112,10 @@ for m in ${BENCH_SCALE_MACHINES-1000 65536 262144}; do
 		continue
 	fi
 	fig "startup_s@sim$m" "$UP" s
+	# memory at ready: the live table and the backend's own per-block state
+	# (a row 16 B, the sim watch's record 4 B); the per-block figure is the
+	# difference between two machine sizes, below
+	fig "ready_rss_kb@sim$m" "$(rss_kb "$DPID")" kB
 	# the median of three of each, one block operation at a time
 	g= v=
 	for _ in 1 2 3; do
@@ -313,5 +317,10 @@ target "RSS after $C cycles of $n / after the first <= 1.1x" "$(ratio "$(val "rs
 target "idle RSS <= 6144 kB" "$(val rss_idle_kb@cycles)" 6144 rss_idle_kb@cycles
 target "idle Pss_Anon <= 1024 kB" "$(val pss_anon_idle_kb@cycles)" 1024 pss_anon_idle_kb@cycles
 target "idle threads <= 4" "$(val threads_idle@cycles)" 4 threads_idle@cycles
+rb=$(val "ready_rss_kb@sim$big") rs=$(val "ready_rss_kb@sim$small")
+if [ -n "$rb" ] && [ -n "$rs" ]; then
+	fig "ready_bytes_per_block@sim$big" "$(awk -v a="$rb" -v b="$rs" -v n=$((big - small)) 'BEGIN { printf "%.1f", (a - b) * 1024 / n }')" B
+	target "memory at ready per block (RSS at $big blocks less at $small) <= 24 B" "$(val "ready_bytes_per_block@sim$big")" 24 "ready_rss_kb@sim$big" "ready_rss_kb@sim$small"
+fi
 target "start-up to ready at $big blocks, sim <= 0.5 s" "$(val startup_s@sim$big)" 0.5 startup_s@sim$big
 target "start-up to ready at $big blocks, tree <= 3 s" "$(val startup_s@tree$big)" 3 startup_s@tree$big
