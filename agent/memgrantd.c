@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "lib/timeutil.h"
 #include "lib/sdnotify.h"
+#include "lib/size.h"
 #include "lib/util.h"
 #include "providers/api.h"
 #include "providers/channel.h"
@@ -301,6 +302,36 @@ static int helper_path(char *buf, size_t len)
  * and the API socket's directory to agent.user, becomes that user without
  * capabilities, and loads its seccomp filter.
  */
+/* Says once, at start, which memory interface the kernel offers and so what
+ * a grant can bring up: without sys/firmware/memory (C0) there is no
+ * standby memory, only blocks the kernel has and keeps offline. */
+static void log_memory_interface(struct engine *d, const struct mg_log *log)
+{
+	struct engine_blocks eb;
+	size_t standby = 0, offline = 0;
+	char sz[16];
+
+	if (engine_blocks(d, &eb) < 0)
+		return;
+	for (size_t i = 0; i < eb.table->n; i++) {
+		const struct mem_block *b = &eb.table->blocks[i];
+
+		standby += mem_block_is_standby(b);
+		offline += b->configured && b->state == MEM_STATE_OFFLINE;
+	}
+	if (eb.table->has_firmware) {
+		size_format(standby * eb.table->block_size, sz, sizeof(sz));
+		log_notice(log, "memory interface: sys/firmware/memory (s390 standby memory): %s standby in %zu block%s "
+			   "for grants", sz, standby, standby == 1 ? "" : "s");
+	} else {
+		size_format(offline * eb.table->block_size, sz, sizeof(sz));
+		log_notice(log, "memory interface: no sys/firmware/memory (no standby memory on this kernel): grants can "
+			   "only online blocks the kernel keeps offline, %s in %zu block%s now", sz, offline,
+			   offline == 1 ? "" : "s");
+	}
+	engine_blocks_done(&eb);
+}
+
 static int drop_privileges(const struct mg_config *cfg, const struct mg_log *log, pid_t helper_pid)
 {
 	char err[512] = "";
@@ -558,6 +589,7 @@ int main(int argc, char **argv)
 		}
 	}
 	m.watchdog_fd = watchdog_timer();
+	log_memory_interface(m.d, &log);
 	log_notice(&log, "memgrantd %s ready, API on %s", MEMGRANT_VERSION, m.cfg->agent.api_socket);
 	sdn_notify("READY=1");
 	notify_status(&m);
