@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* JOURNAL_STREAM is "dev:ino" of the stream journald gave us; trust it only
  * when it still is our stderr (a child of ours may have inherited it). */
@@ -50,8 +51,19 @@ static void log_vfields(const struct mg_log *l, int prio, const struct log_field
 		return;
 	if (l->journal)
 		fprintf(stderr, "<%d>%s\n", prio, line);
-	else
-		fprintf(stderr, "%s: %s%s\n", l->ident, prio_word(prio), line);
+	else {
+		/* journald and syslog stamp each line themselves; a terminal or a
+		 * file does not: UTC to the millisecond, as events' "time" */
+		struct timespec now;
+		struct tm tm;
+		char when[64] = "";
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (gmtime_r(&now.tv_sec, &tm))
+			snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ ", tm.tm_year + 1900,
+				 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000);
+		fprintf(stderr, "%s%s: %s%s\n", when, l->ident, prio_word(prio), line);
+	}
 }
 
 void log_msg(const struct mg_log *l, int prio, const char *fmt, ...)

@@ -10,7 +10,8 @@
  *   that each entry carries the fields below as journal fields;
  * - otherwise stderr: under journald (JOURNAL_STREAM names stderr) each line
  *   starts with a syslog priority prefix "<3>" so journald keeps the level;
- *   elsewhere lines are plain "memgrantd: error: ...".  Fields are not
+ *   elsewhere lines are plain "2026-12-06T07:05:11.123Z memgrantd: error: ..."
+ *   (UTC, as journald would stamp them).  Fields are not
  *   printed there: the message says everything in words.
  *
  * Fields are typed (log_f_grant(), log_f_block(), ...), so a caller cannot

@@ -16,7 +16,7 @@ once_in_log() {
 SIM_ONLINE=1G SIM_STANDBY=512M write_config
 start_daemon
 stop_daemon
-once_in_log '^memgrantd: memory interface: sys/firmware/memory (s390 standby memory): 512M standby in 4 blocks for grants$'
+once_in_log '^[0-9T:.-]*Z memgrantd: memory interface: sys/firmware/memory (s390 standby memory): 512M standby in 4 blocks for grants$'
 start_daemon
 $CTL grant 512M --id g-1 --wait > /dev/null || fail "g-1"
 $CTL grant 128M --id g-2 --wait 2> "$T/err" && fail "g-2 granted with no standby left"
@@ -30,7 +30,7 @@ $MEMGRANTCTL sim init "$SIM" --online 1G --standby 512M --block-size 128M --no-f
 SIM_ONLINE=1G SIM_STANDBY=512M write_config
 sed -i 's/^    block_size: .*/&\n    has_firmware: false/' "$T/memgrant.yaml"
 start_daemon
-once_in_log '^memgrantd: memory interface: no sys/firmware/memory (no standby memory on this kernel): grants can only online blocks the kernel keeps offline, 512M in 4 blocks now$'
+once_in_log '^[0-9T:.-]*Z memgrantd: memory interface: no sys/firmware/memory (no standby memory on this kernel): grants can only online blocks the kernel keeps offline, 512M in 4 blocks now$'
 $CTL grant 512M --id g-1 --wait > /dev/null || fail "g-1 without firmware"
 $CTL grant 128M --id g-2 --wait 2> "$T/err" && fail "g-2 granted with nothing offline"
 grep -q 'rejected: 128M requested, 0B offline available (no standby memory interface: this kernel has no sys/firmware/memory, and it keeps no block offline)$' "$T/err" ||
@@ -63,7 +63,7 @@ backend:
   root: $TREE
 YAML
 start_daemon
-once_in_log '^memgrantd: memory interface: no sys/firmware/memory (no standby memory on this kernel): grants can only online blocks the kernel keeps offline, 0B in 0 blocks now$'
+once_in_log '^[0-9T:.-]*Z memgrantd: memory interface: no sys/firmware/memory (no standby memory on this kernel): grants can only online blocks the kernel keeps offline, 0B in 0 blocks now$'
 $CTL grant 128M --id g-1 --wait 2> "$T/err" && fail "g-1 granted on a tree with nothing offline"
 grep -q 'rejected: 128M requested, 0B offline available (no standby memory interface: this kernel has no sys/firmware/memory, and it keeps no block offline)$' "$T/err" ||
 	fail "g-1 on the tree: $(cat "$T/err")"
