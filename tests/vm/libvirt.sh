@@ -313,38 +313,39 @@ echo "MemTotal at boot $MT0 kB, MemAvailable $(memavail_kb $DOM) kB, block ${BSM
 
 # --- the service ----------------------------------------------------------------------------
 serve_cfg() { # FILE MAX [LAW]
-	local cool="grow_cooldown: 2s
-    shrink_cooldown: 5s"
+	# the shipped packaging/memgrant-host.yaml, its defaults as they are;
+	# only what names this host changes: the session daemon's URI, the
+	# test's folders, no host reserve (the test machine's memory is not the
+	# point), one domain with the virtio-mem device's size as its max
+	local law=${3:-memgrant} extra=""
 	# MoM decides every 15 s
-	[ "${3:-memgrant}" = mom ] && cool="grow_cooldown: 15s
-    shrink_cooldown: 15s"
-	cat > "$1" <<YAML
-connect: "$URI"
-state_dir: $S/hs
-events: $S/events.jsonl
-interval: 1s
-host: {reserve: 0, budget: 2G}
-defaults: {hypervisor: auto, max: 0}
-domains:
-  $DOM:
-    hypervisor: virtio-mem
-    law: ${3:-memgrant}
-    min: 0
-    max: $2
-    step: 128M
-    shrink_step: 1G
-    reserve: 256M
-    $cool
-    slack_after: 1h
-    online_deadline: 30s
-    zone: movable
-YAML
+	[ "$law" = mom ] && extra=", grow_cooldown: 15s, shrink_cooldown: 15s"
+	python3 - packaging/memgrant-host.yaml "$1" "$URI" "$S" "$DOM" "law: $law, max: $2$extra" <<'PY' ||
+import re, sys
+src, dst, uri, s, dom, pol = sys.argv[1:7]
+text = open(src).read()
+subs = [
+    (r"(?m)^connect: .*$", 'connect: "%s"' % uri),
+    (r"(?m)^state_dir: .*$", "state_dir: %s/hs" % s),
+    (r"(?m)^events: .*$", "events: %s/events.jsonl" % s),
+    (r"(?m)^metrics_file: .*$", "metrics_file: %s/hs/metrics.prom" % s),
+    (r"(?m)^  reserve: 2G .*$", "  reserve: 0"),
+    (r"(?m)^  budget: 0 .*$", "  budget: 2G"),
+    (r"(?m)^domains: \{\}$", "domains:\n  %s: {%s}" % (dom, pol)),
+]
+for pat, rep in subs:
+    text, n = re.subn(pat, lambda m: rep, text)
+    if n != 1:
+        sys.exit("packaging/memgrant-host.yaml: %r matched %d times" % (pat, n))
+open(dst, "w").write(text)
+PY
+		fail "cannot derive the service's config from packaging/memgrant-host.yaml"
 	chown $RUN_UID:$RUN_GID "$1"
 }
 serve_cfg "$S/serve.yaml" 512M
 serve_cfg "$S/serve-max0.yaml" 0
 
-step "memgrant-host serve as uid $RUN_UID (policy: max 512M, reserve 256M, shrink_step 1G, zone movable)"
+step "memgrant-host serve as uid $RUN_UID (packaging/memgrant-host.yaml as shipped; the domain max 512M)"
 serve_start "$S/serve.yaml"
 ev 30 domain.added domain=$DOM
 ev 30 channel.up domain=$DOM
@@ -388,8 +389,8 @@ set -- $HB
 for b in $HB; do [ "${b#*:}" = Movable ] || fail "block ${b%%:*} is in ${b#*:}, the policy's zone is movable"; done
 [ "$(agent_granted $DOM)" = "$G1" ] || fail "the agent reports $(agent_granted $DOM) granted, the service $G1"
 
-# --- 2. the hog exits -> offer -> revoke -> unplug ------------------------------------------------
-step "the hog exits: the agent offers, the service revokes and unplugs"
+# --- 2. the hog exits -> offer -> revoke -> SIGKILL -> restart -> unplug --------------------------
+step "the hog exits: the agent offers, the service revokes; SIGKILL between the revocation and the unplug"
 t_free=$(date +%s%N)
 g $DOM "rm -f /hog/fill; grep MemAvailable /proc/meminfo"
 ev 60 decision domain=$DOM action=shrink; e=$EV
@@ -397,12 +398,19 @@ echo "$e"
 echo "$e" | grep -Eq '"why":"shrink [0-9.]+[MG]: offer' || fail "the shrink was not on the guest's offer: $e"
 echo "decision $(ms "$t_free") ms after the hog exited"
 ev 30 revoke.offline domain=$DOM; e=$EV
+serve_stop KILL
 echo "$e"
+J2=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j.get("phase"), j.get("granted"), json.dumps(j.get("counts", {}), sort_keys=True))' "$S/hs/$DOM.serve.json" 2>&1)
+echo "killed after the revocation; journal: phase, granted, counts: $J2; device current/requested $(vm_current $DOM)"
+step "restart: the service unplugs what the guest gave back, its counters kept"
+serve_start "$S/serve.yaml"
 # the guest keeps the headroom of its last allocation burst while it fades
 # (docs/autoscaling.md): the rest may come back in a second offer
 ev 90 unplugged domain=$DOM plugged=0; e=$EV
 echo "$e"
 echo "all unplugged $(ms "$t_free") ms after the hog exited; shrinks: $(sfield $DOM counts.shrinks)"
+[ "$(sfield $DOM counts.shrinks)" -ge 1 ] && [ "$(sfield $DOM counts.grows)" -ge 1 ] ||
+	fail "the counters did not survive the SIGKILL: grows $(sfield $DOM counts.grows), shrinks $(sfield $DOM counts.shrinks)"
 MT2=$(memtotal_kb $DOM)
 echo "MemTotal $MT2 kB; virtio-mem current/requested $(vm_current $DOM); hot blocks online: '$(hot_blocks $DOM $FIRST_HOT)'"
 [ "$MT2" = "$MT0" ] || fail "MemTotal $MT2 kB after the revocation, $MT0 at boot"
