@@ -31,6 +31,9 @@ SIM_ONLINE=1G SIM_STANDBY=512M write_config
 sed -i 's/^    block_size: .*/&\n    has_firmware: false/' "$T/memgrant.yaml"
 start_daemon
 once_in_log '^[0-9T:.-]*Z memgrantd: memory interface: no sys/firmware/memory (no standby memory on this kernel): grants can only online blocks the kernel keeps offline, 512M in 4 blocks now$'
+# the blocks kept offline are what a grant can take, not memory half-way
+$CTL status --json | python3 -c 'import json,sys; m=json.load(sys.stdin)["memory"]; sys.exit(not (m["in_flight_bytes"] == 0 and m["standby_bytes"] == 512 << 20 and m["online_bytes"] + m["standby_bytes"] == m["total_bytes"]))' ||
+	fail "status without firmware: $($CTL status --json | tr -d '\n' | grep -o '"memory":{[^}]*}')"
 $CTL grant 512M --id g-1 --wait > /dev/null || fail "g-1 without firmware"
 $CTL grant 128M --id g-2 --wait 2> "$T/err" && fail "g-2 granted with nothing offline"
 grep -q 'rejected: 128M requested, 0B offline available (no standby memory interface: this kernel has no sys/firmware/memory, and it keeps no block offline)$' "$T/err" ||
