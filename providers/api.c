@@ -609,6 +609,9 @@ void api_stop(struct api *a)
 			break;
 		usleep(10000);
 	}
+	pthread_mutex_lock(&a->lock);
+	a->guard_exit = true;
+	pthread_mutex_unlock(&a->lock);
 	(void)!write(a->wakefd, &one, sizeof(one));
 	if (a->guard_started)
 		pthread_join(a->guard, NULL);

@@ -107,7 +107,8 @@ struct api {
 	uint64_t next_id;
 	unsigned n_conns[API_CLASSES], n_streams[API_CLASSES], n_pending[API_CLASSES];
 	struct api_ratelog refused_log, evicted_log, deadline_log;
-	bool stopping;
+	bool stopping;                     /* streams end once drained */
+	bool guard_exit;                   /* the guard leaves: streams drained */
 	int epfd;                          /* WAKEFD, the listening socket, pending
 					    * connections, suspended streams */
 	int wakefd;

@@ -347,7 +347,9 @@ void *api_guard_main(void *arg)
 		bool stop, listen_ready = false;
 
 		pthread_mutex_lock(&a->lock);
-		stop = a->stopping;
+		/* not a->stopping: the streams resumed by api_stop() still need
+		 * MHD_run() below to send their last events and their end */
+		stop = a->guard_exit;
 		for (int k = 0; k < n; k++) {
 			uint64_t id = evs[k].data.u64, count;
 			if (id == 0) { /* the wake eventfd */

@@ -29,6 +29,7 @@
 #include "lib/timeutil.h"
 #include "lib/util.h"
 #include "lib/wire/message.h"
+#include "lib/wire/report_json.h"
 #include "providers/views/views_json.h"
 
 /* --- inventory ----------------------------------------------------------------- */
@@ -297,6 +298,44 @@ static void log_skips(struct https_provider *p, const struct https_batch *b, uin
 	p->skip_fp = fp;
 }
 
+/*
+ * The control plane hears about a request the agent applied nothing for
+ * (docs/protocol.md, "Generations"): a replay gets the status recorded for
+ * its generation; a stale generation, an id already used or a generation
+ * too far ahead (a control plane rolled back to an older copy sends new ids
+ * at old generations) gets `rejected` naming why.  Queued on the outbox, so
+ * the sender posts it in order with the other statuses.
+ */
+static void answer_unapplied(struct https_provider *p, const struct engine_verdict *v, const struct msg *m)
+{
+	_cleanup_report_ struct report rej = { 0 };
+	_cleanup_json_ json_t *doc = NULL;
+	const struct report *rep = v->report;
+	int r;
+
+	if (v->kind == ENGINE_REJECTED && !v->recorded &&
+	    (v->err == -ESTALE || v->err == -EEXIST || v->err == -ERANGE)) {
+		snprintf(rej.id, sizeof(rej.id), "%s", m->id);
+		snprintf(rej.source, sizeof(rej.source), "%s", SOURCE);
+		rej.agent = p->agent_id;
+		rej.generation = m->generation;
+		rej.kind = m->type;
+		rej.state = MSG_STATE_REJECTED;
+		rej.requested_bytes = m->target == MSG_BY_SIZE ? m->size : 0;
+		snprintf(rej.error_code, sizeof(rej.error_code), "%s", v->error.code);
+		snprintf(rej.error_message, sizeof(rej.error_message), "%s", v->error.message);
+		rep = &rej;
+	} else if (v->kind != ENGINE_REPLAY || !rep) {
+		return;
+	}
+	doc = report_to_json(rep);
+	r = doc ? views_outbox_push(p->d, SOURCE, doc) : -ENOMEM;
+	if (r < 0)
+		log_warn(p->log, "https poll: cannot queue the %s status of %s (generation %llu) for the control plane: %s",
+			 v->kind == ENGINE_REPLAY ? "recorded" : "rejected", m->id, (unsigned long long)m->generation,
+			 strerror(-r));
+}
+
 /* Hands the grants of RESP to the engine, the lowest generations first, at
  * most HTTPS_BATCH_MAX.  *CURSOR rises to each generation handled (accepted,
  * replayed, or refused for good), never to one that failed validation nor
@@ -337,6 +376,10 @@ static int take_grants(struct https_provider *p, const struct response *resp, ui
 				 e->id[0] ? e->id : "no id", err.message);
 			continue;
 		}
+		/* what answer_unapplied() names: engine_submit() takes M */
+		struct msg said = { .type = m->type, .generation = m->generation, .target = m->target,
+				    .size = m->size };
+		snprintf(said.id, sizeof(said.id), "%s", m->id);
 		if (engine_submit(p->d, p->source, m, &v) < 0)
 			break;
 		if (v.kind == ENGINE_REJECTED && (v.err == -ESHUTDOWN || v.err == -ENOBUFS)) {
@@ -358,6 +401,7 @@ static int take_grants(struct https_provider *p, const struct response *resp, ui
 			log_warn(p->log, "https poll: grants[%zu] (%s) not applied (%s): %s", e->index,
 				 e->id[0] ? e->id : "no id", v.error.code, v.error.message);
 		}
+		answer_unapplied(p, &v, &said);
 		engine_verdict_done(&v);
 	}
 	if (b.n_deferred)

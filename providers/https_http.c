@@ -278,6 +278,25 @@ static int tls_refresh(struct https_provider *p, struct conn *c, char *why, size
 			cred_free(buf[i], len[i]);
 		return r;
 	}
+	if (c->tls_loaded && buf[1] && buf[2]) {
+		char pwhy[256];
+
+		r = https_pair_check(buf[1], len[1], buf[2], len[2], pwhy, sizeof(pwhy));
+		if (r == -EINVAL) {
+			/* half written, or of another pair: the old set stays in
+			 * use; read again at the next request (tls_gen unchanged),
+			 * so the completed files are taken without another reload */
+			if (c->tls_refused_gen != gen)
+				log_warn(p->log, "https %s: after the reload, cert_file %s and key_file %s: %s; still "
+					 "using the certificate and key read before, until both files are complete",
+					 c->name, path[1], path[2], pwhy);
+			c->tls_refused_gen = gen;
+			for (size_t i = 0; i < 3; i++)
+				cred_free(buf[i], len[i]);
+			return 0;
+		}
+		c->tls_refused_gen = 0;
+	}
 	if (c->tls_loaded) {
 		c->fresh = true;
 		log_info(p->log, "https %s: credential files read again after a reload; the next connection uses them",

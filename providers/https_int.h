@@ -55,6 +55,7 @@ struct conn {
 	size_t tls_len[3];
 	bool tls_loaded;
 	unsigned tls_gen;
+	unsigned tls_refused_gen;       /* a reload's pair refused (logged once), 0 none */
 	/* the CA handed to curl by path when the agent can read it itself: the
 	 * multi handle keeps the parsed store (CURLOPT_CA_CACHE_TIMEOUT) and a
 	 * change of the file is seen by its stat, not by parsing it again */
@@ -138,6 +139,9 @@ void https_succeeded(struct https_provider *p, struct conn *c);
 uint32_t https_rand(struct conn *c);
 void https_token_clear(struct conn *c);
 void https_tls_clear(struct conn *c);
+/* 0 when CERT and KEY (PEM, the files' contents) both parse and KEY is
+ * CERT's; -EINVAL (or -ENOSYS without libcrypto) with WHY saying which. */
+int https_pair_check(const char *cert, size_t cert_len, const char *key, size_t key_len, char *why, size_t whylen);
 /* Does METHOD URL with BODY (NULL: none) and IDEMPOTENCY_KEY (NULL: none).
  * 0 with RESP filled (a transport failure is RESP->cc != CURLE_OK), or -errno
  * for a local problem (out of memory, token file) described in WHY. */

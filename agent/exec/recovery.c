@@ -124,6 +124,20 @@ static int recover_intent(struct engine *e, const struct intentlog_intent *it, u
 				 it->op, (unsigned long long)tg->block, b.memmap_on_memory, tg->memmap);
 			continue;
 		}
+		if (!up && e->opened.lost && fate == FATE_UNTOUCHED && jb.grant_id[0]) {
+			/* online again after the cut: the revocation may have taken
+			 * it and a later grant (records lost) brought it back; the
+			 * grant the journal names loses it, so nothing revokes it
+			 * twice: it is foreign until an operator adopts it */
+			n_refused++;
+			log_warn(&e->log, "%s: block %llu of its intent is online, but the journal lost records after "
+				 "the intent: maybe taken by it and brought back since; no longer counted as %s's",
+				 it->op, (unsigned long long)tg->block, jb.grant_id);
+			pthread_mutex_lock(&e->lock);
+			intentlog_remove_owned_block(e->journal, tg->block);
+			pthread_mutex_unlock(&e->lock);
+			continue;
+		}
 		if (fate == FATE_REFUSED) {
 			n_refused++;
 			log_warn(&e->log, "%s: block %llu of its intent is online but %s: not adopted", it->op,
@@ -409,7 +423,15 @@ static int requeue_unfinished(struct engine *e, size_t n_foreign, const char *li
 	for (size_t i = 0; i < n_refused; i++) {
 		char why[512];
 
-		if (e->opened.lost)
+		if (e->opened.lost && refused[i]->msg->type == MSG_REVOKE)
+			/* a revocation answered before the cut may have run whole:
+			 * sending it again would take that memory a second time */
+			snprintf(why, sizeof(why),
+				 "outcome unknown: the journal lost the records after it (cut, or an older copy), so it "
+				 "may have been applied before the cut; do not send it again before `memgrantctl lsmem` "
+				 "shows the memory it was to give back still online and owned%s%s",
+				 n_foreign ? "; blocks now foreign: " : "", n_foreign ? list : "");
+		else if (e->opened.lost)
 			snprintf(why, sizeof(why),
 				 "not resumed: the journal lost the records after it (cut, or an older copy), so it may "
 				 "have finished and others followed; send it again if still wanted%s%s",
@@ -423,6 +445,8 @@ static int requeue_unfinished(struct engine *e, size_t n_foreign, const char *li
 			snprintf(why, sizeof(why),
 				 "not resumed: blocks %s of grants were found given back, maybe by it (journal cut?); "
 				 "send it again if more memory should go back", rlist);
+		if (e->opened.lost && refused[i]->msg->type == MSG_REVOKE)
+			refused[i]->state = MSG_STATE_IN_PROGRESS; /* ends failed: not a refusal to send again */
 		refuse_resumed(e, refused[i], why);
 	}
 	free(refused);

@@ -75,6 +75,7 @@ class State:
         self.polls = []         # {agent, after, wait, answer}
         self.refused = []       # {what, code, reason}
         self.tls_errors = []
+        self.auths = set()      # every Authorization header received (what left the agent)
         self.connections = 0    # TCP connections accepted (keep-alive check)
         self.interfered = []    # {what, mode, t}: requests answered by a failure mode
         self.schema = schemacheck.load_schema()
@@ -99,6 +100,7 @@ class State:
                 "polls": self.polls[-200:], "n_polls": len(self.polls), "refused": self.refused,
                 "tls_errors": self.tls_errors, "connections": self.connections,
                 "interfered": self.interfered, "grants": self.grants, "schema": schemacheck.engine(),
+                "auths": sorted(self.auths),
             }
 
 
@@ -209,6 +211,9 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return True
+        if self.headers.get("Authorization"):
+            with st.cond:
+                st.auths.add(self.headers["Authorization"])
         if st.token is not None:
             auth = self.headers.get("Authorization", "")
             if auth != "Bearer " + st.token:

@@ -1,5 +1,4 @@
 #!/bin/sh
-# Not in make check yet: its waits race the agent's exit (see the note in docs/journal.md).
 # The state folder on a 512 KiB tmpfs of a mount namespace of its own, filled
 # while operations run (docs/journal.md, "When the journal cannot record"):
 #   1. a grant runs (slow blocks), a second one is accepted behind it; the
@@ -98,22 +97,22 @@ unfill
 start_daemon
 wait_state local-1 applied
 wait_state local-2 applied
-i=3
-while [ $i -lt $n ]; do # accepted behind them: recorded, and they run
-	wait_state local-$i applied
-	i=$((i + 1))
+k=3 # not i: wait_state counts its tries in i
+while [ $k -lt $n ]; do # accepted behind them: recorded, and they run
+	wait_state local-$k applied
+	k=$((k + 1))
 done
 $CTL grants --json | grep -q "\"local-$n\"" && fail "the refused local-$n is recorded"
-want=$((22 + n - 3))
-expect_eq "online blocks" "$(online_count)" $want
-expect_eq "online bytes" "$(online_bytes)" $((want << 27))
+online_want=$((22 + n - 3)) # not want: wait_state sets it
+expect_eq "online blocks" "$(online_count)" $online_want
+expect_eq "online bytes" "$(online_bytes)" $((online_want << 27))
 
 # 2. a revocation between its kernel steps and its result
-r=local-$((n + 1))
-$CTL revoke 384M > /dev/null || fail "revoke $r"
+r=local-$n # the refused grant's id was never recorded: it is given again
+$CTL revoke 384M --id $r > /dev/null || fail "revoke $r"
 follow $r
 i=0
-while [ "$(online_count)" -ge $want ]; do
+while [ "$(online_count)" -ge $online_want ]; do
 	i=$((i + 1)); [ $i -gt 300 ] && fail "the revocation took no block"; sleep 0.1
 done
 fill
@@ -121,14 +120,14 @@ fill
 # recorded (its report names every block, the journal's last page is full)
 expect_stopped $r
 expect_exit
-[ "$(online_count)" -eq $((want - 3)) ] || fail "$(online_count) blocks online after $r stopped, want $((want - 3))"
+[ "$(online_count)" -eq $((online_want - 3)) ] || fail "$(online_count) blocks online after $r stopped, want $((online_want - 3))"
 unfill
 start_daemon
 wait_state $r applied
-expect_eq "online blocks" "$(online_count)" $((want - 3))
+expect_eq "online blocks" "$(online_count)" $((online_want - 3))
 expect_eq "revoked" "$(jget "$($CTL grants $r --json)" applied_bytes)" $((384 << 20))
 owned=$($CTL grants --json | python3 -c 'import json,sys
 print(sum(g.get("owned_blocks") or 0 for g in json.load(sys.stdin)["grants"]))')
-expect_eq "owned blocks" "$owned" $((want - 3 - 16))
+expect_eq "owned blocks" "$owned" $((online_want - 3 - 16))
 stop_daemon
 echo ok

@@ -85,6 +85,13 @@ check_started() {
 	done
 	settle || case_fail "$c" "operations did not settle"
 	$CTL lsmem -a -o BLOCK,STATE,CONFIGURED,OWNER -J > "$T/after.json"
+	# the revocation between grants of the same blocks (rv1, then g4 takes
+	# one of its blocks back): what it reads, and the same request sent
+	# again must take nothing (answered from its record, or refused)
+	$CTL grants rv1 --json > "$T/rv1.json" 2>&1
+	$CTL revoke 256M --id rv1 --json > "$T/rv1.resend" 2>&1
+	settle || case_fail "$c" "operations did not settle after rv1 was sent again"
+	$CTL lsmem -a -o BLOCK,STATE,CONFIGURED,OWNER -J > "$T/after_rv1.json"
 	# a grant sent again, as a control plane does after a lost journal
 	$CTL grant 384M --id g1 --json > "$T/resend" 2>&1
 	res=$?
@@ -92,7 +99,7 @@ check_started() {
 	mkdir -p "$T/cases/$CASES"
 	printf '%s\n' "$c" > "$T/cases/$CASES/name"
 	echo "$res" > "$T/cases/$CASES/res"
-	mv "$T/after.json" "$T/resend" "$T/cases/$CASES/"
+	mv "$T/after.json" "$T/resend" "$T/rv1.json" "$T/rv1.resend" "$T/after_rv1.json" "$T/cases/$CASES/"
 	cp "$T/daemon.log" "$T/cases/$CASES/daemon.log"
 	kill -TERM "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null
@@ -249,6 +256,13 @@ for n in sorted(os.listdir(cases), key=int):
         errs.append("blocks %s named foreign but owned by a grant" % sorted(named & owned))
     if named - have:
         errs.append("blocks %s named foreign but not configured" % sorted(named - have))
+    rv = " ".join(open(d + "/rv1.json").read().split())
+    if '"state": "rejected"' in rv and "send it again" in rv:
+        errs.append("the revocation rv1, answered applied before the cut, reads rejected, send it again: " + rv[-200:])
+    rows2 = {int(b["block"]): b for b in blocks(d + "/after_rv1.json")}
+    have2 = {i for i, b in rows2.items() if i >= boot and b["configured"] == "yes"}
+    if "ENOENT" not in rv and have2 != have:
+        errs.append("rv1 sent again changed blocks %s (over-revoked)" % sorted(have ^ have2))
     r = " ".join(open(d + "/resend").read().split())
     res = open(d + "/res").read().strip()
     if unowned and "already used" not in r:
