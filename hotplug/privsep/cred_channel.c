@@ -206,6 +206,12 @@ static int open_root(void)
 
 int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen)
 {
+	/* O_NONBLOCK: a FIFO put there must not hang the helper */
+	return ph_open_walk(path, O_RDONLY | O_NOCTTY | O_NONBLOCK, out, why, whylen);
+}
+
+int ph_open_walk(const char *path, int flags, int *out, char *why, size_t whylen)
+{
 	char rest[PATH_MAX], link[PATH_MAX];
 	int dir = -1, r, links = 0;
 	size_t at = 0;
@@ -279,8 +285,7 @@ int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen)
 			continue;
 		}
 		if (last) {
-			/* O_NONBLOCK: a FIFO put there must not hang the helper */
-			*out = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+			*out = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW);
 			r = *out < 0 ? -errno : 0;
 			goto out;
 		}

@@ -62,6 +62,10 @@ int ph_cred_answer(int fd, const char *const *paths, size_t n, char *why, size_t
  * *OUT, or a negative errno (-EACCES: a folder another user may change, WHY
  * says which). */
 int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen);
+/* The same walk for any path root opens on the agent's behalf (the sim's
+ * file, the state folder): the last component is opened with FLAGS
+ * (O_PATH, O_RDONLY | O_DIRECTORY ...), never through a link of its own. */
+int ph_open_walk(const char *path, int flags, int *out, char *why, size_t whylen);
 
 /* The agent's end (thread-safe: one request at a time). */
 struct ph_cred_client {
