@@ -149,6 +149,7 @@ int main(int argc, char **argv)
 	/* memgrantd passes the credential channel only with a list */
 	if (creds.n > 0)
 		creds.fd = PH_CRED_FD;
+	creds.log = &log;
 	r = privhelper_serve(HELPER_FD, &creds, w, tree, why, sizeof(why));
 	if (r == 0)
 		return 0;
