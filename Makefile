@@ -253,7 +253,7 @@ check-hotplug: $(UNIT_HOTPLUG)
 	$(Q)BUILD=$(B) TEST_WRAPPER="$(TEST_WRAPPER)" tests/run.sh $(UNIT_HOTPLUG)
 
 demo: deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory -s all
 	$(Q)BUILD=$(B) tests/demo.sh
 
 # --- install -------------------------------------------------------------------

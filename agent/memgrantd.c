@@ -14,12 +14,15 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 
 #include "config/config.h"
 #include "lib/timeutil.h"
 #include "lib/sdnotify.h"
+#include "lib/size.h"
 #include "lib/util.h"
 #include "providers/api.h"
 #include "providers/channel.h"
@@ -301,6 +304,65 @@ static int helper_path(char *buf, size_t len)
  * and the API socket's directory to agent.user, becomes that user without
  * capabilities, and loads its seccomp filter.
  */
+/*
+ * Another memgrantd that answers on our API socket runs with this
+ * configuration: say who (its pid from the socket's peer credentials) and
+ * stop at once, before the helper lock would make this one wait for it.
+ * A socket file nobody listens on is what a killed agent leaves: not ours
+ * to judge here (api_start() replaces it).  1 when one runs, else 0.
+ */
+static int other_agent_runs(const struct mg_config *cfg, const struct mg_log *log)
+{
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cred = { 0 };
+	socklen_t len = sizeof(cred);
+	char pid[32] = "unknown pid";
+
+	if (fd < 0 || strlen(cfg->agent.api_socket) >= sizeof(sa.sun_path))
+		return 0;
+	memcpy(sa.sun_path, cfg->agent.api_socket, strlen(cfg->agent.api_socket) + 1);
+	/* EAGAIN: it listens, its backlog is full */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EAGAIN)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0)
+		snprintf(pid, sizeof(pid), "pid %d", (int)cred.pid);
+	log_err(log, "memgrantd is already running (%s): its API answers on %s, its state folder is %s; not starting "
+		"a second one (stop it first: systemctl stop memgrantd, or kill -TERM the pid; or give this one its "
+		"own agent.api_socket and agent.state_dir)", pid, cfg->agent.api_socket, cfg->agent.state_dir);
+	return 1;
+}
+
+/* Says once, at start, which memory interface the kernel offers and so what
+ * a grant can bring up: without sys/firmware/memory (C0) there is no
+ * standby memory, only blocks the kernel has and keeps offline. */
+static void log_memory_interface(struct engine *d, const struct mg_log *log)
+{
+	struct engine_blocks eb;
+	size_t standby = 0, offline = 0;
+	char sz[16];
+
+	if (engine_blocks(d, &eb) < 0)
+		return;
+	for (size_t i = 0; i < eb.table->n; i++) {
+		const struct mem_block *b = &eb.table->blocks[i];
+
+		standby += mem_block_is_standby(b);
+		offline += b->configured && b->state == MEM_STATE_OFFLINE;
+	}
+	if (eb.table->has_firmware) {
+		size_format(standby * eb.table->block_size, sz, sizeof(sz));
+		log_notice(log, "memory interface: sys/firmware/memory (s390 standby memory): %s standby in %zu block%s "
+			   "for grants", sz, standby, standby == 1 ? "" : "s");
+	} else {
+		size_format(offline * eb.table->block_size, sz, sizeof(sz));
+		log_notice(log, "memory interface: no sys/firmware/memory (no standby memory on this kernel): grants can "
+			   "only online blocks the kernel keeps offline, %s in %zu block%s now", sz, offline,
+			   offline == 1 ? "" : "s");
+	}
+	engine_blocks_done(&eb);
+}
+
 static int drop_privileges(const struct mg_config *cfg, const struct mg_log *log, pid_t helper_pid)
 {
 	char err[512] = "";
@@ -429,6 +491,10 @@ int main(int argc, char **argv)
 	/* under journald: entries with fields (GRANT_ID=, BLOCK=, ...), before
 	 * anything copies the logger */
 	log_journald_use(&log);
+	if (other_agent_runs(m.cfg, &log)) {
+		config_free(m.cfg);
+		return 1;
+	}
 	m.status_wanted = getenv("NOTIFY_SOCKET") != NULL;
 	if (!foreground && !m.status_wanted) {
 		/* classic daemon: detach, keep stderr for the few lines before */
@@ -558,6 +624,7 @@ int main(int argc, char **argv)
 		}
 	}
 	m.watchdog_fd = watchdog_timer();
+	log_memory_interface(m.d, &log);
 	log_notice(&log, "memgrantd %s ready, API on %s", MEMGRANT_VERSION, m.cfg->agent.api_socket);
 	sdn_notify("READY=1");
 	notify_status(&m);

@@ -299,6 +299,51 @@ static const char *scalar_text(struct ctx *c, int idx, const char *path)
 	return v;
 }
 
+/* Edit distance between A and B (insert, delete, replace, swap two
+ * neighbours), capped at 32 characters each: key names are short. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strnlen(a, 32), lb = strnlen(b, 32), d[33][33];
+
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	return d[la][lb];
+}
+
+/* The key of DEFS nearest to NAME, NULL when none is near enough to be a
+ * typing error (at most one edit in three characters). */
+static const char *nearest_key(const struct key_def *defs, const char *name)
+{
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX;
+
+	for (const struct key_def *d = defs; d->name; d++) {
+		size_t dist = edit_distance(name, d->name), longer = strlen(name);
+
+		if (strlen(d->name) > longer)
+			longer = strlen(d->name);
+		if (dist * 3 <= longer && dist < best_d) {
+			best = d->name;
+			best_d = dist;
+		}
+	}
+	return best;
+}
+
 static void walk_section(struct ctx *c, int idx, const struct key_def *defs, void *base,
 			 const char *path);
 
@@ -547,10 +592,12 @@ static void walk_section(struct ctx *c, int idx, const struct key_def *defs, voi
 				break;
 			}
 		if (!d) {
+			const char *near = nearest_key(defs, name);
 			char keys[512];
+
 			valid_keys(defs, keys, sizeof(keys));
-			cfg_err_at(c, p->key, "%s%sunknown key '%s' (valid keys: %s)", path,
-			       *path ? ": " : "", name, keys);
+			cfg_err_at(c, p->key, "%s%sunknown key '%s'%s%s%s (valid keys: %s)", path, *path ? ": " : "",
+				   name, near ? ": did you mean '" : "", near ? near : "", near ? "'?" : "", keys);
 			continue;
 		}
 		if (asprintf(&sub, "%s%s%s", path, *path ? "." : "", name) < 0) {

@@ -137,10 +137,12 @@ static void count_row(struct livetable *lt, const struct mem_block *row, int sig
 		c->online += d;
 		if (row->id >= lt->mark)
 			c->online_from_mark += d;
-	} else if (row->configured) {
+	} else if (row->configured && lt->t->has_firmware) {
 		c->in_flight += d;
 	}
-	if (mem_block_is_standby(row))
+	/* without sys/firmware/memory (C0) there is no configure step: a block
+	 * the kernel keeps offline is what a grant can take, not one half-way */
+	if (mem_block_is_standby(row) || (!lt->t->has_firmware && row->configured && row->state != MEM_STATE_ONLINE))
 		c->standby += d;
 }
 

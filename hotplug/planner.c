@@ -314,8 +314,14 @@ static int grant_by_size(const struct mem_table *t, enum plan_source src,
 
 	if (k > nc) {
 		size_format(nc * t->block_size, have, sizeof(have));
-		return reject(p, -ENOSPC, "%s requested, %s %s available", want, have,
-			      source_word(src));
+		/* with nothing at all to take, say why there is nothing */
+		return reject(p, -ENOSPC, "%s requested, %s %s available%s", want, have, source_word(src),
+			      nc ? ""
+			      : !t->has_firmware ? " (no standby memory interface: this kernel has no sys/firmware/memory, "
+						   "and it keeps no block offline)"
+			      : resolve_source(t, src) == PLAN_SOURCE_STANDBY ? " (no standby blocks left: every block "
+										"the hypervisor offers is configured)"
+			      : "");
 	}
 
 	/* The lowest run long enough keeps the grant physically contiguous;

@@ -10,7 +10,8 @@
  *   that each entry carries the fields below as journal fields;
  * - otherwise stderr: under journald (JOURNAL_STREAM names stderr) each line
  *   starts with a syslog priority prefix "<3>" so journald keeps the level;
- *   elsewhere lines are plain "memgrantd: error: ...".  Fields are not
+ *   elsewhere lines are plain "2026-12-06T07:05:11.123Z memgrantd: error: ..."
+ *   (UTC, as journald would stamp them).  Fields are not
  *   printed there: the message says everything in words.
  *
  * Fields are typed (log_f_grant(), log_f_block(), ...), so a caller cannot
@@ -27,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <syslog.h>
+#include <time.h>
 
 enum log_field_kind { LOG_F_GRANT_ID, LOG_F_BLOCK, LOG_F_STEP, LOG_F_ERRNO };
 
@@ -85,3 +87,7 @@ void log_fields(const struct mg_log *l, int prio, const struct log_field *f, siz
 #define log_notice(l, ...) log_msg(l, LOG_NOTICE, __VA_ARGS__)
 #define log_info(l, ...) log_msg(l, LOG_INFO, __VA_ARGS__)
 #define log_debug(l, ...) log_msg(l, LOG_DEBUG, __VA_ARGS__)
+
+/* NOW (CLOCK_REALTIME) as "2026-12-06T07:05:11.123Z", the stamp of a line
+ * on stderr; no libc time zone code (safe under the helper's filter). */
+void log_utc_stamp(struct timespec now, char *buf, size_t len);

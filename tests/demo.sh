@@ -5,7 +5,20 @@
 set -eu
 BUILD=${BUILD:-build}
 D=$(mktemp -d /tmp/memgrant-demo.XXXXXX)
-SOCK=$D/api.sock
+# The agent gives up root, as a package's does: run by root, the demo's agent
+# runs as nobody in two folders of its own (a package runs it as memgrant);
+# run by a user, as that user.  Its API group is one the agent's user is in.
+if [ "$(id -u)" = 0 ]; then
+	AGENT_USER=nobody
+	AGENT_GROUP=$(id -gn nobody)
+else
+	AGENT_USER=$(id -un)
+	AGENT_GROUP=$(id -gn)
+fi
+mkdir -m 0755 "$D/run" "$D/state"
+chmod 0755 "$D"
+[ "$(id -u)" = 0 ] && chown "$AGENT_USER:$AGENT_GROUP" "$D/run" "$D/state"
+SOCK=$D/run/api.sock
 CTL="$BUILD/memgrantctl --socket $SOCK"
 PID=
 cleanup() {
@@ -14,13 +27,19 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+# bold commands on a terminal only: a log or a pipe gets no escape codes
+if [ -t 1 ]; then
+	step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+else
+	step() { printf '\n$ %s\n' "$*"; }
+fi
 
 cat > "$D/memgrant.yaml" <<YAML
 agent:
   id: demo-guest
   state_dir: $D/state
-  user: $(id -un)   # a demo keeps its own user (a package runs as memgrant)
+  user: $AGENT_USER
+  api_group: $AGENT_GROUP
   api_socket: $SOCK
 backend:
   type: sim

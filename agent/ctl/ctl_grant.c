@@ -171,6 +171,38 @@ static int set_blocks(struct ctl_ctx *ctx, json_t *msg, const char *opt, const c
 	return 0;
 }
 
+/* revoke --grant ID: a grant memgrantd does not know is refused here, so
+ * that a typing error leaves no rejected revocation in the journal. */
+static int known_grant(const struct ctl_ctx *ctx, const char *id)
+{
+	_cleanup_free_ char *escaped = ctl_url_escape(id);
+	json_t *reply = NULL;
+	const char *kind;
+	char path[256];
+	long status = 0;
+	int r;
+
+	if (!escaped)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/v1/grants/%s", escaped);
+	r = ctl_request(ctx, "GET", path, NULL, &status, &reply);
+	if (r < 0)
+		return r;
+	kind = json_string_value(json_object_get(reply, "kind"));
+	if (status == 404)
+		r = -ENOENT;
+	else if (status != 200)
+		r = ctl_print_error_reply(status, reply);
+	else if (kind && !streq(kind, "grant"))
+		r = -EINVAL;
+	json_decref(reply);
+	if (r == -ENOENT)
+		ctl_err("no such grant: %s (memgrantctl grants lists them)", id);
+	else if (r == -EINVAL)
+		ctl_err("--grant %s: %s is a revocation, not a grant (memgrantctl grants lists them)", id, id);
+	return r;
+}
+
 int ctl_grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revoke)
 {
 	static const struct option opts[] = {
@@ -287,6 +319,9 @@ int ctl_grant_or_revoke(struct ctl_ctx *ctx, int argc, char **argv, bool revoke)
 		ctl_err("--dry-run changes nothing: there is nothing to --wait for");
 		goto fail;
 	}
+	if (revoke && json_is_string(json_object_get(msg, "grant")) &&
+	    known_grant(ctx, json_string_value(json_object_get(msg, "grant"))) < 0)
+		goto fail;
 	rc = dry_run ? dry_run_plan(ctx, msg, json) : ctl_submit(ctx, msg, wait, json);
 	json_decref(msg);
 	return rc;

@@ -167,6 +167,24 @@ static int show_one(struct ctl_ctx *ctx, const char *id, bool json)
 	return CTL_EXIT_OK;
 }
 
+/* A grant of the list that holds fewer blocks than its report brought up:
+ * revocations (or an operator) took some back.  The table shows what it
+ * holds, as "grants ID" does; its report stays in --json. */
+static bool gave_back(json_t *g)
+{
+	const char *kind = json_string_value(json_object_get(g, "kind"));
+
+	return kind && streq(kind, "grant") &&
+	       json_integer_value(json_object_get(g, "owned_blocks")) < json_integer_value(json_object_get(g, "blocks_done"));
+}
+
+static const char *held_state(json_t *g)
+{
+	if (!gave_back(g))
+		return json_string_value(json_object_get(g, "state"));
+	return json_integer_value(json_object_get(g, "owned_blocks")) ? "reduced" : "revoked";
+}
+
 int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
@@ -223,9 +241,17 @@ int ctl_cmd_grants(struct ctl_ctx *ctx, int argc, char **argv)
 		scols_line_set_data(ln, 1, json_string_value(json_object_get(g, "kind")));
 		scols_line_set_data(ln, 2, json_string_value(json_object_get(g, "source")));
 		scols_line_set_data(ln, 3, gen);
-		scols_line_set_data(ln, 4, json_string_value(json_object_get(g, "state")));
+		scols_line_set_data(ln, 4, held_state(g));
 		size_cell(ln, 5, json_object_get(g, "requested_bytes"));
-		size_cell(ln, 6, json_object_get(g, "applied_bytes"));
+		if (gave_back(g)) {
+			char held[16];
+
+			size_format((uint64_t)json_integer_value(json_object_get(g, "owned_blocks")) *
+					    (uint64_t)json_integer_value(json_object_get(json_object_get(g, "memory"), "block_size")),
+				    held, sizeof(held));
+			scols_line_set_data(ln, 6, held);
+		} else
+			size_cell(ln, 6, json_object_get(g, "applied_bytes"));
 		scols_line_set_data(ln, 7, blocks);
 		scols_line_set_data(ln, 8, json_string_value(json_object_get(g, "created_at")));
 		scols_line_set_data(ln, 9, json_string_value(json_object_get(g, "updated_at")));

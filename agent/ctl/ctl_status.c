@@ -13,6 +13,30 @@ static const char *size_str(json_t *j, char *buf, size_t len)
 	return buf;
 }
 
+/* The policy's decisions for the operation running, else for the last one
+ * the journal accepted (GET /v1/grants lists them in that order): the
+ * reasons behind what status shows.  Nothing printed when there is none. */
+static void print_decisions(struct ctl_ctx *ctx, json_t *run)
+{
+	const char *running_id = json_is_object(run) ? json_string_value(json_object_get(run, "id")) : NULL;
+	json_t *list = NULL, *grants, *op = NULL, *g, *d;
+	size_t i;
+
+	if (ctl_get_json(ctx, "/v1/grants", &list) < 0)
+		return;
+	grants = json_object_get(list, "grants");
+	json_array_foreach(grants, i, g)
+		if (running_id ? streq(running_id, json_string_value(json_object_get(g, "id")) ?: "") : true)
+			op = g;
+	if (op) {
+		printf("decisions of:       %s %s, %s\n", json_string_value(json_object_get(op, "kind")),
+		       json_string_value(json_object_get(op, "id")), json_string_value(json_object_get(op, "state")));
+		json_array_foreach(json_object_get(op, "decisions"), i, d)
+			printf("decision:           %s\n", json_string_value(d));
+	}
+	json_decref(list);
+}
+
 int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = { { "json", no_argument, NULL, 'J' }, { "help", no_argument, NULL, 'h' }, { 0 } };
@@ -85,6 +109,17 @@ int ctl_cmd_status(struct ctl_ctx *ctx, int argc, char **argv)
 			printf("cancel requested:   by %s\n", json_string_value(json_object_get(run, "cancel_requested_by")));
 	}
 	printf("queued:             %lld\n", (long long)json_integer_value(json_object_get(reply, "queued")));
+	{
+		json_t *pol = json_object_get(reply, "policy");
+
+		if (json_is_object(pol))
+			printf("policy:             zone %s, memmap_on_memory %s, reserve %s, movable ratio %lld%%\n",
+			       json_string_value(json_object_get(pol, "zone")),
+			       json_string_value(json_object_get(pol, "memmap_on_memory")),
+			       size_str(json_object_get(pol, "reserve"), a, sizeof(a)),
+			       (long long)json_integer_value(json_object_get(pol, "movable_ratio")));
+	}
+	print_decisions(ctx, run);
 	json_decref(reply);
 	return CTL_EXIT_OK;
 }

@@ -271,6 +271,15 @@ static void child_reap(struct child *c)
 		c->exited = true;
 }
 
+/* Whether a run of hook NAME is among the N running KIDS. */
+static bool hook_running(const struct child *kids, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (streq(kids[i].job->name, name))
+			return true;
+	return false;
+}
+
 void *hooks_runner_main(void *arg)
 {
 	struct hooks *h = arg;
@@ -298,13 +307,21 @@ void *hooks_runner_main(void *arg)
 		/* start what fits */
 		pthread_mutex_lock(&h->lock);
 		stopping = h->stopping;
-		while (h->q_head && n_kids < h->max_running) {
-			struct job *j = h->q_head;
+		/* one run at a time per hook, in the queue's order: a hook sees the
+		 * events in the order they happened (grant.accepted before
+		 * grant.applied); different hooks run side by side */
+		for (struct job **pp = &h->q_head, *prev = NULL; *pp && n_kids < h->max_running;) {
+			struct job *j = *pp;
 			int r;
 
-			h->q_head = j->next;
-			if (!h->q_head)
-				h->q_tail = NULL;
+			if (hook_running(kids, n_kids, j->name)) {
+				prev = j;
+				pp = &j->next;
+				continue;
+			}
+			*pp = j->next;
+			if (h->q_tail == j)
+				h->q_tail = prev;
 			h->n_queued--;
 			j->next = NULL;
 			pthread_mutex_unlock(&h->lock);

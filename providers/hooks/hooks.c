@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Hooks, the event side: the engine's typed transitions become events (the
- * runner thread, exec.c, fires them), hooks_fire() builds an event and queues one
+ * Hooks, the event side: the engine's typed transitions and hooks_fire()'s
+ * events wait in one list, in the order they came; the runner thread
+ * (exec.c) takes them from it, builds each event (fire_now()), queues one
  * job per matching exec hook (exec.c runs them) and puts it in the outbox
  * of each matching webhook (webhook.c delivers them).
  */
@@ -245,7 +246,9 @@ static bool named_by_entry(const struct hooks *h, const char *path)
 	return false;
 }
 
-int hooks_fire(struct hooks *h, const char *event, json_t *fields)
+/* Builds EVENT and queues its runs: on the runner thread only, which takes
+ * events in the order they were posted (post_event()). */
+static int fire_now(struct hooks *h, const char *event, json_t *fields)
 {
 	_cleanup_json_ json_t *ev = hooks_event_json(h->agent_id, event, fields);
 	_cleanup_free_ char *text = NULL;
@@ -307,6 +310,34 @@ int hooks_fire(struct hooks *h, const char *event, json_t *fields)
 }
 /* ---- following the engine ------------------------------------------------------ */
 
+/* Queues P (taken) behind the events already waiting: the runner fires them
+ * in the order they were posted, so that each hook sees the engine's
+ * transitions and the agent's own events (agent.stopping) in the order they
+ * happened.  ID names what the event is about, for the log. */
+static int post_event(struct hooks *h, struct pending *p, const char *id)
+{
+	pthread_mutex_lock(&h->lock);
+	if (h->n_pending >= PENDING_MAX || hooks_runner_need_locked(h) < 0) {
+		bool full = h->n_pending >= PENDING_MAX;
+
+		pthread_mutex_unlock(&h->lock);
+		log_warn(&h->log, "hooks: %s of %s dropped (%s)", p->event, id,
+			 full ? "too many events waiting" : "no thread to fire it");
+		json_decref(p->fields);
+		free(p);
+		return full ? -ENOBUFS : -EAGAIN;
+	}
+	if (h->p_tail)
+		h->p_tail->next = p;
+	else
+		h->p_head = p;
+	h->p_tail = p;
+	h->n_pending++;
+	pthread_mutex_unlock(&h->lock);
+	hooks_wake(h);
+	return 0;
+}
+
 /* Called by the engine with its lock held: copy, queue, return. */
 static void on_transition(void *ctx, const struct engine_transition *t)
 {
@@ -334,24 +365,26 @@ static void on_transition(void *ctx, const struct engine_transition *t)
 		p->fields = json_pack("{s:s,s:s,s:s,s:O?}", "id", t->id, "kind", kind, "state", state, "status",
 				      status);
 	}
-	pthread_mutex_lock(&h->lock);
-	if (!p->fields || h->n_pending >= PENDING_MAX || hooks_runner_need_locked(h) < 0) {
-		pthread_mutex_unlock(&h->lock);
-		log_warn(&h->log, "hooks: %s of %s dropped (%s)", p->event, t->id,
-			 !p->fields ? "out of memory" : h->n_pending >= PENDING_MAX ? "too many events waiting"
-										  : "no thread to fire it");
-		json_decref(p->fields);
+	if (!p->fields) {
+		log_warn(&h->log, "hooks: %s of %s dropped (out of memory)", p->event, t->id);
 		free(p);
 		return;
 	}
-	if (h->p_tail)
-		h->p_tail->next = p;
-	else
-		h->p_head = p;
-	h->p_tail = p;
-	h->n_pending++;
-	pthread_mutex_unlock(&h->lock);
-	hooks_wake(h);
+	post_event(h, p, t->id);
+}
+
+int hooks_fire(struct hooks *h, const char *event, json_t *fields)
+{
+	struct pending *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	snprintf(p->event, sizeof(p->event), "%s", event);
+	if (fields && !(p->fields = json_deep_copy(fields))) {
+		free(p);
+		return -ENOMEM;
+	}
+	return post_event(h, p, "the agent");
 }
 
 void hooks_fire_pending(struct hooks *h)
@@ -367,7 +400,7 @@ void hooks_fire_pending(struct hooks *h)
 			h->p_tail = NULL;
 		h->n_pending--;
 		pthread_mutex_unlock(&h->lock);
-		hooks_fire(h, p->event, p->fields);
+		fire_now(h, p->event, p->fields);
 		json_decref(p->fields);
 		free(p);
 		pthread_mutex_lock(&h->lock);

@@ -68,7 +68,9 @@ int hooks_new(const struct hooks_params *p, const struct mg_log *log, struct hoo
  * with the first event. */
 int hooks_start(struct hooks *h);
 /* Fires EVENT with FIELDS (an object merged into the event; may be NULL;
- * no reference taken).  0, or -errno when the event could not be built. */
+ * copied, no reference taken), after the events already waiting: hooks
+ * see events in the order they were fired.  0, or -errno when the event
+ * could not be queued. */
 int hooks_fire(struct hooks *h, const char *event, json_t *fields);
 /* Stops following the engine (call it before engine_stop()), fires what is
  * pending, lets queued and running hooks finish (killing

@@ -1,6 +1,6 @@
 #!/bin/sh
 # memgrantctl grants ID shows what a grant holds now, table and --json alike,
-# with its report kept as history (issue 21; issue 25 point 5):
+# with its report kept as history, and the grants table shows the same:
 # 1. g-1 (512M) fully revoked by r-1: state revoked (its report: applied),
 #    0 held, blocks 16-19 given back by r-1; --json lists no block, and none
 #    "online"; "report" is the original applied status.
@@ -22,6 +22,13 @@ grep -q '^  memory: *0B held, of 512M requested$' "$T/g1.txt" || fail "g-1 memor
 grep -q '^  blocks: *0 held$' "$T/g1.txt" || fail "g-1 blocks: $(cat "$T/g1.txt")"
 grep -q '^  given back: *16-19 by r-1$' "$T/g1.txt" || fail "g-1 given back: $(cat "$T/g1.txt")"
 grep -v 'its report' "$T/g1.txt" | grep -q '512M of 512M\|4 of 4' && fail "g-1 shows what it held before"
+# the table too: what g-1 holds now, not what it once got
+$CTL grants > "$T/list1.txt" || fail "grants exited $?"
+cat "$T/list1.txt"
+awk '$1 == "g-1" { print $5, $7, $8 }' "$T/list1.txt" | grep -qx 'revoked 0B 0' ||
+	fail "g-1 in the table: $(cat "$T/list1.txt")"
+awk '$1 == "r-1" { print $5, $7 }' "$T/list1.txt" | grep -qx 'applied 512M' ||
+	fail "r-1 in the table: $(cat "$T/list1.txt")"
 $CTL grants g-1 --json > "$T/g1.json" || fail "grants g-1 --json"
 python3 - "$T/g1.json" <<'PY' || fail "g-1 --json: $(cat "$T/g1.json")"
 import json, sys
@@ -47,6 +54,9 @@ until [ "$(jget "$($CTL grants --json)" grants.2.owned_blocks)" = 3 ]; do
 	sleep 0.1
 done
 $CTL grants g-2 > "$T/g2.txt" || fail "grants g-2"
+$CTL grants > "$T/list2.txt" || fail "grants exited $?"
+awk '$1 == "g-2" { print $5, $7, $8 }' "$T/list2.txt" | grep -qx 'reduced 384M 3' ||
+	fail "g-2 in the table: $(cat "$T/list2.txt")"
 $CTL grants g-2 --json > "$T/g2.json" || fail "grants g-2 --json"
 cat "$T/g2.txt"
 grep -q '^  state: *reduced (its report: ' "$T/g2.txt" || fail "g-2 state: $(cat "$T/g2.txt")"

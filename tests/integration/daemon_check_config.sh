@@ -16,7 +16,7 @@ if command -v script > /dev/null 2>&1; then
 fi
 printf 'agent:\n  state_dirr: /x\npolicy:\n  reserve: 2X\n' > "$T/bad.yaml"
 out=$("$MEMGRANTD" -c "$T/bad.yaml" --check-config 2>&1) && fail "bad config accepted"
-echo "$out" | grep -q "bad.yaml:2:3: agent: unknown key 'state_dirr'" || fail "unknown key: $out"
+echo "$out" | grep -q "bad.yaml:2:3: agent: unknown key 'state_dirr': did you mean 'state_dir'?" || fail "unknown key: $out"
 echo "$out" | grep -q "bad.yaml:4:12: policy.reserve: '2X' is not a size" || fail "bad size: $out"
 
 start_daemon

@@ -367,11 +367,18 @@ static void test_bad_fixtures(void **state)
 static void test_unknown_key(void **state)
 {
 	load_bad1("policy:\n  zone: auto\n  zonee: movable\n",
-		  "3:3: policy: unknown key 'zonee' (valid keys: memmap_on_memory, reserve, zone, "
+		  "3:3: policy: unknown key 'zonee': did you mean 'zone'? (valid keys: memmap_on_memory, reserve, zone, "
 		  "movable_ratio, revoke_budget, block_op_timeout)");
 	load_bad1("agent: {}\nbackends: {}\n",
-		  "2:1: unknown key 'backends' (valid keys: agent, backend, policy, providers, "
+		  "2:1: unknown key 'backends': did you mean 'backend'? (valid keys: agent, backend, policy, providers, "
 		  "hooks, pressure)");
+	/* a swap of two letters is one edit; nothing near: no guess */
+	load_bad1("agent:\n  api_scoket: /run/x.sock\n",
+		  "2:3: agent: unknown key 'api_scoket': did you mean 'api_socket'? (valid keys: id, state_dir, "
+		  "api_socket, api_group, api_socket_mode, api_body_limit, log_level, user, seccomp)");
+	load_bad1("agent:\n  colour: red\n",
+		  "2:3: agent: unknown key 'colour' (valid keys: id, state_dir, api_socket, api_group, "
+		  "api_socket_mode, api_body_limit, log_level, user, seccomp)");
 }
 
 static void test_bad_sizes(void **state)
