@@ -166,24 +166,34 @@ static int token_refresh(struct https_provider *p, struct conn *c, char *why, si
 		   st.st_mtim.tv_nsec == c->token_mtime.tv_nsec) {
 		return 0;
 	}
-	https_token_clear(c);
 	r = cred_read(p->creds, p->token_file, TOKEN_MAX, &buf, &n);
-	if (r == -EFBIG) {
+	if (r == -EFBIG)
 		snprintf(why, whylen, "token_file %s: a token is at most %d bytes", p->token_file, TOKEN_MAX);
-		return r;
-	}
-	if (r < 0) {
+	if (r < 0 && r != -EFBIG) {
+		https_token_clear(c);
 		snprintf(why, whylen, "token_file %s: %s%s", p->token_file, strerror(-r),
 			 r == -EACCES ? " (see Credentials in docs/security.md)" : "");
 		return r;
 	}
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+	while (r == 0 && n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
 		buf[--n] = '\0';
-	r = token_check(p, buf, n, why, whylen);
+	if (r == 0)
+		r = token_check(p, buf, n, why, whylen);
 	if (r < 0) {
 		cred_free(buf, n);
-		return r;
+		if (!c->token_loaded)
+			return r;
+		/* empty or cut: a rotation read while the file was written.  The
+		 * token read before stays in use; the file is read again at the
+		 * next request (its stat, or the generation, still differs) */
+		if (!c->token_refused)
+			log_warn(p->log, "https %s: %s; still sending the token read before, until the file is complete",
+				 c->name, why);
+		c->token_refused = true;
+		return 0;
 	}
+	https_token_clear(c);
+	c->token_refused = false;
 	c->token = buf;
 	c->token_ino = st.st_ino;
 	c->token_size = st.st_size;
@@ -239,6 +249,26 @@ static void ca_watch(struct https_provider *p, struct conn *c)
 	}
 	if (was && (st.st_ino != c->ca_ino || st.st_size != c->ca_size || st.st_mtim.tv_sec != c->ca_mtime.tv_sec ||
 		    st.st_mtim.tv_nsec != c->ca_mtime.tv_nsec)) {
+		char *text = NULL, cwhy[256];
+		size_t len = 0;
+		int r = cred_read(p->creds, p->ca_file, CRED_FILE_MAX, &text, &len);
+
+		if (r == 0)
+			r = https_ca_check(text, len, cwhy, sizeof(cwhy));
+		else
+			snprintf(cwhy, sizeof(cwhy), "%s", strerror(-r));
+		cred_free(text, len);
+		if (r < 0 && r != -ENOSYS) {
+			/* half written: the spelling curl knows keeps the store it
+			 * parsed (the cache never expires); the file is looked at
+			 * again at the next request, its stat being still new */
+			if (!c->ca_refused)
+				log_warn(p->log, "https %s: ca_file %s changed: %s; still verifying with the CA read "
+					 "before, until the file is complete", c->name, p->ca_file, cwhy);
+			c->ca_refused = true;
+			return;
+		}
+		c->ca_refused = false;
 		c->ca_alias = !c->ca_alias;
 		c->fresh = true;
 		log_info(p->log, "https %s: ca_file %s changed; the next connection verifies with it", c->name,
@@ -277,6 +307,21 @@ static int tls_refresh(struct https_provider *p, struct conn *c, char *why, size
 		for (size_t i = 0; i < 3; i++)
 			cred_free(buf[i], len[i]);
 		return r;
+	}
+	if (c->tls_loaded && buf[0]) {
+		char cwhy[256];
+
+		if (https_ca_check(buf[0], len[0], cwhy, sizeof(cwhy)) == -EINVAL) {
+			/* as a torn pair below: the set read before stays */
+			if (!c->ca_refused)
+				log_warn(p->log, "https %s: after the reload, ca_file %s: %s; still verifying with the CA "
+					 "read before, until the file is complete", c->name, path[0], cwhy);
+			c->ca_refused = true;
+			for (size_t i = 0; i < 3; i++)
+				cred_free(buf[i], len[i]);
+			return 0;
+		}
+		c->ca_refused = false;
 	}
 	if (c->tls_loaded && buf[1] && buf[2]) {
 		char pwhy[256];

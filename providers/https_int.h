@@ -56,6 +56,8 @@ struct conn {
 	bool tls_loaded;
 	unsigned tls_gen;
 	unsigned tls_refused_gen;       /* a reload's pair refused (logged once), 0 none */
+	bool ca_refused;                /* a changed ca_file refused (logged once) */
+	bool token_refused;             /* a changed token_file refused (logged once) */
 	/* the CA handed to curl by path when the agent can read it itself: the
 	 * multi handle keeps the parsed store (CURLOPT_CA_CACHE_TIMEOUT) and a
 	 * change of the file is seen by its stat, not by parsing it again */
@@ -139,6 +141,10 @@ void https_succeeded(struct https_provider *p, struct conn *c);
 uint32_t https_rand(struct conn *c);
 void https_token_clear(struct conn *c);
 void https_tls_clear(struct conn *c);
+/* A CA bundle read from a file: 0 when it holds at least one certificate
+ * and none cut short, else -EINVAL with WHY saying which (a rotation read
+ * half written keeps the CA in use, https_http.c). */
+int https_ca_check(const char *ca, size_t ca_len, char *why, size_t whylen);
 /* 0 when CERT and KEY (PEM, the files' contents) both parse and KEY is
  * CERT's; -EINVAL (or -ENOSYS without libcrypto) with WHY saying which. */
 int https_pair_check(const char *cert, size_t cert_len, const char *key, size_t key_len, char *why, size_t whylen);

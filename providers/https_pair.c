@@ -7,10 +7,48 @@
  */
 #include "providers/https_int.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lib/crypto_dl.h"
+
+int https_ca_check(const char *ca, size_t ca_len, char *why, size_t whylen)
+{
+	char text[200] = "";
+	unsigned long e;
+	size_t n = 0;
+	FILE *f;
+	X509 *x;
+
+	if (crypto_dl_load(why, whylen) < 0)
+		return -ENOSYS;
+	f = fmemopen((void *)ca, ca_len, "r");
+	if (!f) {
+		snprintf(why, whylen, "cannot read it: %s", strerror(errno));
+		return -errno;
+	}
+	sym_ERR_clear_error();
+	while ((x = sym_PEM_read_X509(f, NULL, NULL, NULL))) {
+		sym_X509_free(x);
+		n++;
+	}
+	fclose(f);
+	/* the bundle ends where no PEM block starts any more; any other error
+	 * is a block cut short or damaged (a file read while being written) */
+	e = sym_ERR_get_error();
+	if (n > 0 && (e == 0 || (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE))) {
+		sym_ERR_clear_error();
+		return 0;
+	}
+	if (e)
+		sym_ERR_error_string_n(e, text, sizeof(text));
+	sym_ERR_clear_error();
+	snprintf(why, whylen, "%s", n == 0 ? "it holds no whole PEM certificate" : "a certificate in it is cut short");
+	if (text[0])
+		snprintf(why + strlen(why), whylen - strlen(why), " (%s)", text);
+	return -EINVAL;
+}
 
 /* No passphrase prompt: memgrantd cannot answer one. */
 static int no_pass(char *buf, int size, int rw, void *u)

@@ -6,6 +6,7 @@
 #include "agent/engine/backend_setup.h"
 
 #include "config/config.h"
+#include "hotplug/privsep/cred_channel.h"
 #include "hotplug/privsep/helper_client.h"
 #include "hotplug/privsep/spawn.h"
 #include "hotplug/sim/sim.h"
@@ -13,6 +14,8 @@
 #include "lib/size.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
+
+#include <fcntl.h>
 
 #define AUTO_ONLINE_SAVE "auto_online_blocks.orig"
 
@@ -88,6 +91,17 @@ int backend_prepare_sim(const struct mg_sim_config *s, const struct mg_log *log)
 	/* its helper writes as root: never in a folder that others may write,
 	 * sticky or not (memgrantctl's sim may live in /tmp) */
 	r = sim_check_private(s->state, why, sizeof(why));
+	if (r == 0 && geteuid() == 0) {
+		/* ... reached through folders nobody else may change: a link the
+		 * agent's user plants on the way would lead root elsewhere */
+		_cleanup_close_ int pinned = -1;
+
+		r = ph_open_walk(s->state, O_PATH, &pinned, why, sizeof(why));
+		if (r != -EACCES) { /* a missing sim is made below */
+			r = 0;
+			why[0] = '\0';
+		}
+	}
 	if (r < 0) {
 		log_err(log, "cannot use the sim %s: %s", s->state, why[0] ? why : strerror(-r));
 		return r;

@@ -44,7 +44,7 @@ static int send_answer(int sock, int err, int fd)
 	return n == sizeof(rp) ? 0 : -EIO;
 }
 
-int ph_cred_answer(int fd, const char *const *paths, size_t n, char *why, size_t whylen)
+int ph_cred_answer(int fd, const char *const *paths, size_t n, uint32_t *said, char *why, size_t whylen)
 {
 	union {
 		struct ph_cred_request rq;
@@ -94,6 +94,10 @@ int ph_cred_answer(int fd, const char *const *paths, size_t n, char *why, size_t
 	if (!paths[buf.rq.index])
 		return send_answer(fd, EPERM, -1) < 0 ? -EPIPE : 1;
 	r = ph_cred_open_walk(paths[buf.rq.index], &file, why, whylen);
+	if (r == -EACCES && said && !(*said & (UINT32_C(1) << buf.rq.index)))
+		*said |= UINT32_C(1) << buf.rq.index; /* WHY stays, for the caller's log */
+	else
+		why[0] = '\0';
 	if (r < 0)
 		err = -r;
 	else if (fstat(file, &st) < 0)
@@ -206,6 +210,12 @@ static int open_root(void)
 
 int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen)
 {
+	/* O_NONBLOCK: a FIFO put there must not hang the helper */
+	return ph_open_walk(path, O_RDONLY | O_NOCTTY | O_NONBLOCK, out, why, whylen);
+}
+
+int ph_open_walk(const char *path, int flags, int *out, char *why, size_t whylen)
+{
 	char rest[PATH_MAX], link[PATH_MAX];
 	int dir = -1, r, links = 0;
 	size_t at = 0;
@@ -279,8 +289,7 @@ int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen)
 			continue;
 		}
 		if (last) {
-			/* O_NONBLOCK: a FIFO put there must not hang the helper */
-			*out = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+			*out = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW);
 			r = *out < 0 ? -errno : 0;
 			goto out;
 		}

@@ -38,7 +38,7 @@
 #include <sys/types.h>
 
 #define PH_CRED_MAGIC 0x4d474352u /* "MGCR" */
-#define PH_CRED_MAX 32            /* files in the list, at most */
+#define PH_CRED_MAX 32            /* files in the list, at most (a bit each in a uint32_t) */
 #define PH_CRED_FILE_MAX (1u << 20)
 #define PH_CRED_FD 5              /* the helper's end of the credential channel */
 
@@ -50,8 +50,11 @@ _Static_assert(sizeof(struct ph_cred_request) == 8, "the credential request is 8
 
 /* The helper: answers one request on FD from PATHS (N entries; NULL: not
  * served).  1 when answered, 0 when the agent closed the channel, -EPROTO
- * for a malformed request, -errno for a broken socket; WHY says which. */
-int ph_cred_answer(int fd, const char *const *paths, size_t n, char *why, size_t whylen);
+ * for a malformed request, -errno for a broken socket; WHY says which.
+ * SAID (NULL: never) holds a bit per file whose refusal by the walk was
+ * reported: the first refusal of a file answers 1 with WHY naming the
+ * folder, its owner and mode, for the caller to log once; else WHY is "". */
+int ph_cred_answer(int fd, const char *const *paths, size_t n, uint32_t *said, char *why, size_t whylen);
 
 /* Opens PATH read-only as this process's user resolves it, one component at
  * a time with each link followed by hand: a name is looked up only in a
@@ -62,6 +65,10 @@ int ph_cred_answer(int fd, const char *const *paths, size_t n, char *why, size_t
  * *OUT, or a negative errno (-EACCES: a folder another user may change, WHY
  * says which). */
 int ph_cred_open_walk(const char *path, int *out, char *why, size_t whylen);
+/* The same walk for any path root opens on the agent's behalf (the sim's
+ * file, the state folder): the last component is opened with FLAGS
+ * (O_PATH, O_RDONLY | O_DIRECTORY ...), never through a link of its own. */
+int ph_open_walk(const char *path, int flags, int *out, char *why, size_t whylen);
 
 /* The agent's end (thread-safe: one request at a time). */
 struct ph_cred_client {

@@ -8,6 +8,7 @@
  */
 #include "hotplug/privsep/helper_serve.h"
 #include "hotplug/privsep/cred_channel.h"
+#include "lib/log.h"
 #include "lib/util.h"
 
 #include <inttypes.h>
@@ -153,6 +154,7 @@ int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend
 		     char *why, size_t whylen)
 {
 	int cred_fd = creds ? creds->fd : -1;
+	uint32_t refusals_said = 0; /* by index: a retried request is not logged again */
 
 	for (;;) {
 		/* one byte more than a request, so that a longer one shows */
@@ -182,9 +184,11 @@ int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend
 				return r;
 			}
 			if (pf[1].revents) {
-				r = ph_cred_answer(cred_fd, creds->paths, creds->n, why, whylen);
+				r = ph_cred_answer(cred_fd, creds->paths, creds->n, &refusals_said, why, whylen);
 				if (r < 0)
 					return r;
+				if (r == 1 && why[0] && creds->log)
+					log_err(creds->log, "privileged helper: refusing a credential: %s", why);
 				if (r == 0)
 					cred_fd = -1; /* closed: the block channel goes on */
 				continue;

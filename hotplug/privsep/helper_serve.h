@@ -87,10 +87,12 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
  * handler without SA_RESTART so that the kernel ends the offline with EINTR,
  * which is what the reply then says.
  */
+struct mg_log;
 struct ph_cred_list {
 	int fd;                    /* the credential channel (cred_channel.h), -1: none */
 	const char *const *paths;  /* by index; NULL entries are not served */
 	size_t n;
+	const struct mg_log *log;  /* where a refused file's reason goes, once */
 };
 int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
 		     char *why, size_t whylen);

@@ -17,6 +17,7 @@
  * Being its own program, it maps none of the libraries that parse outside
  * input (libcurl, OpenSSL, libmicrohttpd, libyaml).
  */
+#include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
@@ -56,7 +57,7 @@ int main(int argc, char **argv)
 	bool too_many = false;
 	int level = LOG_INFO, c, r;
 	sigset_t none;
-	char why[256] = "";
+	char why[256] = "", walk_why[512] = "";
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -107,11 +108,22 @@ int main(int argc, char **argv)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
-	/* root writes the sim only in a folder nobody else may write */
+	/* root writes the sim only in a folder nobody else may write, reached
+	 * through folders nobody else may change (links followed by hand) */
 	r = sim ? sim_check_private(sim, NULL, 0) : 0;
+	if (r == 0 && sim && geteuid() == 0) {
+		_cleanup_close_ int pinned = -1;
+
+		if (ph_open_walk(sim, O_PATH, &pinned, walk_why, sizeof(walk_why)) == -EACCES)
+			r = -EACCES; /* walk_why names the folder, its owner and mode */
+		else
+			walk_why[0] = '\0';
+	}
 	if (r == 0)
 		r = sim ? hp_sim_open(sim, &w) : hp_sysfs_open(root, &w);
-	if (r < 0 && sim) {
+	if (r == -EACCES && walk_why[0]) {
+		log_err(&log, "cannot open the sim %s: %s", sim, walk_why);
+	} else if (r < 0 && sim) {
 		char what[512] = "";
 		if (sim_check_private(sim, what, sizeof(what)) == 0)
 			sim_check_file(sim, what, sizeof(what)); /* says what is wrong with the file */
@@ -137,6 +149,7 @@ int main(int argc, char **argv)
 	/* memgrantd passes the credential channel only with a list */
 	if (creds.n > 0)
 		creds.fd = PH_CRED_FD;
+	creds.log = &log;
 	r = privhelper_serve(HELPER_FD, &creds, w, tree, why, sizeof(why));
 	if (r == 0)
 		return 0;

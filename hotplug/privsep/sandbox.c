@@ -15,6 +15,7 @@
  * only (docs/security.md, "seccomp on s390x").
  */
 #include "hotplug/privsep/sandbox.h"
+#include "hotplug/privsep/cred_channel.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 
@@ -83,9 +84,22 @@ int sandbox_own_dir(const char *dir, uid_t uid, gid_t gid, char *err, size_t err
 
 	if (r < 0)
 		return fail(err, errlen, r, "%s: cannot create: %s", dir, strerror(-r));
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return fail(err, errlen, -errno, "%s: cannot open: %m", dir);
+	/* root is about to give DIR and what it holds away: reached only
+	 * through folders the agent's user cannot change, so that no link it
+	 * planted on the way leads root to a folder of its choosing */
+	if (geteuid() == 0) {
+		char why[512] = "";
+
+		r = ph_open_walk(dir, O_RDONLY | O_DIRECTORY, &fd, why, sizeof(why));
+		if (r == -EACCES)
+			return fail(err, errlen, r, "%s: not giving it to uid %u: %s", dir, (unsigned)uid, why);
+		if (r < 0)
+			return fail(err, errlen, r, "%s: cannot open: %s", dir, strerror(-r));
+	} else {
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return fail(err, errlen, -errno, "%s: cannot open: %m", dir);
+	}
 	/* only what is not the user's yet: a chown to the owner it has would
 	 * still need CAP_CHOWN, which the service does not have */
 	if (fstat(fd, &st) < 0)

@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (send(sv[0], dg.bytes, len, MSG_NOSIGNAL) != (ssize_t)len)
 			abort();
 		sent++;
-		r = ph_cred_answer(sv[1], paths, CREDS, why, sizeof(why));
+		r = ph_cred_answer(sv[1], paths, CREDS, NULL, why, sizeof(why));
 		if (len == sizeof(dg.rq) && dg.rq.magic == PH_CRED_MAGIC && dg.rq.index < CREDS) {
 			if (r != 1)
 				abort();
@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char why[256] = "";
 
 		shutdown(sv[0], SHUT_WR);
-		if (ph_cred_answer(sv[1], paths, CREDS, why, sizeof(why)) != 0 || !why[0])
+		if (ph_cred_answer(sv[1], paths, CREDS, NULL, why, sizeof(why)) != 0 || !why[0])
 			abort();
 	}
 	close(sv[0]);

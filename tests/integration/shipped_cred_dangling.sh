@@ -5,7 +5,7 @@
 # operator's root-only folder, to a token not deployed yet, in a folder of
 # memgrant's.  memgrant makes that target a link to a root-only victim and
 # memgrantd reloads: the root helper refuses the path (memgrant could change
-# it), and the test control plane, which records every Authorization header
+# it, and logs why once), and the test control plane, which records every Authorization header
 # it is sent, never sees the victim's content.  The token the operator then
 # puts in the folder is used.
 . "$(dirname "$0")/lib.sh"
@@ -65,6 +65,10 @@ leaked = [a for a in s["auths"] if "VICTIM" in a]
 sys.exit(1 if leaked else 0)' || fail "the victim's content reached the control plane"
 grep -q 'VICTIM' "$T/daemon.log" && fail "the victim's content is in the log"
 kill -0 $DAEMON_PID || fail "memgrantd is gone after the reload"
+# the helper says why, once however often the agent asks: the folder, its
+# owner and its mode
+n=$(grep -c "privileged helper: refusing a credential: token, on the way to $E/token, lies in a folder of uid $(id -u memgrant) with mode 0755" "$T/daemon.log")
+[ "$n" = 1 ] || fail "the helper's refusal is logged $n times, not once: $(grep -i 'refus' "$T/daemon.log" | head -3)"
 
 # the operator deploys the token the way the folder is kept (root-only,
 # no link): it is read and used

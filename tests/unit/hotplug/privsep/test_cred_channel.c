@@ -62,7 +62,7 @@ static int setup(void **state)
 		int r;
 
 		close(sv[0]);
-		while ((r = ph_cred_answer(sv[1], f->paths, 4, why, sizeof(why))) == 1)
+		while ((r = ph_cred_answer(sv[1], f->paths, 4, NULL, why, sizeof(why))) == 1)
 			;
 		_exit(r == 0 ? 0 : r == -EPROTO ? 2 : 1);
 	}
@@ -204,7 +204,7 @@ static void a_planted_link_never_reaches_a_root_file(void **state)
 	if (pid == 0) {
 		close(sv[0]);
 		close(f->c.fd); /* the setup's helper ends when the test closes it */
-		while (ph_cred_answer(sv[1], paths, 2, why, sizeof(why)) == 1)
+		while (ph_cred_answer(sv[1], paths, 2, NULL, why, sizeof(why)) == 1)
 			;
 		_exit(0);
 	}
