@@ -219,7 +219,7 @@ RESERVE_MIB=256
 cat > "$S/agent.yaml" <<YAML
 agent:
   id: memgrant-lv
-  state_dir: /run/memgrant/state
+  state_dir: /var/lib/memgrant
   api_socket: /run/memgrant/api.sock
   api_group: memgrant
   log_level: debug

@@ -92,7 +92,7 @@ cat > "$R/etc/memgrant/memgrant.yaml" <<'YAML'
 # QEMU), grants over the virtio-serial port, state in tmpfs.
 agent:
   id: memgrant-vm
-  state_dir: /run/memgrant/state
+  state_dir: /var/lib/memgrant
   api_socket: /run/memgrant/api.sock
   api_group: memgrant
   log_level: debug
