@@ -11,7 +11,7 @@
  * one ph_request_check() refuses, each with one write, and then stops with
  * -EPROTO and a reason, or returns 0 at end of file.
  * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
- * Sources: hotplug/privsep/helper_serve.c hotplug/privsep/cred_channel.c hotplug/backend.c hotplug/sysfs/path.c
+ * Sources: hotplug/privsep/helper_serve.c hotplug/privsep/cred_channel.c hotplug/backend.c hotplug/sysfs/path.c lib/log.c
  */
 #include <signal.h>
 #include <stdint.h>
