@@ -164,17 +164,6 @@ regular:
 	return true;
 }
 
-static void openssl_text(char *buf, size_t len)
-{
-	unsigned long e = sym_ERR_get_error();
-
-	if (e)
-		sym_ERR_error_string_n(e, buf, len);
-	else
-		snprintf(buf, len, "no PEM block found");
-	sym_ERR_clear_error();
-}
-
 static X509 *load_cert(const char *path, char *why, size_t len)
 {
 	FILE *f;
@@ -190,7 +179,7 @@ static X509 *load_cert(const char *path, char *why, size_t len)
 	x = sym_PEM_read_X509(f, NULL, NULL, NULL);
 	fclose(f);
 	if (!x)
-		openssl_text(why, len);
+		crypto_dl_error_text(why, len);
 	return x;
 }
 
@@ -216,7 +205,7 @@ static EVP_PKEY *load_key(const char *path, char *why, size_t len)
 	k = sym_PEM_read_PrivateKey(f, NULL, no_pass, NULL);
 	fclose(f);
 	if (!k)
-		openssl_text(why, len);
+		crypto_dl_error_text(why, len);
 	return k;
 }
 

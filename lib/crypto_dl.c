@@ -67,3 +67,14 @@ const struct crypto_dl *crypto_dl_fns(void)
 	return &crypto_dl_table;
 }
 #endif
+
+void crypto_dl_error_text(char *buf, size_t len)
+{
+	unsigned long e = sym_ERR_get_error();
+
+	if (e)
+		sym_ERR_error_string_n(e, buf, len);
+	else
+		snprintf(buf, len, "no PEM block found");
+	sym_ERR_clear_error();
+}

@@ -33,6 +33,9 @@
 #endif
 
 int crypto_dl_load(char *why, size_t whylen);
+/* libcrypto's first queued error as text into BUF ("no PEM block found"
+ * when there is none), and the queue cleared.  After crypto_dl_load(). */
+void crypto_dl_error_text(char *buf, size_t len);
 
 #define CRYPTO_DL_FUNCS(X)                                                            \
 	X(ASN1_TIME_diff) X(ASN1_TIME_to_tm) X(ERR_clear_error) X(ERR_error_string_n) \

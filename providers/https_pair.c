@@ -57,17 +57,6 @@ static int no_pass(char *buf, int size, int rw, void *u)
 	return -1;
 }
 
-static void crypto_text(char *buf, size_t len)
-{
-	unsigned long e = sym_ERR_get_error();
-
-	if (e)
-		sym_ERR_error_string_n(e, buf, len);
-	else
-		snprintf(buf, len, "no PEM block found");
-	sym_ERR_clear_error();
-}
-
 int https_pair_check(const char *cert, size_t cert_len, const char *key, size_t key_len, char *why, size_t whylen)
 {
 	char text[200] = "";
@@ -85,7 +74,7 @@ int https_pair_check(const char *cert, size_t cert_len, const char *key, size_t 
 		fclose(f);
 	}
 	if (!x) {
-		crypto_text(text, sizeof(text));
+		crypto_dl_error_text(text, sizeof(text));
 		snprintf(why, whylen, "the certificate is not a whole PEM certificate (%s)", text);
 		return -EINVAL;
 	}
@@ -95,7 +84,7 @@ int https_pair_check(const char *cert, size_t cert_len, const char *key, size_t 
 		fclose(f);
 	}
 	if (!k) {
-		crypto_text(text, sizeof(text));
+		crypto_dl_error_text(text, sizeof(text));
 		snprintf(why, whylen, "the key is not a whole PEM private key (%s)", text);
 		r = -EINVAL;
 	} else if (sym_X509_check_private_key(x, k) != 1) {
