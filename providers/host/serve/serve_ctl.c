@@ -356,7 +356,6 @@ void dc_take_back(struct ctl *c, struct dom *d, int64_t now)
 	if (!d->synced) {
 		/* nobody to ask: the agent never onlined it, so the device may take it */
 		snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.op_id);
-		d->late_at = now;
 		d->late_phase = PH_GRANTING;
 		d->late_bytes = d->rec.op_bytes;
 		dc_start_unplug(c, d, plugged_extra, now);
@@ -513,6 +512,13 @@ static void dc_reconcile(struct ctl *c, struct dom *d, int64_t now)
 	if (!d->hv_known)
 		return;
 	d->reconciled = true;
+	if (d->late_id[0] && d->late_phase == PH_GRANTING && d->agent_granted <= d->rec.granted) {
+		/* the agent, asked afresh, holds no more than the journal: the grant
+		 * given up on was not applied and no longer counts against max */
+		dc_say(c, d, LOG_NOTICE, "grant %s given up on: the agent holds %llu bytes, not more; no longer counted",
+		    d->late_id, (unsigned long long)d->agent_granted);
+		d->late_id[0] = '\0';
+	}
 	if (d->agent_granted < d->rec.granted) {
 		dc_emit(c, d, "reconciled", json_pack("{s:I,s:I,s:s}", "journal_granted", (json_int_t)d->rec.granted,
 						   "agent_granted", (json_int_t)d->agent_granted, "why",

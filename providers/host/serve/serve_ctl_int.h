@@ -39,7 +39,6 @@ struct dom {
 	uint64_t late_applied;       /* what that grant applied after all */
 	char late_id[MSG_ID_MAX + 1];  /* an operation given up on: its late report still counts */
 	enum dom_phase late_phase;
-	int64_t late_at;             /* when it was given up on */
 	uint64_t late_bytes;
 	int unplug_tries;
 	uint64_t unusable;

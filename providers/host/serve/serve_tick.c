@@ -54,7 +54,6 @@ static void deadline_passed(struct ctl *c, struct dom *d, int64_t now)
 			/* the agent answers neither the grant nor its revocation: the blocks were never
 			 * onlined by it, so the device may take them */
 			snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.revoke_grant);
-			d->late_at = now;
 			d->late_phase = PH_GRANTING;
 			d->late_bytes = d->rec.op_bytes;
 			dc_start_unplug(c, d, d->rec.op_bytes, now);
@@ -67,7 +66,6 @@ static void deadline_passed(struct ctl *c, struct dom *d, int64_t now)
 			d->backoff = d->p->revoke_backoff_max;
 		d->shrink_ok_at = now + d->backoff;
 		snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.op_id);
-		d->late_at = now;
 		d->late_phase = PH_REVOKING;
 		d->late_bytes = d->rec.op_bytes;
 		dc_say(c, d, LOG_WARNING, "revocation %s not answered in time; memory stays granted, next try in %llds",
@@ -157,10 +155,10 @@ void ctl_tick(struct ctl *c, int64_t now)
 			continue;
 		in = (struct law_input){
 			.granted = d->rec.granted, .block = d->block, .request = d->request, .offer = d->offer,
-			/* a late report of a grant given up on may still add this, for an
-			 * online deadline (then the guest had its chance) */
-			.pending = d->late_id[0] && d->late_phase == PH_GRANTING &&
-					   now - d->late_at < d->p->online_deadline ? d->late_bytes : 0,
+			/* a late report of a grant given up on may still add this: it counts
+			 * against max until that report comes or a fresh agent status shows
+			 * the agent does not hold it (dc_reconcile) */
+			.pending = d->late_id[0] && d->late_phase == PH_GRANTING ? d->late_bytes : 0,
 			.have_usage = d->have_usage, .mem_total = d->mem_total, .mem_available = d->mem_available,
 			.slack_since = d->slack_since, .now = now, .grow_ok_at = d->grow_ok_at,
 			.shrink_ok_at = d->shrink_ok_at,

@@ -60,6 +60,7 @@ struct fh_dom {
 	uint64_t boot, used_mem, online_granted, pinned;
 	int64_t online_ms;
 	bool never_online, dead, connected;
+	bool deaf_revokes;        /* never answers a revocation (a hostile agent) */
 	int64_t blocks_delay_ms;  /* virtio-mem: the guest adds its memory block this long after a plug */
 	int64_t blocks_at;
 	uint64_t last_gen;
@@ -150,6 +151,10 @@ static inline void fh_guest_reads(struct fh *f, struct fh_dom *d, const char *li
 		struct fh_grant *g;
 
 		rv ? d->revokes_seen++ : d->grants_seen++;
+		if (rv && d->deaf_revokes) {
+			json_decref(m);
+			return;
+		}
 		if (gen <= d->last_gen) {
 			/* a replay: the recorded status, nothing applied again */
 			d->replays_seen++;

@@ -588,6 +588,73 @@ static void test_hostile_guest(void **state)
 	assert_int_equal(fh_view(f, "good").lines_bad, 0);
 }
 
+/* A standby guest that answers its grant long after every deadline and never
+ * answers a revocation (the take-back of that grant): what it may still apply
+ * counts against max until its report comes, so max is never granted twice. */
+static void test_late_grant_counts_against_max(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_STANDBY);
+	uint64_t most = 0;
+
+	f->cfg.defaults.max = 512 * M;
+	d->plugged = 2048 * M; /* standby: always there, nothing to plug */
+	d->online_ms = 45000;  /* past the online deadline, the take-back's deadline and one more */
+	d->deaf_revokes = true;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	for (int i = 0; i < 60; i++) {
+		fh_advice(d, "request", 1ull << 40);
+		for (int k = 0; k < 20; k++) {
+			uint64_t g = fh_view(f, "vm").granted;
+			most = g > most ? g : most;
+			fh_step(f);
+		}
+	}
+	assert_int_equal(fh_events_named(f, "vm", "plugged_not_usable"), 1);
+	assert_true(d->revokes_seen >= 1);
+	assert_int_equal(d->grants_seen, 1); /* no second grant while the first may still apply */
+	assert_int_equal(most, 512 * M);      /* the late report counted, once */
+	assert_int_equal(d->online_granted, 512 * M);
+}
+
+/* The same agent never applies it and restarts: its fresh status (granted 0)
+ * ends the wait, and its next request is granted. */
+static void test_late_grant_cleared_by_fresh_status(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_STANDBY);
+
+	f->cfg.defaults.max = 512 * M;
+	d->plugged = 2048 * M;
+	d->never_online = true;
+	d->deaf_revokes = true;
+	d->used_mem = 4096 * M; /* it uses what it gets: no slack to take back */
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 256 * M);
+	fh_run(f, 60000);
+	assert_int_equal(d->grants_seen, 1);
+	fh_advice(d, "request", 512 * M);
+	fh_run(f, 10000);
+	assert_int_equal(d->grants_seen, 2); /* 256M may still come: 256M more is all max allows */
+	assert_int_equal(fh_events_named(f, "vm", "decision"), 2);
+	/* the agent restarts, having applied nothing, and answers again */
+	ctl_channel_down(f->ctl, "vm", f->now);
+	d->never_online = false;
+	d->deaf_revokes = false;
+	d->n_ops = 0;
+	fh_run(f, 1000);
+	ctl_channel_up(f->ctl, "vm", f->now);
+	fh_run(f, 5000);
+	fh_advice(d, "request", 512 * M);
+	fh_run(f, 30000); /* past the grow backoff of two grants not applied: 10 s, then 20 s */
+	assert_int_equal(fh_view(f, "vm").granted, 512 * M);
+	assert_int_equal(d->online_granted, 512 * M);
+}
+
 /* DIMMs: one DIMM per grow granted by its range; a refused detach is granted back; a hung one waits. */
 static void test_dimm_refused_and_hung_detach(void **state)
 {
@@ -678,6 +745,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kill_between_plug_and_grant, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_between_revoke_and_unplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_during_grow, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_late_grant_counts_against_max, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_late_grant_cleared_by_fresh_status, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
