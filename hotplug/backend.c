@@ -30,7 +30,8 @@ int block_online(struct hp_backend *b, uint64_t id, enum online_type type)
 
 int block_offline(struct hp_backend *b, uint64_t id)
 {
-	return b->ops->write_attr(b, HP_ATTR_STATE, id, "offline");
+	return hp_write_with_deadline(b, HP_ATTR_STATE, id, "offline",
+				      b->has_write_deadline ? &b->write_deadline : NULL);
 }
 
 int hp_set_auto_online(struct hp_backend *b, const char *policy)
@@ -40,5 +41,12 @@ int hp_set_auto_online(struct hp_backend *b, const char *policy)
 
 int hp_set_write_deadline(struct hp_backend *b, const struct timespec *deadline)
 {
-	return b && b->ops->set_write_deadline ? b->ops->set_write_deadline(b, deadline) : -EOPNOTSUPP;
+	if (!b)
+		return -EINVAL;
+	if (b->ops->set_write_deadline)
+		return b->ops->set_write_deadline(b, deadline);
+	b->has_write_deadline = deadline != NULL;
+	if (deadline)
+		b->write_deadline = *deadline;
+	return 0;
 }

@@ -84,10 +84,18 @@ struct hp_backend_ops {
 	int (*watch_row)(struct hp_backend *b, uint64_t id, struct mem_block *out);
 	/* Optional: an offline written from now on must end by DEADLINE
 	 * (CLOCK_MONOTONIC), NULL: no limit; the write then returns -EINTR, as a
-	 * signalled offline on the kernel does (W6).  Only a backend that writes
-	 * in another process has it (hotplug/privsep/helper_client.c): the
-	 * others write in the caller's thread, which its own timer interrupts. */
+	 * killed offline on the kernel does (W6).  A backend that writes in
+	 * another process has it (hotplug/privsep/helper_client.c: the request
+	 * carries it); for the others hp_set_write_deadline() keeps it in
+	 * struct hp_backend and block_offline() writes through
+	 * hp_write_with_deadline(). */
 	int (*set_write_deadline)(struct hp_backend *b, const struct timespec *deadline);
+	/* Optional: a process writing through this backend was killed
+	 * mid-write (hp_write_with_deadline()); puts right at once what the
+	 * kernel would have on the writer's death.  sim: the going-offline
+	 * record of a killed offline back to online (W6), which otherwise
+	 * waits for the next write.  The kernel does it itself (sysfs: none). */
+	int (*settle)(struct hp_backend *b);
 	void (*close)(struct hp_backend *b);
 };
 
@@ -107,6 +115,9 @@ struct hp_backend {
 	/* Directory under which sys/ and proc/ are read ("/" on a real guest;
 	 * the sim's tree for the sim).  Owned by the backend. */
 	char *root;
+	/* hp_set_write_deadline()'s, for a backend without set_write_deadline */
+	bool has_write_deadline;
+	struct timespec write_deadline;
 };
 
 /* Real sysfs under ROOT ("/" in production).  Never creates files. */
@@ -117,8 +128,22 @@ int hp_sim_open(const char *state_path, struct hp_backend **out);
 
 void hp_backend_close(struct hp_backend *b);
 
-/* B's set_write_deadline, or -EOPNOTSUPP when B writes in the caller's thread. */
+/* The deadline (CLOCK_MONOTONIC, NULL: none) of B's offline writes from now
+ * on: B's set_write_deadline, else kept in B for block_offline().  0, or
+ * -EINVAL without a backend. */
 int hp_set_write_deadline(struct hp_backend *b, const struct timespec *deadline);
+
+/*
+ * Writes VALUE to ATTR of block ID in a child process that is killed
+ * (SIGKILL) at DEADLINE: Linux ends an offline's migration only on a fatal
+ * signal (docs/kernel-rules.md, "W6 and signals").  Returns the write's
+ * result, or -EINTR when the child was killed: the write was cut short and
+ * the block is where the kernel left it (read it; it may have gone offline
+ * just before).  The child dies with its parent (PR_SET_PDEATHSIG) and is
+ * reaped on every path.  DEADLINE NULL: the write in the caller, no child.
+ */
+int hp_write_with_deadline(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value,
+			   const struct timespec *deadline);
 static inline void hp_backend_closep(struct hp_backend **b) { hp_backend_close(*b); }
 #define _cleanup_backend_ __attribute__((cleanup(hp_backend_closep)))
 

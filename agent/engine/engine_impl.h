@@ -100,7 +100,6 @@ struct engine {
 	bool recovered;             /* recovery finished (RECOVERY_ERR its result) */
 	int recovery_err;
 	pthread_t executor;
-	pid_t executor_tid;
 	char auto_online_saved[24]; /* "" when the engine did not change it */
 	/* the machine (machine.c) */
 	struct livetable *live;

@@ -6,9 +6,7 @@
 #include "agent/exec/executor.h"
 
 #include <malloc.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <sys/syscall.h>
 #include <time.h>
 
 #include "hotplug/planner.h"
@@ -31,31 +29,15 @@ static enum metric_outcome metric_of_state(enum msg_state s)
 	}
 }
 
-static void interrupt_handler(int sig)
-{
-	(void)sig; /* only there to make a blocking sysfs write return EINTR */
-}
-
 /*
- * The deadline of a blocking write (W6: offlining has no time limit of its
- * own; a signal ends it with EINTR).  Writes through the privileged helper
- * get the deadline with the request, and the helper enforces it with its own
- * timer signal; on another backend a timer interrupts the executor's own
- * write, firing every 50 ms after the deadline until disarmed, so a signal
- * that lands just before the write starts is not lost.
+ * The deadline of a step's offline (W6: offlining has no time limit of its
+ * own, and Linux ends it only on a fatal signal).  Through the privileged
+ * helper the request carries it; on another backend block_offline() writes
+ * from a child process killed at the deadline (hp_write_with_deadline()).
  */
-struct budget_timer {
-	timer_t id;
-	bool armed;
-	bool helper;
-};
-
-static void budget_arm(struct engine *e, struct budget_timer *bt, double deadline)
+static void budget_arm(struct engine *e, double deadline)
 {
-	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGUSR1 };
-	struct itimerspec its = { .it_interval = { .tv_sec = 0, .tv_nsec = 50000000L } };
 	double left = deadline - mono_s();
-
 	struct timespec end;
 
 	if (left < 0.001)
@@ -67,27 +49,7 @@ static void budget_arm(struct engine *e, struct budget_timer *bt, double deadlin
 		end.tv_sec++;
 		end.tv_nsec -= 1000000000L;
 	}
-	if (hp_set_write_deadline(e->backend, &end) == 0) {
-		bt->helper = true;
-		return;
-	}
-	sev._sigev_un._tid = e->executor_tid;
-	if (timer_create(CLOCK_MONOTONIC, &sev, &bt->id) < 0)
-		return;
-	its.it_value.tv_sec = (time_t)left;
-	its.it_value.tv_nsec = (long)((left - (double)(time_t)left) * 1e9);
-	timer_settime(bt->id, 0, &its, NULL);
-	bt->armed = true;
-}
-
-static void budget_disarm(struct engine *e, struct budget_timer *bt)
-{
-	if (bt->helper)
-		hp_set_write_deadline(e->backend, NULL);
-	bt->helper = false;
-	if (bt->armed)
-		timer_delete(bt->id);
-	bt->armed = false;
+	hp_set_write_deadline(e->backend, &end);
 }
 
 void set_outcome_error(struct outcome *oc, const struct block_result *res, const char *extra)
@@ -275,7 +237,6 @@ int abort_op(struct engine *e, struct op *o, int err, const struct mem_table *t,
 int exec_block_step(struct engine *e, const struct exec_step *s, struct block_result *res)
 {
 	bool up = s->kind == ILOG_UP;
-	struct budget_timer bt = { 0 };
 	struct block_reader rd = { .read = machine_block_state, .ctx = e };
 	double t0;
 
@@ -288,14 +249,15 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	pthread_mutex_unlock(&e->lock);
 	t0 = mono_s();
 	if (s->deadline > 0)
-		budget_arm(e, &bt, s->deadline);
+		budget_arm(e, s->deadline);
 	/* the kernel's answers from the live table where it has them (the
 	 * watcher reads each block after each change anyway) */
 	if (up)
 		block_bring_up_r(e->backend, &rd, s->block, s->memmap, s->online, res);
 	else
 		block_take_down_r(e->backend, &rd, s->block, res);
-	budget_disarm(e, &bt);
+	if (s->deadline > 0)
+		hp_set_write_deadline(e->backend, NULL);
 	if (res->err == -HP_EWRITER_GONE) {
 		/* not an outcome of the block: nothing counted or recorded; the
 		 * engine stops and the caller ends where the kernel is */
@@ -322,13 +284,7 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 static void *executor_main(void *arg)
 {
 	struct engine *e = arg;
-	sigset_t unblock;
 	int r;
-
-	e->executor_tid = (pid_t)syscall(SYS_gettid);
-	sigemptyset(&unblock);
-	sigaddset(&unblock, SIGUSR1);
-	pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
 
 	/* recovery writes to the kernel too: here, before the first request */
 	r = recovery_run(e);
@@ -375,19 +331,9 @@ static void *executor_main(void *arg)
 
 int exec_start(struct engine *e)
 {
-	struct sigaction sa = { .sa_handler = interrupt_handler };
-	sigset_t block, old;
 	int r;
 
-	/* no SA_RESTART: the budget timer must end a blocking write with EINTR */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
-	/* the executor gets SIGUSR1 only through its own mask */
-	sigemptyset(&block);
-	sigaddset(&block, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &block, &old);
 	r = -pthread_create(&e->executor, NULL, executor_main, e);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0)
 		return r;
 	e->executor_started = true;

@@ -15,7 +15,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <sys/socket.h>
-#include <sys/time.h>
+#include <time.h>
 
 const char *ph_op_name(enum ph_op op)
 {
@@ -100,21 +100,24 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
 	return 0;
 }
 
-/* ITIMER_REAL: first at MS, then every 50 ms (see helper_serve.h). */
-static void alarm_set(uint32_t ms)
+/* The deadline MS milliseconds from now (CLOCK_MONOTONIC). */
+static struct timespec deadline_in(uint32_t ms)
 {
-	struct itimerval it = { 0 };
+	struct timespec t;
 
-	if (ms) {
-		it.it_value.tv_sec = ms / 1000;
-		it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-		it.it_interval.tv_usec = 50000;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += (time_t)(ms / 1000);
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
 	}
-	setitimer(ITIMER_REAL, &it, NULL);
+	return t;
 }
 
 static int perform(struct hp_backend *w, const struct ph_request *rq)
 {
+	struct timespec deadline;
 	int r;
 
 	switch (rq->op) {
@@ -123,9 +126,13 @@ static int perform(struct hp_backend *w, const struct ph_request *rq)
 	case PH_OP_SET_MEMMAP: return block_set_memmap(w, rq->block, rq->arg == 1);
 	case PH_OP_ONLINE: return block_online(w, rq->block, (enum online_type)rq->arg);
 	case PH_OP_OFFLINE:
-		alarm_set(rq->deadline_ms);
+		if (!rq->deadline_ms)
+			return block_offline(w, rq->block);
+		/* a child killed at the deadline (hp_write_with_deadline) */
+		deadline = deadline_in(rq->deadline_ms);
+		hp_set_write_deadline(w, &deadline);
 		r = block_offline(w, rq->block);
-		alarm_set(0);
+		hp_set_write_deadline(w, NULL);
 		return r;
 	case PH_OP_SET_AUTO_ONLINE: return hp_set_auto_online(w, mem_auto_online_words[rq->arg]);
 	}

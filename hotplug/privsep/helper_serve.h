@@ -81,11 +81,10 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
  * ROOT.  Returns 0 at end of file, -EPROTO for a bad request and -errno for a
  * broken socket, with WHY saying what happened.
  *
- * An offline with a deadline arms ITIMER_REAL (SIGALRM, repeating every
- * 50 ms until the write returns, so a signal that lands just before the
- * write starts is not lost): the caller must have installed a SIGALRM
- * handler without SA_RESTART so that the kernel ends the offline with EINTR,
- * which is what the reply then says.
+ * An offline with a deadline is written by a child process that is killed
+ * (SIGKILL) at the deadline, the one signal that ends Linux's migration
+ * loop (hp_write_with_deadline(), backend.h); the reply then says EINTR.
+ * The helper waits for that child, so nothing else is served meanwhile.
  */
 struct mg_log;
 struct ph_cred_list {

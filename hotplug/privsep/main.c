@@ -31,11 +31,6 @@
 
 #define HELPER_FD 3
 
-static void on_alarm(int sig)
-{
-	(void)sig; /* only there to end an offline with EINTR (W6) */
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -46,7 +41,6 @@ int main(int argc, char **argv)
 		{ "credential", required_argument, NULL, 'C' },
 		{ 0 }
 	};
-	struct sigaction sa = { .sa_handler = on_alarm };
 	const char *root = NULL, *sim = NULL, *bad_seccomp = NULL;
 	enum mg_seccomp_action act = MG_SECCOMP_KILL;
 	_cleanup_backend_ struct hp_backend *w = NULL;
@@ -97,8 +91,6 @@ int main(int argc, char **argv)
 		log_err(&log, "privileged helper: --seccomp %s: expected kill, log or off", bad_seccomp);
 		return 1;
 	}
-	sigemptyset(&sa.sa_mask); /* no SA_RESTART: the alarm must end the write */
-	sigaction(SIGALRM, &sa, NULL);
 	/* memgrantd stops it by closing the socket, after the operation in
 	 * progress and the restore of auto_online_blocks */
 	signal(SIGTERM, SIG_IGN);

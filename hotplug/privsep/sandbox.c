@@ -24,7 +24,9 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <pwd.h>
+#include <sched.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -384,7 +386,7 @@ static int init_failed(enum mg_seccomp_action act, char *err, size_t errlen)
  */
 static const char *const helper_calls[] = {
 	"recvmsg", "recv", "send", "sendto", "sendmsg", "poll", "ppoll", "openat", "write", "close", "newfstatat",
-	"fstatat64", "fstat", "setitimer", "rt_sigreturn", "sigreturn", "brk", "mmap", "munmap", "exit_group", "exit",
+	"fstatat64", "fstat", "rt_sigreturn", "sigreturn", "brk", "mmap", "munmap", "exit_group", "exit",
 	"clock_gettime", "clock_nanosleep", "restart_syscall", "madvise",
 	/* ph_cred_open_walk: links followed by hand, folders checked against its own uid */
 	"readlinkat", "readlink", "geteuid", "geteuid32",
@@ -397,11 +399,35 @@ static const char *const helper_sim_calls[] = {
 	"link", "linkat", "futex",
 };
 
-static int build_helper(scmp_filter_ctx c, bool sim, char *err, size_t errlen)
+/*
+ * An offline under a deadline (hp_write_with_deadline()): a pipe, fork()
+ * (glibc's clone with exactly its flags, nothing that shares memory or
+ * makes a thread), the child's parent-death signal and its check of its
+ * parent, SIGKILL for the child at the deadline (no other signal), and the
+ * child reaped.  glibc's fork also registers the child's robust futex list.
+ * s390x passes clone's flags second (the kernel's CLONE_BACKWARDS2).
+ */
+static const char *const helper_offline_calls[] = { "pipe2", "wait4", "getppid", "set_robust_list" };
+
+static int build_helper(scmp_filter_ctx c, uint32_t arch, bool sim, char *err, size_t errlen)
 {
+	const scmp_datum_t fork_flags = CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD;
+	bool flags_second = arch == SCMP_ARCH_S390 || arch == SCMP_ARCH_S390X;
 	int r = allow_names(c, helper_calls, ARRAY_SIZE(helper_calls), err, errlen);
 
-	if (r == 0 && sim)
+	if (r == 0)
+		r = allow_names(c, helper_offline_calls, ARRAY_SIZE(helper_offline_calls), err, errlen);
+	if (r < 0)
+		return r;
+	r = seccomp_rule_add(c, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+				     flags_second ? SCMP_A1(SCMP_CMP_EQ, fork_flags) : SCMP_A0(SCMP_CMP_EQ, fork_flags));
+	if (r == 0)
+		r = seccomp_rule_add(c, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
+	if (r == 0)
+		r = seccomp_rule_add(c, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A1(SCMP_CMP_EQ, SIGKILL));
+	if (r < 0)
+		return fail(err, errlen, r, "seccomp: cannot allow the offline's child: %s", strerror(-r));
+	if (sim)
 		r = allow_names(c, helper_sim_calls, ARRAY_SIZE(helper_sim_calls), err, errlen);
 	return r;
 }
@@ -416,7 +442,7 @@ int sandbox_filter_helper(bool sim, enum mg_seccomp_action act, char *err, size_
 	c = seccomp_init(default_action(act));
 	if (!c)
 		return init_failed(act, err, errlen);
-	r = build_helper(c, sim, err, errlen);
+	r = build_helper(c, seccomp_arch_native(), sim, err, errlen);
 	if (r < 0)
 		return r;
 	return load(c, "helper", err, errlen);
@@ -531,7 +557,7 @@ int sandbox_filter_pfc(enum sandbox_filter which, const char *arch, int fd, char
 			return fail(err, errlen, r, "seccomp: cannot make a filter for %s: %s", arch, strerror(-r));
 	}
 	r = which == SANDBOX_FILTER_MAIN ? build_main(c, err, errlen)
-					 : build_helper(c, which == SANDBOX_FILTER_HELPER_SIM, err, errlen);
+					 : build_helper(c, token, which == SANDBOX_FILTER_HELPER_SIM, err, errlen);
 	if (r < 0)
 		return r;
 	r = seccomp_export_pfc(c, fd);

@@ -97,10 +97,12 @@ int sim_sleep(uint64_t ms)
 }
 
 /*
- * W6: a signal stops offlining.  Signals are blocked from before
- * going-offline becomes visible until ppoll() atomically unblocks them, so
- * a signal sent once a reader saw going-offline always ends the sleep with
- * -EINTR, however early it arrives.  Synchronous fault signals stay open.
+ * W6 as Linux does it: offlining ends only on a fatal signal
+ * (docs/kernel-rules.md, "W6 and signals").  Signals are blocked from
+ * before going-offline becomes visible until ppoll() unblocks them, so a
+ * signal sent once a reader saw going-offline lands in the sleep: a caught
+ * one runs its handler and the migration goes on; one that kills the
+ * writer ends it with the process.  Synchronous fault signals stay open.
  */
 void sim_block_signals(sigset_t *old)
 {
@@ -116,7 +118,7 @@ void sim_block_signals(sigset_t *old)
 	pthread_sigmask(SIG_BLOCK, &all, old);
 }
 
-int sim_sleep_interruptible(uint64_t ms, const sigset_t *open_mask)
+int sim_sleep_migrating(uint64_t ms, const sigset_t *open_mask, bool (*writer_killed)(void))
 {
 	struct timespec end, now, left;
 
@@ -131,11 +133,13 @@ int sim_sleep_interruptible(uint64_t ms, const sigset_t *open_mask)
 			left.tv_sec--;
 			left.tv_nsec += 1000000000L;
 		}
-		if (ppoll(NULL, 0, &left, open_mask) < 0) {
-			if (errno == EINTR)
-				return -EINTR;
+		/* a writer in another process is looked at every 20 ms too: its
+		 * kill may come after the one interruption FUSE passes on */
+		if (writer_killed && (left.tv_sec > 0 || left.tv_nsec > 20000000L))
+			left = (struct timespec){ .tv_nsec = 20000000L };
+		if (ppoll(NULL, 0, &left, open_mask) < 0 && errno != EINTR)
 			return -errno;
-		}
+		if (writer_killed && writer_killed())
+			return -EINTR;
 	}
 }
-

@@ -83,3 +83,8 @@ out:
 	pthread_mutex_unlock(&rd->lock);
 	return r;
 }
+
+void sim_set_kill_check(struct hp_backend *b, bool (*writer_killed)(void))
+{
+	((struct sim_backend *)b)->writer_killed = writer_killed;
+}

@@ -55,6 +55,7 @@ struct txn {
 	struct chunk **chunks;  /* the records files read so far */
 	size_t n_chunks;
 	bool marked;            /* the marker says in flight */
+	bool (*writer_killed)(void); /* sim_set_kill_check() */
 };
 
 static void txn_drop_chunks(struct txn *t)
@@ -369,8 +370,9 @@ static int do_online(struct txn *t, uint64_t id, struct sim_block *b, enum onlin
 
 /*
  * W6: going-offline is visible (records and tree) while the migration
- * (latency) runs; a signal ends it with EINTR, an EBUSY fault ends it
- * quickly; either way the block is online again.
+ * (latency) runs; only the writer's death ends it early (its process
+ * killed, or t->writer_killed), an EBUSY fault ends it quickly; either way
+ * the block is online again.
  */
 static int do_offline(struct txn *t, uint64_t id, const struct sim_block *old)
 {
@@ -390,7 +392,7 @@ static int do_offline(struct txn *t, uint64_t id, const struct sim_block *old)
 			pthread_sigmask(SIG_SETMASK, &mask, NULL);
 			return r;
 		}
-		err = sim_sleep_interruptible(t->s->latency_ms, &mask);
+		err = sim_sleep_migrating(t->s->latency_ms, &mask, t->writer_killed);
 		pthread_sigmask(SIG_SETMASK, &mask, NULL);
 	}
 	if (err == 0 && sim_id_in(&t->s->offline_ebusy, id))
@@ -406,14 +408,6 @@ static int do_offline(struct txn *t, uint64_t id, const struct sim_block *old)
 		r = txn_commit(t, id, &cur, &old_sum, false);
 	return err < 0 ? err : r;
 }
-
-struct sim_backend {
-	struct hp_backend base;
-	char *state_path;
-	struct sim_fs *fs; /* opened once: nothing is looked up by path again */
-	struct sim_watch *watch;
-	struct sim_reader rd; /* read_block's cache of the descriptor (read.c) */
-};
 
 static int check_exists(const struct sim_settings *s, const struct sim_block *b, enum hp_attr attr,
 			uint64_t id)
@@ -528,6 +522,19 @@ static int refuse_value(struct sim_backend *sb, enum hp_attr attr, uint64_t id, 
 	return r < 0 ? r : perr;
 }
 
+/* The backend's settle (backend.h): a transaction that only repairs. */
+static int sim_settle(struct hp_backend *hb)
+{
+	const struct sim_fs *fs = ((struct sim_backend *)hb)->fs;
+	_cleanup_close_ int lockfd = sim_lock_open(fs);
+	struct txn t;
+	int r = lockfd < 0 ? lockfd : txn_begin(&t, fs, lockfd);
+
+	if (lockfd >= 0)
+		txn_end(&t);
+	return r;
+}
+
 static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id, const char *value)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
@@ -565,6 +572,7 @@ static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id,
 	if (lockfd < 0)
 		return lockfd;
 	r = txn_begin(&t, sb->fs, lockfd);
+	t.writer_killed = sb->writer_killed;
 	if (r == 0)
 		r = apply(&t, attr, id, val, type, word);
 	txn_end(&t);
@@ -721,6 +729,7 @@ static const struct hp_backend_ops sim_ops = {
 	.discover = sim_discover,
 	.read_block = sim_read_block,
 	.write_attr = sim_write_attr,
+	.settle = sim_settle,
 	.read_auto_online = sim_read_auto_online,
 	.watch_open = sim_watch_open_op,
 	.watch_read = sim_watch_read_op,

@@ -90,6 +90,12 @@ int sim_check_private(const char *state_path, char *err, size_t errlen);
  * standby_bytes, memmap_supported, has_firmware (the rest zero). */
 int sim_read_params(const char *state_path, struct sim_params *out);
 
+/* B (from hp_sim_open()) writes for a process it serves (tests/tools/simfs.c),
+ * whose death must end an offline as the writer's own would (W6):
+ * WRITER_KILLED, asked during the offline's migration, says it is being
+ * killed.  NULL: the writer is this process. */
+void sim_set_kill_check(struct hp_backend *b, bool (*writer_killed)(void));
+
 /* Tree directory of an existing sim (malloc'd), for callers that only
  * have the state path. */
 int sim_tree_path(const char *state_path, char **out);

@@ -29,6 +29,7 @@
  */
 #pragma once
 
+#include "hotplug/backend.h"
 #include "hotplug/block.h"
 
 #include <pthread.h>
@@ -224,7 +225,8 @@ bool sim_sysfs_streq(const char *value, const char *word); /* one trailing newli
 int sim_parse_state_word(const char *v, int *type);        /* W1: -1 for offline */
 int sim_sleep(uint64_t ms);                                /* signals restart it */
 void sim_block_signals(sigset_t *old);
-int sim_sleep_interruptible(uint64_t ms, const sigset_t *open_mask); /* W6: -EINTR */
+/* W6: only a fatal signal ends it; -EINTR when WRITER_KILLED (NULL: none) says so */
+int sim_sleep_migrating(uint64_t ms, const sigset_t *open_mask, bool (*writer_killed)(void));
 
 /* tree.c */
 int sim_tree_render_all(const struct sim_settings *s, const struct sim_block *all,
@@ -256,6 +258,16 @@ struct sim_reader {
 	struct sim_settings *s;
 	struct stat st;
 };
+/* The sim's hp_backend (sim.c). */
+struct sim_backend {
+	struct hp_backend base;
+	char *state_path;
+	struct sim_fs *fs; /* opened once: nothing is looked up by path again */
+	struct sim_watch *watch;
+	struct sim_reader rd; /* read_block's cache of the descriptor (read.c) */
+	bool (*writer_killed)(void); /* sim_set_kill_check() */
+};
+
 void sim_reader_init(struct sim_reader *rd);
 void sim_reader_fini(struct sim_reader *rd);
 int sim_reader_read(struct sim_reader *rd, const struct sim_fs *fs, uint64_t id, struct mem_block *out);

@@ -14,8 +14,9 @@
  * accepted and ignored, and every read is uncached (direct_io), so a read
  * after a write sees the new value.
  *
- * The loop is multi-threaded with FUSE interrupts enabled: a signal to a
- * writer stuck in a long offline reaches the sim as EINTR (W6), and reads
+ * The loop is multi-threaded with FUSE interrupts enabled: a writer killed
+ * in a long offline ends it, as on Linux, while a signal it catches does
+ * not (W6; writer_killed()), and reads
  * go on while a write is running (A7).  Writers serialise on the sim's own
  * lock (W4).
  *
@@ -48,6 +49,7 @@ int main(void)
 #include <unistd.h>
 
 #include "hotplug/backend.h"
+#include "hotplug/sim/sim.h"
 #include "hotplug/sysfs/discover.h"
 #include "lib/util.h"
 
@@ -270,6 +272,29 @@ static int fs_utimens(const char *path, const struct timespec tv[2], struct fuse
 	return 0;
 }
 
+/*
+ * W6: Linux ends an offline only on a fatal signal.  The writer of the
+ * request this thread serves is being killed when SIGKILL is pending for
+ * it (the kernel marks every thread of a process a fatal signal kills);
+ * gone altogether counts too.
+ */
+static bool writer_killed(void)
+{
+	char path[64], line[256];
+	bool killed = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)fuse_get_context()->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "SigPnd:", 7) || !strncmp(line, "ShdPnd:", 7))
+			killed |= (strtoull(line + 7, NULL, 16) >> (SIGKILL - 1)) & 1;
+	fclose(f);
+	return killed;
+}
+
 static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	(void)conn;
@@ -280,9 +305,10 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->direct_io = 1;
 	cfg->kernel_cache = 0;
 	/* An interrupted writer makes libfuse signal (intr_signal, SIGUSR1) the
-	 * thread serving it, so the sim's migration sleep ends with EINTR (W6).
-	 * main() installed the handler: libfuse only does when -o intr is given
-	 * at fuse_new time, which fuse_main does not accept. */
+	 * thread serving it, which wakes the sim's migration sleep to ask
+	 * writer_killed() (W6: only the writer's death ends it).  main()
+	 * installed the handler: libfuse only does when -o intr is given at
+	 * fuse_new time, which fuse_main does not accept. */
 	cfg->intr = 1;
 	cfg->intr_signal = SIGUSR1;
 	return fuse_get_context()->private_data;
@@ -362,8 +388,9 @@ int main(int argc, char **argv)
 		return 10;
 	}
 	fs.tree = fs.sim->root;
+	sim_set_kill_check(fs.sim, writer_killed);
 	{
-		/* no SA_RESTART: the signal must end the sim's sleep (see fs_init) */
+		/* no SA_RESTART: the signal must wake the sim's sleep (see fs_init) */
 		struct sigaction sa = { .sa_handler = intr_nop };
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGUSR1, &sa, NULL);

@@ -5,8 +5,9 @@
  * tree, the forwarding backend (hp_privsep_open) in the parent.  The
  * request checks one by one; writes land in exactly the kernel's file;
  * values the typed helpers never write are refused before the helper sees
- * them; an offline with a deadline ends with EINTR (a FIFO stands in for a
- * state file whose write blocks); a dead helper makes every write -HP_EWRITER_GONE.
+ * them; an offline with a deadline ends with EINTR, its writer killed and
+ * reaped (a FIFO stands in for a state file whose write blocks); a dead
+ * helper makes every write -HP_EWRITER_GONE.
  * (The helper program with its seccomp filter is tested by
  * tests/integration/privsep_bad_requests.sh.)
  */
@@ -36,11 +37,6 @@ struct fx {
 	struct hp_path *path;
 };
 
-static void on_alarm(int sig)
-{
-	(void)sig;
-}
-
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
@@ -53,14 +49,11 @@ static int setup(void **state)
 		return -1;
 	f->pid = fork();
 	if (f->pid == 0) {
-		struct sigaction sa = { .sa_handler = on_alarm };
 		struct hp_backend *w = NULL;
 		char why[256];
 		int r;
 
 		close(sv[0]);
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGALRM, &sa, NULL);
 		if (hp_sysfs_open(f->root, &w) < 0)
 			_exit(1);
 		privhelper_hello(sv[1], 0);
@@ -157,6 +150,21 @@ static void test_refused_locally(void **state)
 	assert_file(f->root, "sys/firmware/memory/memory4/config", "1");
 }
 
+/* The children of process PID, as /proc lists them ("" for none). */
+static void children_of(pid_t pid, char *buf, size_t len)
+{
+	char rel[64];
+	FILE *f;
+	size_t n = 0;
+
+	snprintf(rel, sizeof(rel), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	f = fopen(rel, "re");
+	assert_non_null(f);
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+}
+
 static void test_deadline(void **state)
 {
 	struct fx *f = *state;
@@ -181,9 +189,15 @@ static void test_deadline(void **state)
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	assert_true(secs >= 0.15);
 	assert_true(secs < 5.0);
+	/* the writer was a child of the helper's, killed and reaped */
+	{
+		char kids[256];
+		children_of(f->pid, kids, sizeof(kids));
+		assert_string_equal(kids, "");
+	}
 	/* a deadline already past is the shortest one the wire carries (1 ms),
-	 * never 0, which means no limit: the write is cut at once (the alarm
-	 * ends this test rather than let it hang on the FIFO) */
+	 * never 0, which means no limit: the write is cut at once (the alarm,
+	 * uncaught, ends this test rather than let it hang on the FIFO) */
 	snprintf(path, sizeof(path), "%s/sys/devices/system/memory/memory3/state", f->root);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(mkfifo(path, 0644), 0);
@@ -196,11 +210,34 @@ static void test_deadline(void **state)
 	/* the deadline only applies to offline; without one the helper goes on */
 	assert_int_equal(hp_set_write_deadline(f->b, NULL), 0);
 	assert_int_equal(block_offline(f->b, 2), 0);
-	/* not this backend */
+	/* a backend that writes in this process keeps the deadline for
+	 * block_offline(), which then writes from a child it kills */
 	{
 		struct hp_backend *s = NULL;
+		char kids[256];
+
+		snprintf(path, sizeof(path), "%s/sys/devices/system/memory/memory0/state", f->root);
+		assert_int_equal(unlink(path), 0);
+		assert_int_equal(mkfifo(path, 0644), 0);
 		assert_int_equal(hp_sysfs_open(f->root, &s), 0);
-		assert_int_equal(hp_set_write_deadline(s, &end), -EOPNOTSUPP);
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_nsec += 100 * 1000000L;
+		if (end.tv_nsec >= 1000000000L) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000L;
+		}
+		assert_int_equal(hp_set_write_deadline(s, &end), 0);
+		alarm(20);
+		assert_int_equal(block_offline(s, 0), -EINTR);
+		alarm(0);
+		/* of this process's children only the helper is left */
+		children_of(getpid(), kids, sizeof(kids));
+		assert_int_equal(atoi(kids), f->pid);
+		assert_null(strchr(kids, ' ') ? strchr(strchr(kids, ' ') + 1, ' ') : NULL);
+		/* no deadline: no child, the write in this process */
+		assert_int_equal(hp_set_write_deadline(s, NULL), 0);
+		assert_int_equal(block_offline(s, 2), 0);
+		assert_int_equal(hp_set_write_deadline(NULL, NULL), -EINVAL);
 		hp_backend_close(s);
 	}
 }
