@@ -403,11 +403,11 @@ static const char *const helper_sim_calls[] = {
  * An offline under a deadline (hp_write_with_deadline()): a pipe, fork()
  * (glibc's clone with exactly its flags, nothing that shares memory or
  * makes a thread), the child's parent-death signal and its check of its
- * parent, SIGKILL for the child at the deadline (no other signal), and the
- * child reaped.  glibc's fork also registers the child's robust futex list.
+ * parent (getpid before the fork, getppid after), SIGKILL for the child at
+ * the deadline (no other signal), and the child reaped.  glibc's fork also registers the child's robust futex list.
  * s390x passes clone's flags second (the kernel's CLONE_BACKWARDS2).
  */
-static const char *const helper_offline_calls[] = { "pipe2", "wait4", "getppid", "set_robust_list" };
+static const char *const helper_offline_calls[] = { "pipe2", "wait4", "getpid", "getppid", "set_robust_list" };
 
 static int build_helper(scmp_filter_ctx c, uint32_t arch, bool sim, char *err, size_t errlen)
 {
