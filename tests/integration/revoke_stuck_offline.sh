@@ -8,7 +8,10 @@
 #            budget and ends; measured here, in this run, on this machine;
 #  stuck:    the offline takes 10 minutes; the revocation must end as soon
 #            as the baseline did (plus a little), failed with EINTR, the
-#            block online, and the helper with no child left behind.
+#            block online, and the helper with no child left behind;
+#  killed:   memgrantd killed (SIGKILL) during such an offline: the helper
+#            and the offline's writer, its child, are gone at once
+#            (parent-death signals), nothing left migrating.
 . "$(dirname "$0")/lib.sh"
 
 $MEMGRANTCTL sim init "$SIM" --online 2G --standby 2G --block-size 128M > /dev/null || fail "sim init"
@@ -70,6 +73,25 @@ done
 expect_eq "the helper's children" "$(children)" ""
 kill -0 "$helper" || fail "the helper is gone"
 
+# killed: the writer never outlives the helper, nor the helper memgrantd
+$CTL revoke 128M --id orphan > /dev/null || fail "revoke not accepted"
+i=0
+until writer=$(children) && [ -n "$writer" ]; do
+	i=$((i + 1)); [ $i -gt 100 ] && fail "no offline writer under the helper"
+	sleep 0.05
+done
+kill -KILL "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+DAEMON_PID=
+# alive: it exists and is not a zombie waiting for whoever inherited it
+alive() { [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" | cut -c1)" != Z ]; }
+i=0
+while alive "$helper" || alive "$writer"; do
+	i=$((i + 1))
+	[ $i -gt 40 ] && fail "2 s after memgrantd was killed: helper $helper or its offline writer $writer still runs"
+	sleep 0.05
+done
 $MEMGRANTCTL sim fault "$SIM" > /dev/null || fail "sim fault (none)"
-stop_daemon
+$MEMGRANTCTL --sim "$SIM" lsmem -a -o BLOCK,STATE -r -n > "$T/lsmem"
+grep -qx "$block online" "$T/lsmem" || fail "block $block is not online after the kill: $(cat "$T/lsmem")"
 echo ok

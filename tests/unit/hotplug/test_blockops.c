@@ -25,6 +25,7 @@ struct rec {
 	enum hp_attr fail_attr;
 	const char *fail_value; /* NULL: never fail */
 	int fail_err;
+	bool fail_after_write; /* the write reaches the sim, then fails (cut just after the kernel finished) */
 };
 
 static const char *attr_word(enum hp_attr a)
@@ -49,8 +50,11 @@ static int rec_write(struct hp_backend *b, enum hp_attr attr, uint64_t id, const
 	size_t n = strlen(r->log);
 
 	snprintf(r->log + n, sizeof(r->log) - n, "%s%s%" PRIu64 "=%s", n ? " " : "", attr_word(attr), id, value);
-	if (r->fail_value && attr == r->fail_attr && streq(value, r->fail_value))
+	if (r->fail_value && attr == r->fail_attr && streq(value, r->fail_value)) {
+		if (r->fail_after_write)
+			assert_int_equal(r->inner->ops->write_attr(r->inner, attr, id, value), 0);
 		return r->fail_err;
+	}
 	return r->inner->ops->write_attr(r->inner, attr, id, value);
 }
 
@@ -283,6 +287,35 @@ static void test_offline_ebusy_keeps_block_online(void **state)
 	assert_int_equal(res.after.state, MEM_STATE_ONLINE);
 }
 
+/* An offline cut at its deadline (EINTR, hp_write_with_deadline()) is
+ * judged by the block's state read back: still online, the step failed;
+ * offline (the kernel finished just before the kill), it is done. */
+static void test_offline_cut_reads_the_kernel(void **state)
+{
+	struct fx *f = *state;
+	struct block_result res;
+	struct mem_block m;
+
+	f->rec.fail_attr = HP_ATTR_STATE;
+	f->rec.fail_value = "offline";
+	f->rec.fail_err = -EINTR;
+	assert_int_equal(block_take_down(f->b, 5, &res), -EINTR);
+	assert_int_equal(res.failed_step, STEP_OFFLINE);
+	assert_string_equal(f->rec.log, "state5=offline");
+	read_block(f, 5, &m);
+	assert_int_equal(m.state, MEM_STATE_ONLINE);
+	assert_int_equal(res.after.state, MEM_STATE_ONLINE);
+
+	f->rec.log[0] = '\0';
+	f->rec.fail_after_write = true;
+	assert_int_equal(block_take_down(f->b, 5, &res), 0);
+	assert_int_equal(res.err, 0);
+	assert_true(res.steps_done & (1u << STEP_OFFLINE));
+	assert_string_equal(f->rec.log, "state5=offline config5=0");
+	read_block(f, 5, &m);
+	assert_false(m.configured);
+}
+
 static void test_deconfigure_failure_reonlines_in_old_zone(void **state)
 {
 	struct fx *f = *state;
@@ -416,6 +449,7 @@ int main(void)
 		T(test_online_failure_rolls_back),
 		T(test_online_failure_on_configured_block_keeps_it),
 		T(test_offline_ebusy_keeps_block_online),
+		T(test_offline_cut_reads_the_kernel),
 		T(test_deconfigure_failure_reonlines_in_old_zone),
 		T(test_failed_undo_is_reported),
 		T(test_writer_gone_no_undo),
