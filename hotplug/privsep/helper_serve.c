@@ -9,13 +9,13 @@
 #include "hotplug/privsep/helper_serve.h"
 #include "hotplug/privsep/cred_channel.h"
 #include "lib/log.h"
+#include "lib/timeutil.h"
 #include "lib/util.h"
 
 #include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <sys/socket.h>
-#include <time.h>
 
 const char *ph_op_name(enum ph_op op)
 {
@@ -100,21 +100,6 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
 	return 0;
 }
 
-/* The deadline MS milliseconds from now (CLOCK_MONOTONIC). */
-static struct timespec deadline_in(uint32_t ms)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	t.tv_sec += (time_t)(ms / 1000);
-	t.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_sec++;
-		t.tv_nsec -= 1000000000L;
-	}
-	return t;
-}
-
 static int perform(struct hp_backend *w, const struct ph_request *rq)
 {
 	struct timespec deadline;
@@ -129,7 +114,7 @@ static int perform(struct hp_backend *w, const struct ph_request *rq)
 		if (!rq->deadline_ms)
 			return block_offline(w, rq->block);
 		/* a child killed at the deadline (hp_write_with_deadline) */
-		deadline = deadline_in(rq->deadline_ms);
+		deadline_after_ms(&deadline, (long)rq->deadline_ms);
 		hp_set_write_deadline(w, &deadline);
 		r = block_offline(w, rq->block);
 		hp_set_write_deadline(w, NULL);
