@@ -7,11 +7,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <glob.h>
 #include <pthread.h>
 #include <time.h>
 
 #include "agent/engine/engine.h"
 #include "config/config.h"
+#include "hotplug/sim/sim.h"
 #include "lib/fileio.h"
 #include "lib/util.h"
 #include "providers/views/views_json.h"
@@ -86,6 +88,12 @@ static int setup_slow(void **state)
 static int setup_quick(void **state)
 {
 	return setup_with(state, "    faults:\n      latency_ms: 5\n");
+}
+
+/* a revocation's budget of 1 s */
+static int setup_budget(void **state)
+{
+	return setup_with(state, "policy:\n  revoke_budget: 1s\n");
 }
 
 static int teardown(void **state)
@@ -333,6 +341,62 @@ static void test_progress_per_block(void **state)
 	assert_true(seen_running >= 3);
 }
 
+/* The children of every thread of this process, as /proc lists them. */
+static size_t children_of_self(void)
+{
+	glob_t g;
+	size_t n = 0;
+
+	if (glob("/proc/self/task/*/children", 0, NULL, &g) != 0)
+		fail_msg("no /proc/self/task/*/children");
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		char buf[256] = "";
+		FILE *fp = fopen(g.gl_pathv[i], "re");
+
+		if (fp && fgets(buf, sizeof(buf), fp) && buf[0] && buf[0] != '\n')
+			n++;
+		if (fp)
+			fclose(fp);
+	}
+	globfree(&g);
+	return n;
+}
+
+/*
+ * Without the helper: an offline that would migrate for a minute (W6: a
+ * signal the writer catches does not end it) is written from a child of the
+ * executor's, killed at the revocation's 1 s budget.  The revocation fails
+ * with EINTR well before the minute (wait_final gives up after 5 s), the
+ * block is online and no child is left.
+ */
+static void test_revoke_budget_kills_offline(void **state)
+{
+	struct fixture *f = *state;
+	struct engine_source *cp = NULL;
+	struct engine_verdict v;
+	struct sim_faults slow = { .latency_ms = 60000 };
+	struct engine_grant_row row = { 0 };
+	char sim[4096 + 16];
+
+	assert_int_equal(engine_source_add(f->e, "cp", ENGINE_SOURCE_REPORTS, &cp), 0);
+	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"grant\",\"id\":\"g\",\"generation\":1,\"size\":\"128M\"}", 0), &v), 0);
+	engine_verdict_done(&v);
+	assert_int_equal(wait_final(f->e, "g"), MSG_STATE_APPLIED);
+	snprintf(sim, sizeof(sim), "%s/sim.json", f->tmp);
+	assert_int_equal(sim_set_faults(sim, &slow), 0);
+	assert_int_equal(engine_submit(f->e, cp, parse("{\"type\":\"revoke\",\"id\":\"r\",\"generation\":2,\"size\":\"128M\"}", 0), &v), 0);
+	engine_verdict_done(&v);
+	assert_int_equal(wait_final(f->e, "r"), MSG_STATE_FAILED);
+	assert_int_equal(engine_grant(f->e, "r", &row), 0);
+	assert_int_equal(row.report.n_blocks, 1);
+	assert_string_equal(row.report.blocks[0].state, "online");
+	assert_non_null(strstr(row.report.error_code, "EINTR"));
+	engine_grant_row_clear(&row);
+	assert_int_equal(children_of_self(), 0);
+	slow.latency_ms = 0;
+	assert_int_equal(sim_set_faults(sim, &slow), 0);
+}
+
 static void test_plan(void **state)
 {
 	struct fixture *f = *state;
@@ -466,6 +530,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_plan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_progress_per_block, setup_quick, teardown),
 		cmocka_unit_test_setup_teardown(test_admission_boundaries, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoke_budget_kills_offline, setup_budget, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
