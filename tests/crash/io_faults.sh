@@ -18,7 +18,10 @@
 # (SIGTERM, start, revocation); recovery itself (SIGKILL during a grant, the
 # faults over the restart's recovery); a control-plane grant and revocation
 # over HTTPS with their reports (tests/controlplane/cp.py on loopback, TLS);
-# webhook events (tests/tools/webhook_receiver.py).  A report or an event
+# webhook events (tests/tools/webhook_receiver.py); a host's grant and
+# revocation over the guest channel (ChannelHost below, on a UNIX socket:
+# it acknowledges every report and counts how often each one came: a
+# report sent again and again in a loop is a violation).  A report or an event
 # the other side received is an answer given: after the restart every one
 # is delivered (none lost), each id's final reports agree with each other
 # and with the record, and no event names a state the record does not hold.
@@ -41,7 +44,7 @@ export BUILD
 [ -x "$BUILD/memgrantd" ] && [ -f "$BUILD/tests/tools/faultio.so" ] || { echo "io_faults: build first"; exit 2; }
 command -v python3 >/dev/null || { echo "io_faults: needs python3"; exit 77; }
 IO_FAULTS_SCRIPT=$0 exec python3 - <<'PY'
-import json, mmap, os, pwd, re, shutil, signal, struct, subprocess, sys, tempfile, time, urllib.request
+import json, mmap, os, pwd, re, shutil, signal, socket, struct, subprocess, sys, tempfile, threading, time, urllib.request
 
 BUILD = os.environ["BUILD"]
 MEMGRANTD, MEMGRANTCTL = BUILD + "/memgrantd", BUILD + "/memgrantctl"
@@ -86,6 +89,97 @@ def arm(at, mode):
 
 class Failure(Exception):
     pass
+
+
+class ChannelHost:
+    """The host's end of the guest channel (docs/channel.md) on a UNIX socket
+    memgrantd connects to: syncs each connection, sends what it is given,
+    acknowledges every report and keeps each one it received."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.received = []   # every report line, in order, repeats included
+        self.errors = []     # error lines
+        self.conn = None
+        self.nonce = 0
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(4)
+        self.alive = True
+        self.server = threading.Thread(target=self.serve, daemon=True)
+        self.server.start()
+
+    def serve(self):
+        while self.alive:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            with self.lock:
+                if self.conn:
+                    self.conn.close()
+                self.conn = c
+                self.nonce += 1
+                self.send_locked({"type": "sync", "nonce": self.nonce})
+            threading.Thread(target=self.read, args=(c,), daemon=True).start()
+
+    def send_locked(self, obj):
+        try:
+            self.conn.sendall((json.dumps(obj) + "\n").encode())
+        except (OSError, AttributeError):
+            pass
+
+    def send(self, obj):
+        with self.lock:
+            self.send_locked(obj)
+
+    def read(self, c):
+        buf = b""
+        while True:
+            try:
+                data = c.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    m = json.loads(line)
+                except ValueError:
+                    continue
+                if m.get("type") == "error":
+                    with self.lock:
+                        self.errors.append(m)
+                elif m.get("type") == "status" and m.get("seq"):
+                    with self.lock:
+                        self.received.append(m)
+                        if c is self.conn:
+                            self.send_locked({"type": "ack", "seq": m["seq"]})
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.received)
+
+    def kill(self):
+        self.alive = False
+        with self.lock:
+            if self.conn:
+                self.conn.close()
+        # shutdown() ends the accept() in progress; close() alone would not, and
+        # an accept() retried after a signal would then take the next
+        # listener's connections once it has the same fd number
+        try:
+            self.srv.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.server.join()
+        self.srv.close()
+
+    def wait(self):
+        pass
 
 
 class Machine:
@@ -143,6 +237,9 @@ policy:
             self.admin = "http://127.0.0.1:%d" % ports["admin_port"]
             return "providers:\n  https:\n    url: https://127.0.0.1:%d\n    wait: 1s\n    ca_file: %s/ca.pem\n" % (
                 ports["port"], CERTS)
+        if self.name == "channel":
+            self.peer = ChannelHost(self.dir + "/channel.sock")
+            return "providers:\n  channel: {path: %s}\n" % self.peer.path
         if self.name == "webhook":
             self.deliveries = self.dir + "/deliveries"
             with open(self.dir + "/secret", "w") as f:
@@ -161,6 +258,16 @@ policy:
             self.peer.wait()
             self.peer = None
 
+    def channel_reports(self):
+        """The channel host's reports: id -> [(state, applied)] of its final ones."""
+        out = {}
+        for x in self.peer.snapshot():
+            if x.get("state") in FINAL:
+                out.setdefault(x["id"], []).append((x["state"], int(x.get("applied_bytes") or 0)))
+            elif x.get("id"):
+                out.setdefault(x["id"], [])
+        return out
+
     def admin_call(self, method, path, body=None):
         req = urllib.request.Request(self.admin + path, method=method,
                                      data=json.dumps(body).encode() if body is not None else None,
@@ -170,7 +277,9 @@ policy:
 
     def collect(self):
         """What the peer received so far: reports and events are answers given."""
-        if self.name == "controlplane":
+        if self.name == "channel":
+            self.reports = self.channel_reports()
+        elif self.name == "controlplane":
             self.reports = {}
             for x in self.admin_call("GET", "/state")["statuses"]:
                 b = x["body"]
@@ -410,6 +519,43 @@ def controlplane_walk(m):
         cp_taken(m, "c-2")
 
 
+def channel_final(m, i, msg):
+    """Sends MSG until the host holds a final report of I (a journal that
+    could not record it answers an error: the host sends it again)."""
+    deadline = time.monotonic() + WAIT_S
+    sent = 0
+    while time.monotonic() < deadline and m.proc.poll() is None:
+        if m.channel_reports().get(i):
+            return True
+        if time.monotonic() - sent > 1:
+            m.peer.send(msg)
+            sent = time.monotonic()
+        time.sleep(0.1)
+    return bool(m.channel_reports().get(i))
+
+
+def channel_taken(m, i, msg):
+    if channel_final(m, i, msg):
+        return True
+    arm(0, 0)  # the disk has room again
+    if channel_final(m, i, msg):
+        return True
+    if m.proc.poll() is None:
+        m.late.append("%s: no final report within %d s of the disk having room again" % (i, WAIT_S))
+    return False
+
+
+def channel_setup(m):
+    deadline = time.monotonic() + 10
+    while m.peer.conn is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def channel_walk(m):
+    if channel_taken(m, "h-1", {"type": "grant", "id": "h-1", "generation": 1, "size": "384M"}):
+        channel_taken(m, "h-2", {"type": "revoke", "id": "h-2", "generation": 2, "size": "128M"})
+
+
 def webhook_setup(m):
     pass
 
@@ -424,7 +570,7 @@ def webhook_walk(m):
 SCENARIOS = [("grants", grants_setup, grants_walk), ("revocations", revokes_setup, revokes_walk),
              ("cancel", cancel_setup, cancel_walk), ("restart", restart_setup, restart_walk),
              ("recovery", recovery_setup, recovery_walk), ("controlplane", controlplane_setup, controlplane_walk),
-             ("webhook", webhook_setup, webhook_walk)]
+             ("webhook", webhook_setup, webhook_walk), ("channel", channel_setup, channel_walk)]
 if ONLY:
     SCENARIOS = [s for s in SCENARIOS if s[0] in ONLY]
 
@@ -462,7 +608,8 @@ def check(m):
     for i in by_id:
         # a control plane's grant is recorded before its accept is reported:
         # its reports are checked below
-        if i not in m.answers and not (m.name == "controlplane" and i.startswith("c-")):
+        if i not in m.answers and not (m.name == "controlplane" and i.startswith("c-")) and \
+                not (m.name == "channel" and i.startswith("h-")):
             problems.append("%s is recorded (%s) but was never answered accepted" % (i, by_id[i]["state"]))
     problems += peer_check(m, by_id)
     now = m.blocks()
@@ -499,26 +646,37 @@ def peer_check(m, by_id):
     what is recorded reaches the peer after the restart."""
     problems = []
     before_reports = {i: list(r) for i, r in m.reports.items()}
-    if m.name == "controlplane":
+    if m.name in ("controlplane", "channel"):
+        mine = "c-" if m.name == "controlplane" else "h-"
         for i, r in before_reports.items():
             if i not in by_id:
-                problems.append("%s was reported to the control plane but is not recorded after the restart" % i)
+                problems.append("%s was reported to the %s but is not recorded after the restart" % (i, m.name))
         deadline = time.monotonic() + WAIT_S
         while True:
             m.collect()
-            missing = [i for i in by_id if i.startswith("c-") and not m.reports.get(i)]
+            missing = [i for i in by_id if i.startswith(mine) and not m.reports.get(i)]
             if not missing or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         for i in missing:
-            problems.append("%s is recorded %s, but its final report never reached the control plane" %
-                            (i, by_id[i]["state"]))
+            problems.append("%s is recorded %s, but its final report never reached the %s" %
+                            (i, by_id[i]["state"], m.name))
+        if m.name == "channel":
+            # at least once, not in a loop: a report goes again after a reconnect
+            # or a restart, never again and again to the same host
+            seen = {}
+            for x in m.peer.snapshot():
+                seen[x["seq"]] = seen.get(x["seq"], 0) + 1
+            for seq, n in seen.items():
+                if n > 10:
+                    problems.append("report %d reached the host %d times" % (seq, n))
         for i, r in m.reports.items():
             g = by_id.get(i)
             for st, applied in r:
                 if g and (st != g["state"] or applied != int(g.get("applied_bytes") or 0)):
-                    problems.append("the control plane was told %s %s (%dM), the record says %s (%dM)" %
-                                    (i, st, applied >> 20, g["state"], int(g.get("applied_bytes") or 0) >> 20))
+                    problems.append("the %s was told %s %s (%dM), the record says %s (%dM)" %
+                                    (m.name, i, st, applied >> 20, g["state"],
+                                     int(g.get("applied_bytes") or 0) >> 20))
     if m.name == "webhook":
         want = {(g["kind"] + "." + g["state"], i) for i, g in by_id.items()
                 if g.get("state") in FINAL and g["state"] != "cancelled"}
