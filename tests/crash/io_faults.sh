@@ -369,7 +369,7 @@ policy:
             self.answers.setdefault(i, "accepted")
 
 
-def wait_file(path, secs=10):
+def wait_file(path, secs=30):
     deadline = time.monotonic() + secs
     while time.monotonic() < deadline:
         try:
