@@ -114,6 +114,7 @@ int dc_journal(struct ctl *c, struct dom *d)
 		.failed_revokes = d->v.failed_revokes, .not_onlined = d->v.not_onlined,
 	};
 	r = serve_journal_store(c->cfg->state_dir, d->name, &d->rec, why, sizeof(why));
+	d->journal_behind = r < 0;
 	if (r < 0)
 		dc_say(c, d, LOG_ERR, "journal: %s", why);
 	return r;
@@ -162,6 +163,10 @@ void dc_send_op(struct ctl *c, struct dom *d, int64_t now)
 	_cleanup_json_ json_t *m = NULL;
 
 	if (!d->synced || d->op_sent || c->cfg->dry_run)
+		return;
+	/* never an operation the journal does not hold: a restart would not
+	 * replay it, and what the guest applied would be granted twice */
+	if (d->journal_behind && dc_journal(c, d) < 0)
 		return;
 	m = dc_op_message(d);
 	if (m && dc_send_json(c, d, m) == 0) {
