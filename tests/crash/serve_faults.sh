@@ -213,6 +213,16 @@ defaults: {hypervisor: standby, standby: 2G, max: %dM, step: 512M, grow_cooldown
         return sum(e["status"]["applied_bytes"] * (1 if e["kind"] == "grant" else -1)
                    for e in self.entries() if "status" in e)
 
+    def inflight(self):
+        """operations the guest received and has not applied yet"""
+        got, done = set(), set()
+        for e in self.entries():
+            if "received" in e:
+                got.add(e["received"]["generation"])
+            elif "status" in e:
+                done.add(e["status"]["generation"])
+        return got - done
+
     def status(self):
         try:
             s = json.load(open(self.state + "/serve-status.json"))
@@ -227,7 +237,7 @@ defaults: {hypervisor: standby, standby: 2G, max: %dM, step: 512M, grow_cooldown
         t_inj = None
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if self.held() == goal:
+            if self.held() == goal and not self.inflight():
                 return True
             if inj0 is not None and self.counter.word(1) > inj0:
                 t_inj = t_inj or time.monotonic()
@@ -237,7 +247,8 @@ defaults: {hypervisor: standby, standby: 2G, max: %dM, step: 512M, grow_cooldown
                 return False
             time.sleep(0.05)
         if inj0 is None:
-            raise Failure("the guest holds %dM, not %dM, after 20 s" % (self.held() >> 20, goal >> 20))
+            raise Failure("the guest holds %dM, not %dM, after 20 s (%d operations unapplied)" %
+                          (self.held() >> 20, goal >> 20, len(self.inflight())))
         return False
 
     def close(self):
@@ -322,7 +333,7 @@ def settle(m):
     while time.monotonic() < deadline:
         st = m.status()
         if (st and st.get("phase") == "idle" and st.get("synced") and st.get("granted_bytes") == m.held() == goal
-                and not [e for e in m.entries() if "status" not in e and "replay" not in e and "stale" not in e]):
+                and not m.inflight()):
             return st
         if not m.alive():
             raise Failure("serve exited while settling: " + log_tail(m, 3))

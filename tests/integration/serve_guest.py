@@ -25,8 +25,10 @@ grant with a status report.
           N}, read at each query): below the target it asks for the
           difference, above it offers it; delay_ms holds each operation that
           long before it is applied and reported (the service may be killed
-          meanwhile: the report goes to whoever is connected then).  The
-          ledger survives the guest; tests/crash/serve_faults.sh reads it.
+          meanwhile: the report goes to whoever is connected then; a
+          replay of it meanwhile is not answered).  The ledger also says
+          what it received, replayed and refused; it survives the guest, and
+          tests/crash/serve_faults.sh reads it.
 """
 import argparse
 import faulthandler
@@ -290,6 +292,7 @@ class LedgerGuest:
             self.send({"type": "error", "id": oid, "code": "ESTALE",
                        "message": "generation %d is below the last one (%d) and not recorded" % (gen, self.high)})
             return
+        self.log({"received": {"generation": gen, "id": oid, "kind": kind}})
         delay = int(self.control().get("delay_ms", 0))
         if delay:
             threading.Thread(target=self.apply, args=(kind, m, delay), daemon=True).start()
