@@ -23,13 +23,23 @@
 #      (each id once) is what the guest holds; no "reconciled" down to what
 #      the guest held all along (a grant serve forgot);
 #   5. serve starts again after every fault, or exits with a clear message;
-#      it never dies of a signal and no sanitizer report is in its log.
+#      it never dies of a signal, no sanitizer report is in its log, and it
+#      does not go round in a loop (thousands of events in one run).
 # Scenarios: grow (request -> grant -> applied); shrink (offer -> revoke ->
 # applied); restart (SIGTERM, start, grow); recovery (SIGKILL while the guest
-# holds a grant unanswered, the faults over the restart and its replay).
+# holds a grant unanswered, the faults over the restart and its replay);
+# late (the guest applies a grant after its online deadline: serve takes it
+# back, then grants again).
 #
 #   tests/crash/serve_faults.sh  BUILD=build FAULT_STRIDE=N (every N-th call;
-#                                default 2) FAULT_SCENARIOS=grow,shrink
+#                                default 2) FAULT_MAX_RUNS=N (a wider stride
+#                                where a scenario has more points than N
+#                                runs at FAULT_STRIDE; default 30, 0: none)
+#                                FAULT_JOBS=N runs at a time (default 3)
+#                                FAULT_STALL_S=S how long a walk waits once
+#                                its fault went in (default 3: past serve's
+#                                online deadline of 2 s)
+#                                FAULT_SCENARIOS=grow,shrink
 #                                FAULT_POINTS=3,7 KEEP=1 keeps the work dir
 #
 # ENOSPC, EDQUOT and a short write stay (every later call of the walk fails
@@ -59,9 +69,12 @@ ONLY = [x for x in os.environ.get("FAULT_SCENARIOS", "").split(",") if x]
 POINTS = [int(x) for x in os.environ.get("FAULT_POINTS", "").split(",") if x]
 KEEP = bool(os.environ.get("KEEP"))
 JOBS = max(1, int(os.environ.get("FAULT_JOBS", "3")))
+MAX_RUNS = int(os.environ.get("FAULT_MAX_RUNS", "30"))  # per scenario (0: no bound)
 M = 1 << 20
 MAX = 768 * M
 MODES = ["ENOSPC", "EIO", "EDQUOT", "SHORT"]
+# a run of any scenario says a few dozen events; thousands are a loop
+EVENTS_MAX = 1000
 # how long a walk waits for serve once a fault went in (it may never get
 # there: a full disk stays full); a run without a fault waits for its end
 STALL_S = float(os.environ.get("FAULT_STALL_S", "3"))
@@ -319,8 +332,24 @@ def recovery_walk(m, inj0):
         m.reach(inj0)
 
 
+def late_setup(m):
+    pass
+
+
+def late_walk(m, inj0):
+    m.want(512 * M, delay_ms=2600)  # past online_deadline: serve takes the grant back
+    deadline = time.monotonic() + 20
+    while not m.inflight() and time.monotonic() < deadline and m.alive():
+        if inj0 is not None and m.counter.word(1) > inj0 and time.monotonic() > deadline - 20 + STALL_S:
+            break
+        time.sleep(0.02)
+    m.want(512 * M)  # the next ones at once
+    m.reach(inj0)
+
+
 SCENARIOS = [("grow", grow_setup, grow_walk), ("shrink", shrink_setup, shrink_walk),
-             ("restart", restart_setup, restart_walk), ("recovery", recovery_setup, recovery_walk)]
+             ("restart", restart_setup, restart_walk), ("recovery", recovery_setup, recovery_walk),
+             ("late", late_setup, late_walk)]
 if ONLY:
     SCENARIOS = [s for s in SCENARIOS if s[0] in ONLY]
 
@@ -347,6 +376,8 @@ def check_events(m, granted, held):
     final = {}  # id -> signed bytes, each id once
     resumed = None  # the operation a restart replays
     given_up = []  # grants serve stopped waiting for (plugged_not_usable)
+    names = []
+    taken_back = set()
     try:
         lines = open(m.events).read().splitlines()
     except OSError:
@@ -360,6 +391,7 @@ def check_events(m, granted, held):
         if e.get("domain") != "vm":
             continue
         name = e.get("event")
+        names.append(name)
         if int(e.get("granted_bytes") or 0) > MAX:
             problems.append("event %s says granted %dM, above max %dM" % (name, e["granted_bytes"] >> 20, MAX >> 20))
         if name in ("grant.applied", "grant.incomplete", "revoke.offline", "revoke.incomplete"):
@@ -375,10 +407,13 @@ def check_events(m, granted, held):
             final[e["id"]] = sign * e["bytes"]
         if name == "plugged_not_usable":
             given_up.append(e.get("grant"))
-        if name == "take_back.revoked":
-            # the revocation of a grant given up on: what it took back (its id is
-            # not in the event; the ledger has it)
-            final["take_back.%d" % len(final)] = -e["bytes"]
+        if name == "take_back.revoked" and given_up:
+            # the revocation of a grant given up on: what that grant applied
+            # late (no event of its own: the ledger has it) less what this took
+            g = given_up.pop()
+            late = applied[g][1] if g in applied and applied[g][0] == "grant" else 0
+            final["take_back of " + g] = max(0, late - e["bytes"])
+            taken_back.add(g)
         if name == "resumed":
             resumed = e.get("op")
         if name == "domain.added":
@@ -395,9 +430,13 @@ def check_events(m, granted, held):
         if name == "reconciled" and "agent_granted" in e:
             problems.append("event reconciled: serve's journal had %dM, the guest %dM (the guest never lost any)" %
                             (e["journal_granted"] >> 20, e["agent_granted"] >> 20))
-    for g in given_up:  # a grant given up on, applied late: no event says so
-        if g not in final and g in applied and applied[g][0] == "grant":
+    for g in given_up:  # a grant given up on, applied late, not taken back: no event says so
+        if g not in final and g not in taken_back and g in applied and applied[g][0] == "grant":
             final[g] = applied[g][1]
+    if len(lines) > EVENTS_MAX:
+        top = max(set(names), key=names.count)
+        problems.append("%d events in one run (%d of them %s): serve went round in a loop" %
+                        (len(lines), names.count(top), top))
     if sum(final.values()) != held or granted != held:
         problems.append("the events' grants and revocations add up to %dM, serve says %dM, the guest holds %dM" %
                         (sum(final.values()) >> 20, granted >> 20, held >> 20))
@@ -481,7 +520,8 @@ def one(setup, walk, at, mode):
 
 
 runs = total_injected = violations = failed_calls = 0
-print("serve_faults: every %d. I/O point is failed (FAULT_STRIDE=%d), %d runs at a time" % (STRIDE, STRIDE, JOBS),
+print("serve_faults: every %d. I/O point is failed (FAULT_STRIDE=%d; wider where a scenario has more than %s "
+      "points: FAULT_MAX_RUNS=%d), %d runs at a time" % (STRIDE, STRIDE, STRIDE * MAX_RUNS if MAX_RUNS else "any", MAX_RUNS, JOBS),
       flush=True)
 try:
     for name, setup, walk in SCENARIOS:
@@ -492,8 +532,11 @@ try:
             print("FAIL %s (no fault): %s" % (name, p), flush=True)
         per = dict.fromkeys(MODES, 0)
         points = []
-        for at in POINTS or range(1, calls + 1, STRIDE):
-            mode = (at // STRIDE) % len(MODES)
+        # a scenario with many points (the status file, rewritten as it changes)
+        # gets a wider stride: its run time stays bounded
+        stride = max(STRIDE, -(-calls // MAX_RUNS)) if MAX_RUNS else STRIDE
+        for at in POINTS or range(1, calls + 1, stride):
+            mode = (at // stride) % len(MODES)
             # a full disk stays full until the walk ends; an EIO is one call
             points.append((at, mode | (4 if MODES[mode] != "EIO" else 0)))
         with ThreadPoolExecutor(JOBS) as pool:
@@ -507,8 +550,8 @@ try:
                 violations += 1
                 print("FAIL %s, call %d of %d failing with %s%s: %s" % (name, at, calls, MODES[mode & 3],
                                                                     " and after" if mode & 4 else "", p), flush=True)
-        print("serve_faults: %s: %d I/O points, runs injected with %s" %
-              (name, calls, ", ".join("%s %d" % kv for kv in per.items())), flush=True)
+        print("serve_faults: %s: %d I/O points, every %d. failed, runs injected with %s" %
+              (name, calls, stride, ", ".join("%s %d" % kv for kv in per.items())), flush=True)
 finally:
     if KEEP:
         print("serve_faults: work directory kept: %s" % T)

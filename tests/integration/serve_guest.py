@@ -23,7 +23,8 @@ grant with a status report.
           one at a generation below its last, never recorded, gets ESTALE.
           What it wants comes from --control ({"target": BYTES, "delay_ms":
           N}, read at each query): below the target it asks for the
-          difference, above it offers it; delay_ms holds each operation that
+          difference, above it offers it.  Operations run one at a time in
+          the order received; delay_ms (read when one arrives) holds it that
           long before it is applied and reported (the service may be killed
           meanwhile: the report goes to whoever is connected then; a
           replay of it meanwhile is not answered).  The ledger also says
@@ -34,6 +35,7 @@ import argparse
 import faulthandler
 import json
 import os
+import queue
 import socket
 import threading
 import time
@@ -190,6 +192,8 @@ class LedgerGuest:
         self.high = 0       # the last generation recorded or in flight
         self.asked_at = None
         self.asked_on = None  # the connection the last request or offer went to
+        self.queue = queue.Queue()
+        threading.Thread(target=self.worker, daemon=True).start()
         try:
             with open(args.ledger) as f:
                 for line in f:
@@ -293,11 +297,12 @@ class LedgerGuest:
                        "message": "generation %d is below the last one (%d) and not recorded" % (gen, self.high)})
             return
         self.log({"received": {"generation": gen, "id": oid, "kind": kind}})
-        delay = int(self.control().get("delay_ms", 0))
-        if delay:
-            threading.Thread(target=self.apply, args=(kind, m, delay), daemon=True).start()
-        else:
-            self.apply(kind, m, 0)
+        self.queue.put((kind, m, int(self.control().get("delay_ms", 0))))
+
+    def worker(self):
+        """one operation at a time, in the order received, as the agent runs them"""
+        while True:
+            self.apply(*self.queue.get())
 
     def next_seq(self):
         with self.lock:
