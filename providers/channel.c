@@ -34,6 +34,7 @@
 #include "agent/engine/engine.h"
 #include "lib/json.h"
 #include "lib/log.h"
+#include "lib/timeutil.h"
 #include "lib/wire/message.h"
 #include "providers/views/views_json.h"
 #include "config/config.h"
@@ -46,6 +47,8 @@
 #define HUP_PROBE_MS 1000         /* without epoll: how often a port without host is looked at */
 #define RETRY_MIN_MS 200
 #define RETRY_MAX_MS 2000
+#define ACK_RETRY_MIN_MS 500u  /* an ack the journal could not record: tried again, doubling */
+#define ACK_RETRY_MAX_MS 5000u
 #define QUICK_RETRIES 5           /* timed retries after a change, then only events */
 
 /* ---- the provider ---------------------------------------------------------------- */
@@ -74,6 +77,9 @@ struct channel_provider {
 	char *out;
 	size_t out_len, out_cap;
 	uint64_t inflight;    /* seq of the report sent and not yet acknowledged, 0 none */
+	uint64_t ack_unrecorded; /* acknowledged, but the journal could not record it yet: 0 none */
+	int64_t ack_retry_at;    /* mono_ms() of the next try */
+	unsigned ack_retry_ms;
 	bool warned_missing;
 };
 
@@ -189,14 +195,28 @@ static void pump_outbox(struct channel_provider *p)
 	p->inflight = seq;
 }
 
+/* Records that the host acknowledged SEQ.  When the journal cannot (disk
+ * full), the removal is tried again, 0.5 s later then doubling up to 5 s
+ * (io_main()), and nothing more is sent meanwhile: sending the same report
+ * again would only bring the same ack back at once, over and over.  A
+ * journal that broke stops the engine (engine_outbox_ack()). */
 static void handle_ack(struct channel_provider *p, uint64_t seq)
 {
 	int r = engine_outbox_ack(p->d, DEST, seq);
 
-	if (r < 0 && r != -ENOENT)
-		log_err(p->log, "channel: cannot remove report %llu from the outbox: %s", (unsigned long long)seq,
-			strerror(-r));
 	/* -ENOENT: a repeated ack, nothing to do */
+	if (r < 0 && r != -ENOENT) {
+		if (!p->ack_unrecorded)
+			log_err(p->log, "channel: cannot remove report %llu from the outbox: %s; trying again",
+				(unsigned long long)seq, strerror(-r));
+		p->ack_retry_ms = p->ack_unrecorded ? p->ack_retry_ms * 2 : ACK_RETRY_MIN_MS;
+		if (p->ack_retry_ms > ACK_RETRY_MAX_MS)
+			p->ack_retry_ms = ACK_RETRY_MAX_MS;
+		p->ack_unrecorded = seq;
+		p->ack_retry_at = (int64_t)mono_ms() + p->ack_retry_ms;
+		return;
+	}
+	p->ack_unrecorded = 0;
 	if (seq == p->inflight) {
 		p->inflight = 0;
 		pump_outbox(p);
@@ -589,6 +609,15 @@ static void *io_main(void *arg)
 			}
 		}
 
+		if (p->ack_unrecorded) {
+			int64_t left = p->ack_retry_at - (int64_t)mono_ms();
+			if (left <= 0) {
+				handle_ack(p, p->ack_unrecorded);
+				continue;
+			}
+			if (timeout < 0 || left < timeout)
+				timeout = (int)left;
+		}
 		pf[0] = (struct pollfd){ .fd = p->stop_fd, .events = POLLIN };
 		pf[1] = (struct pollfd){ .fd = p->outbox_fd, .events = POLLIN };
 		pf[2] = (struct pollfd){ .fd = p->hup ? p->hup_ep : p->fd,

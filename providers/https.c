@@ -163,13 +163,28 @@ static enum outcome report_send(struct https_provider *p, struct conn *c, uint64
 	r = https_request(p, c, "POST", url, body, key, REQUEST_TIMEOUT_MS, &resp, why, sizeof(why));
 	o = https_classify_ack(p, c, r, &resp, what, why);
 	if (o == OUT_OK) {
+		unsigned wait_ms = 0;
+
 		https_succeeded(p, c);
-		r = engine_outbox_ack(p->d, SOURCE, seq);
-		if (r < 0)
-			log_err(p->log, "https send: %s delivered but cannot be removed from the outbox: %s", key,
-				strerror(-r));
-		else
-			log_debug(p->log, "https send: %s delivered (HTTP %ld)", key, resp.code);
+		/* delivered: only its removal is left.  A journal that cannot record
+		 * it (disk full) is waited out here, not answered by sending the
+		 * report again and again; one that broke stops the engine, and the
+		 * report goes again, with its key, after the next start. */
+		while ((r = engine_outbox_ack(p->d, SOURCE, seq)) < 0 && r != -ENOENT) {
+			if (!wait_ms)
+				log_err(p->log, "https send: %s delivered but cannot be removed from the outbox: %s; "
+					"trying again", key, strerror(-r));
+			wait_ms = wait_ms ? wait_ms * 2 : BACKOFF_FIRST_MS;
+			if (wait_ms > JOURNAL_RETRY_MAX_MS)
+				wait_ms = JOURNAL_RETRY_MAX_MS;
+			if (https_sleep_ms(p, wait_ms)) {
+				o = OUT_STOPPED;
+				break;
+			}
+		}
+		if (r == 0)
+			log_debug(p->log, "https send: %s delivered (HTTP %ld)%s", key, resp.code,
+				  wait_ms ? ", removed from the outbox at last" : "");
 	}
 	https_response_done(&resp);
 	return o;
@@ -339,16 +354,17 @@ static void answer_unapplied(struct https_provider *p, const struct engine_verdi
 /* Hands the grants of RESP to the engine, the lowest generations first, at
  * most HTTPS_BATCH_MAX.  *CURSOR rises to each generation handled (accepted,
  * replayed, or refused for good), never to one that failed validation nor
- * past one the agent could not take (stopping, outbox full): the next poll
- * asks for those again.  0, or -EBADMSG with WHY when the body is not
- * {"grants": [...]}. */
+ * past one the agent could not take (stopping, outbox full, *UNRECORDABLE:
+ * the journal could not record it): the next poll asks for those again.
+ * 0, or -EBADMSG with WHY when the body is not {"grants": [...]}. */
 static int take_grants(struct https_provider *p, const struct response *resp, uint64_t *cursor,
-		       size_t *n_taken, char *why, size_t whylen)
+		       size_t *n_taken, bool *unrecordable, char *why, size_t whylen)
 {
 	struct https_batch b;
 	int r;
 
 	*n_taken = 0;
+	*unrecordable = false;
 	r = https_parse_grants(resp->body, resp->len, &b, why, whylen);
 	if (r < 0)
 		return r;
@@ -382,10 +398,12 @@ static int take_grants(struct https_provider *p, const struct response *resp, ui
 		snprintf(said.id, sizeof(said.id), "%s", m->id);
 		if (engine_submit(p->d, p->source, m, &v) < 0)
 			break;
-		if (v.kind == ENGINE_REJECTED && (v.err == -ESHUTDOWN || v.err == -ENOBUFS)) {
-			/* stopping, or the journal's outbox is full: not taken, asked again */
+		if (v.kind == ENGINE_REJECTED && (v.err == -ESHUTDOWN || v.err == -ENOBUFS || v.unrecordable)) {
+			/* stopping, the journal's outbox is full, or the journal cannot
+			 * record it (disk full): not taken, asked again, never "rejected" */
 			log_info(p->log, "https poll: %s (generation %llu) not taken now: %s", e->id[0] ? e->id : "?",
 				 (unsigned long long)e->generation, v.error.message[0] ? v.error.message : "agent busy");
+			*unrecordable = v.unrecordable;
 			engine_verdict_done(&v);
 			break;
 		}
@@ -416,6 +434,7 @@ static void *poller_main(void *arg)
 	struct https_provider *p = arg;
 	struct conn *c = &p->poll;
 	uint64_t skip_after = 0; /* generations handled but not recorded (malformed ones) */
+	unsigned journal_wait_ms = 0; /* the journal refused a grant: doubled up to JOURNAL_RETRY_MAX_MS */
 	bool quick_logged = false;
 
 	while (!https_stopping(p)) {
@@ -425,6 +444,7 @@ static void *poller_main(void *arg)
 		uint64_t after, t0;
 		unsigned pause;
 		size_t taken = 0;
+		bool unrecordable = false;
 		enum outcome o;
 		int r;
 
@@ -445,7 +465,7 @@ static void *poller_main(void *arg)
 		o = https_classify(p, c, r, &resp, "GET grants", why);
 		if (o == OUT_OK && resp.code == 200) {
 			uint64_t seen = after;
-			r = take_grants(p, &resp, &seen, &taken, why, sizeof(why));
+			r = take_grants(p, &resp, &seen, &taken, &unrecordable, why, sizeof(why));
 			if (r < 0) {
 				https_fail_and_wait(p, c, "not the protocol", false, -1, "GET grants: %s", why);
 				o = OUT_RETRY;
@@ -465,6 +485,17 @@ static void *poller_main(void *arg)
 			break;
 		if (o != OUT_OK)
 			continue;
+		if (unrecordable) {
+			/* a full disk stays full for a while: the grant is asked for
+			 * again 0.5 s later, then 1 s ... (the engine logs each refusal) */
+			journal_wait_ms = journal_wait_ms ? journal_wait_ms * 2 : BACKOFF_FIRST_MS;
+			if (journal_wait_ms > JOURNAL_RETRY_MAX_MS)
+				journal_wait_ms = JOURNAL_RETRY_MAX_MS;
+			if (https_sleep_ms(p, journal_wait_ms))
+				break;
+			continue;
+		}
+		journal_wait_ms = 0;
 		/* an answer with grants that announced a window: the fleet got its
 		 * grants at once, its next polls spread over the window */
 		if (pause) {

@@ -33,6 +33,7 @@
 #define BACKOFF_FIRST_MS 500u
 #define BACKOFF_CAP_MAX_MS 60000u
 #define EMPTY_POLL_MIN_MS 1000u         /* a server that ignores wait= is not polled faster */
+#define JOURNAL_RETRY_MAX_MS 5000u      /* the journal refused to record (disk full): tried again at least this often */
 #define TOKEN_MAX 8192
 
 

@@ -444,6 +444,7 @@ int engine_submit(struct engine *e, const struct engine_source *src, struct msg 
 				      o->msg->id, e->state_dir, strerror(-r), (unsigned long long)st.failed_bytes);
 		}
 		log_err(&e->log, "%s", v->error.message);
+		v->unrecordable = true;
 		goto refused;
 	}
 	op_announce_locked(e, o, &rt);

@@ -130,6 +130,8 @@ struct engine_verdict {
 	int err;                /* REJECTED: negative errno */
 	struct msg_error error; /* REJECTED: code and reason */
 	bool recorded;          /* REJECTED: journaled as a rejected request */
+	bool unrecordable;      /* REJECTED: the journal could not take it (disk full, I/O error);
+				 * nothing was done, the same request may come again */
 	struct report *report;  /* own or NULL: the request's status report */
 	bool sync;              /* ANSWERED to a sync: NONCE is its nonce */
 	uint64_t nonce;
@@ -347,6 +349,14 @@ int engine_outbox_register(struct engine *e, const char *dest);
  * queued): 0 with *DOC (JSON text, malloc'd: the journal's encoding) and
  * *SEQ, -ENOENT none.  providers/views/views_json.h reads it as JSON. */
 int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, char **doc);
+/* From now on FN's document for each grant's or revocation's status the
+ * journal records (STATUS as docs/api/messages.schema.json has it; NULL:
+ * none) goes to DEST's outbox in that same record: an event durable exactly
+ * when the state it tells of is.  FN runs under the engine's lock. */
+struct json_t;
+typedef struct json_t *engine_event_fn(void *ctx, const struct json_t *status);
+int engine_event_subscribe(struct engine *e, const char *dest, engine_event_fn *fn, void *ctx);
+void engine_event_unsubscribe(struct engine *e, engine_event_fn *fn, void *ctx);
 /* DEST acknowledged SEQ: removed durably. */
 int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq);
 /* How many reports for DEST wait in its outbox (an adapter's back-pressure). */

@@ -32,6 +32,25 @@ int engine_outbox_register(struct engine *e, const char *dest)
 	return r;
 }
 
+int engine_event_subscribe(struct engine *e, const char *dest, engine_event_fn *fn, void *ctx)
+{
+	int r;
+
+	pthread_mutex_lock(&e->lock);
+	r = outbox_register_locked(e, dest);
+	if (r == 0)
+		r = intentlog_subscribe(e->journal, dest, fn, ctx);
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+void engine_event_unsubscribe(struct engine *e, engine_event_fn *fn, void *ctx)
+{
+	pthread_mutex_lock(&e->lock);
+	intentlog_unsubscribe(e->journal, fn, ctx);
+	pthread_mutex_unlock(&e->lock);
+}
+
 uint64_t engine_last_generation(struct engine *e, const struct engine_source *s)
 {
 	uint64_t g;
@@ -54,12 +73,31 @@ int engine_outbox_peek(struct engine *e, const char *dest, uint64_t *seq, char *
 
 int engine_outbox_ack(struct engine *e, const char *dest, uint64_t seq)
 {
+	bool stop = false;
 	int r;
 
 	pthread_mutex_lock(&e->lock);
 	r = intentlog_outbox_ack(e->journal, dest, seq);
+	if (r < 0 && r != -ENOENT) {
+		struct intentlog_stats st;
+
+		intentlog_stats(e->journal, &st);
+		if (st.broken) {
+			/* the failed write could not be cut back: nothing more can be
+			 * recorded; the engine stops as on SIGTERM, and the report,
+			 * still queued, goes again (the same key) after the next start */
+			log_err(&e->log, "the journal in %s cannot record that %s received report %llu (%s), and the "
+				"failed write could not be undone: memgrantd stops; free space there and start it again",
+				e->state_dir, dest, (unsigned long long)seq, strerror(-r));
+			if (!e->journal_err)
+				e->journal_err = r;
+			e->stopping = stop = true;
+			pthread_cond_broadcast(&e->cond);
+			pthread_cond_broadcast(&e->outbox_cond);
+		}
+	}
 	pthread_mutex_unlock(&e->lock);
-	if (r == 0)
+	if (r == 0 || stop)
 		engine_notify(e);
 	return r;
 }

@@ -377,17 +377,53 @@ void intentlog_batch_abort(struct intentlog *il)
 	il->batch_saved = NULL;
 }
 
-/* "status" and "outbox" members of a record. */
-static int add_report(json_t *rec, json_t *status, const char *outbox_dest)
+/* "status" and "outbox" members of a record, and "events": what each
+ * subscriber queues for that status, in the same record. */
+static int add_report(struct intentlog *il, json_t *rec, json_t *status, const char *outbox_dest)
 {
+	json_t *events = NULL;
+
 	if (!rec)
 		return -ENOMEM;
 	if ((status && !json_is_object(status)) || (outbox_dest && !msg_id_valid(outbox_dest)))
 		return -EINVAL;
+	for (size_t i = 0; status && i < il->n_subs; i++) {
+		json_t *doc = il->subs[i].fn(il->subs[i].ctx, status);
+
+		if (!doc)
+			continue;
+		if ((!events && !(events = json_array())) ||
+		    json_array_append_new(events, json_pack("{s:s, s:o}", "dest", il->subs[i].dest, "report", doc)) < 0) {
+			json_decref(events);
+			return -ENOMEM;
+		}
+	}
 	if (json_object_set_new(rec, "status", status ? report_runs_compact(status) : json_null()) < 0 ||
-	    json_object_set_new(rec, "outbox", outbox_dest ? json_string(outbox_dest) : json_null()) < 0)
+	    json_object_set_new(rec, "outbox", outbox_dest ? json_string(outbox_dest) : json_null()) < 0 ||
+	    (events && json_object_set_new(rec, "events", events) < 0))
 		return -ENOMEM;
 	return 0;
+}
+
+int intentlog_subscribe(struct intentlog *il, const char *dest, intentlog_event_fn fn, void *ctx)
+{
+	if (!msg_id_valid(dest) || !fn)
+		return -EINVAL;
+	if (il->n_subs == INTENTLOG_SUBSCRIBERS_MAX)
+		return -ENOSPC;
+	il->subs[il->n_subs] = (struct intentlog_subscriber){ .fn = fn, .ctx = ctx };
+	snprintf(il->subs[il->n_subs].dest, sizeof(il->subs[0].dest), "%s", dest);
+	il->n_subs++;
+	return 0;
+}
+
+void intentlog_unsubscribe(struct intentlog *il, intentlog_event_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < il->n_subs;)
+		if (il->subs[i].fn == fn && il->subs[i].ctx == ctx)
+			il->subs[i] = il->subs[--il->n_subs];
+		else
+			i++;
 }
 
 int intentlog_accept(struct intentlog *il, const char *source, const struct msg *m, enum msg_state state,
@@ -412,7 +448,7 @@ int intentlog_accept(struct intentlog *il, const char *source, const struct msg 
 		return -ENOMEM;
 	rec = json_pack("{s:s, s:s, s:o, s:o}", "source", source, "state", msg_state_name(state), "request", req,
 			"time", ilog_now_json());
-	r = add_report(rec, status, outbox_dest);
+	r = add_report(il, rec, status, outbox_dest);
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -437,7 +473,7 @@ int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state sta
 	if (outbox_dest && !status && !json_is_object(json_object_get(g, "status")))
 		return -EINVAL;
 	rec = json_pack("{s:s, s:s, s:o}", "id", id, "state", msg_state_name(state), "time", ilog_now_json());
-	r = add_report(rec, status, outbox_dest);
+	r = add_report(il, rec, status, outbox_dest);
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -476,7 +512,7 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
 	}
 	rec = json_pack("{s:s, s:s, s:o, s:o}", "op", op, "dir", dir == ILOG_UP ? "up" : "down", "blocks", list, "time",
 			ilog_now_json());
-	r = add_report(rec, status, outbox_dest);
+	r = add_report(il, rec, status, outbox_dest);
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -528,7 +564,7 @@ int intentlog_result(struct intentlog *il, const char *op, enum msg_state state,
 		return -EINVAL;
 	rec = json_pack("{s:s, s:s, s:I, s:o, s:o}", "op", op, "state", msg_state_name(state), "applied_bytes",
 			(json_int_t)applied_bytes, "blocks", list, "time", ilog_now_json());
-	r = add_report(rec, status, outbox_dest);
+	r = add_report(il, rec, status, outbox_dest);
 	if (r < 0) {
 		json_decref(rec);
 		return r;

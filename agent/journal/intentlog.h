@@ -192,6 +192,15 @@ int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64
 			      bool memmap, uint64_t *seq);
 int intentlog_remove_owned_block(struct intentlog *il, uint64_t block);
 int intentlog_outbox_push(struct intentlog *il, const char *dest, json_t *report, uint64_t *seq);
+/* A subscriber's document for STATUS (a grant's or revocation's status as
+ * the record holds it), queued for its destination in the same record as
+ * that status, so that it is durable exactly when the status is; NULL: none
+ * for this one.  Called from the writing thread, under the caller's lock. */
+typedef json_t *(*intentlog_event_fn)(void *ctx, const json_t *status);
+/* From now on, every record with a status also queues FN's document for
+ * DEST (up to INTENTLOG_SUBSCRIBERS_MAX subscribers; -ENOSPC past them). */
+int intentlog_subscribe(struct intentlog *il, const char *dest, intentlog_event_fn fn, void *ctx);
+void intentlog_unsubscribe(struct intentlog *il, intentlog_event_fn fn, void *ctx);
 /* DOC: a JSON object as text; -EINVAL when it is not one. */
 int intentlog_outbox_push_text(struct intentlog *il, const char *dest, const char *doc, uint64_t *seq);
 int intentlog_outbox_ack(struct intentlog *il, const char *dest, uint64_t seq);

@@ -40,6 +40,14 @@ struct pending_rec {
 	size_t len;
 };
 
+#define INTENTLOG_SUBSCRIBERS_MAX 16
+
+struct intentlog_subscriber {
+	char dest[MSG_ID_MAX + 1];
+	intentlog_event_fn fn;
+	void *ctx;
+};
+
 struct intentlog {
 	char *dir;
 	int dir_fd;
@@ -59,6 +67,8 @@ struct intentlog {
 	json_t *batch_saved;
 	struct pending_rec *batch;
 	size_t n_batch, cap_batch;
+	struct intentlog_subscriber subs[INTENTLOG_SUBSCRIBERS_MAX];
+	size_t n_subs;
 };
 
 /* What an apply function needs besides the tree. */

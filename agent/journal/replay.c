@@ -511,6 +511,32 @@ static int outbox_add(json_t *root, size_t outbox_max, const char *dest, json_t 
 	return 0;
 }
 
+/* A record's "events": [{"dest", "report"}], what subscribers queued with its
+ * status (intentlog_subscribe()).  An event for a full outbox is dropped, the
+ * same way at every replay: it never holds back the status it came with. */
+static int apply_events(json_t *root, const json_t *events, struct apply_ctx *c)
+{
+	const json_t *ev;
+	size_t i;
+	int r;
+
+	if (!events || json_is_null(events))
+		return 0;
+	if (!json_is_array(events))
+		return fail(c, -EINVAL, "\"events\" is not an array");
+	json_array_foreach(events, i, ev) {
+		const char *dest = ilog_str_of(ev, "dest");
+		json_t *doc = json_object_get(ev, "report");
+
+		if (!msg_id_valid(dest) || !json_is_object(doc))
+			return fail(c, -EINVAL, "events[%zu] is not {\"dest\": destination, \"report\": object}", i);
+		r = outbox_add(root, c->outbox_max, dest, doc, NULL);
+		if (r < 0 && r != -ENOBUFS)
+			return fail(c, r, "cannot queue events[%zu] for \"%s\"", i, dest);
+	}
+	return 0;
+}
+
 /* The "status" and "outbox" members common to accept/state/intent/result:
  * replaces G's status when REC has one, queues it for REC's "outbox". */
 static int apply_report(json_t *root, json_t *g, const json_t *rec, struct apply_ctx *c)
@@ -537,7 +563,7 @@ static int apply_report(json_t *root, json_t *g, const json_t *rec, struct apply
 		if (r < 0)
 			return fail(c, r, "cannot queue the report for \"%s\"", dest);
 	}
-	return 0;
+	return apply_events(root, json_object_get(rec, "events"), c);
 }
 
 static int set_updated(json_t *g, const json_t *rec, struct apply_ctx *c)

@@ -246,6 +246,39 @@ static bool named_by_entry(const struct hooks *h, const char *path)
 	return false;
 }
 
+/* grant.STATE or revoke.STATE: a state the journal records. */
+static bool is_op_event(const char *event)
+{
+	return strncmp(event, "grant.", 6) == 0 || strncmp(event, "revoke.", 7) == 0;
+}
+
+/* The webhook event of a grant's or revocation's STATUS, made while the
+ * journal writes the record of that status and queued in that same record
+ * (engine_event_subscribe()): delivered exactly when the state is durable,
+ * never lost to a write that failed in between.  NULL when the entry does
+ * not want it. */
+static json_t *journal_event(void *ctx, const json_t *status)
+{
+	const struct hook_entry *e = ctx;
+	const char *id = json_string_value(json_object_get(status, "id"));
+	const char *kind = json_string_value(json_object_get(status, "kind"));
+	const char *state = json_string_value(json_object_get(status, "state"));
+	_cleanup_json_ json_t *fields = NULL;
+	char event[64];
+	bool match = false;
+
+	if (!id || !kind || !state)
+		return NULL;
+	snprintf(event, sizeof(event), "%s.%s", kind, state);
+	for (size_t k = 0; k < e->n_events && !match; k++)
+		match = hooks_event_matches(e->events[k], event);
+	if (!match)
+		return NULL;
+	fields = json_pack("{s:s,s:s,s:s,s:o}", "id", id, "kind", kind, "state", state, "status",
+			   json_deep_copy(status));
+	return fields ? hooks_event_json(e->owner->agent_id, event, fields) : NULL;
+}
+
 /* Builds EVENT and queues its runs: on the runner thread only, which takes
  * events in the order they were posted (post_event()). */
 static int fire_now(struct hooks *h, const char *event, json_t *fields)
@@ -270,7 +303,13 @@ static int fire_now(struct hooks *h, const char *event, json_t *fields)
 		if (!match)
 			continue;
 		if (e->webhook) {
-			int r = h->daemon ? views_outbox_push(h->daemon, e->dest, ev) : -ENOTCONN;
+			int r;
+
+			/* a grant's or revocation's state: queued already, in the journal's
+			 * record of that state (journal_event()) */
+			if (e->journaled && is_op_event(event))
+				continue;
+			r = h->daemon ? views_outbox_push(h->daemon, e->dest, ev) : -ENOTCONN;
 			if (r < 0)
 				log_err(&h->log, "hooks[%zu]: cannot queue %s for the webhook: %s", i, event,
 					strerror(-r));
@@ -502,7 +541,14 @@ int hooks_start(struct hooks *h)
 		h->subscribed = true;
 		for (size_t i = 0; i < h->n_entries; i++)
 			if (h->entries[i].webhook) {
-				r = webhook_start(h->entries[i].webhook);
+				struct hook_entry *e = &h->entries[i];
+
+				e->owner = h;
+				r = engine_event_subscribe(h->daemon, e->dest, journal_event, e);
+				if (r < 0)
+					return r;
+				e->journaled = true;
+				r = webhook_start(e->webhook);
 				if (r < 0)
 					return r;
 			}
@@ -516,6 +562,11 @@ void hooks_stop(struct hooks *h)
 		return;
 	if (h->subscribed) {
 		engine_unsubscribe(h->daemon, on_transition, h);
+		for (size_t i = 0; i < h->n_entries; i++)
+			if (h->entries[i].journaled) {
+				engine_event_unsubscribe(h->daemon, journal_event, &h->entries[i]);
+				h->entries[i].journaled = false;
+			}
 		h->subscribed = false;
 	}
 	pthread_mutex_lock(&h->lock);

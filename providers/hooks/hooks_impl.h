@@ -42,6 +42,8 @@ struct hook_entry {
 	uint64_t timeout_ms;
 	struct webhook *webhook;     /* NULL for exec */
 	char dest[WEBHOOK_DEST_MAX];
+	const struct hooks *owner;
+	bool journaled;              /* its grant and revocation events come with the journal's records */
 };
 struct hooks {
 	struct mg_log log;

@@ -303,11 +303,22 @@ static void *webhook_main(void *arg)
 			continue;
 		r = post(w, ev, why, sizeof(why));
 		if (r == 0) {
-			r = engine_outbox_ack(w->daemon, w->dest, seq);
-			if (r < 0)
-				log_err(&w->log, "webhook %s: delivered event %s but cannot remove it from the outbox: %s",
-					w->url, json_string_value(json_object_get(ev, "event_id")) ?: "?", strerror(-r));
-			else
+			uint64_t wait_ms = 0;
+
+			/* delivered: a journal that cannot record its removal (disk full)
+			 * is waited out, not answered by delivering it again and again */
+			while ((r = engine_outbox_ack(w->daemon, w->dest, seq)) < 0 && r != -ENOENT) {
+				if (!wait_ms)
+					log_err(&w->log, "webhook %s: delivered event %s but cannot remove it from the "
+						"outbox: %s; trying again", w->url,
+						json_string_value(json_object_get(ev, "event_id")) ?: "?", strerror(-r));
+				wait_ms = wait_ms ? wait_ms * 2 : WEBHOOK_BACKOFF_MIN_MS;
+				if (wait_ms > WEBHOOK_ACK_RETRY_MAX_MS)
+					wait_ms = WEBHOOK_ACK_RETRY_MAX_MS;
+				if (sleep_or_stop(w, wait_ms))
+					break;
+			}
+			if (r == 0)
 				log_debug(&w->log, "webhook %s: delivered %s %s", w->url,
 					  json_string_value(json_object_get(ev, "event")) ?: "?",
 					  json_string_value(json_object_get(ev, "event_id")) ?: "?");

@@ -30,6 +30,7 @@
 
 #define WEBHOOK_BACKOFF_MIN_MS 1000
 #define WEBHOOK_BACKOFF_MAX_MS (5 * 60 * 1000)
+#define WEBHOOK_ACK_RETRY_MAX_MS 5000 /* a delivered event the journal cannot yet remove (disk full) */
 #define WEBHOOK_DEST_MAX 32
 #define WEBHOOK_SECRET_MAX 4096
 

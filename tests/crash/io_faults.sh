@@ -16,7 +16,15 @@
 #   5. no memgrantctl call waits past its deadline (WAIT_S).
 # Scenarios: grants; revocations (by size, by grant); a cancel; a restart
 # (SIGTERM, start, revocation); recovery itself (SIGKILL during a grant, the
-# faults over the restart's recovery).
+# faults over the restart's recovery); a control-plane grant and revocation
+# over HTTPS with their reports (tests/controlplane/cp.py on loopback, TLS);
+# webhook events (tests/tools/webhook_receiver.py); a host's grant and
+# revocation over the guest channel (ChannelHost below, on a UNIX socket:
+# it acknowledges every report and counts how often each one came: a
+# report sent again and again in a loop is a violation).  A report or an event
+# the other side received is an answer given: after the restart every one
+# is delivered (none lost), each id's final reports agree with each other
+# and with the record, and no event names a state the record does not hold.
 #
 #   tests/crash/io_faults.sh   BUILD=build FAULT_STRIDE=1 (every call; N walks
 #                              every FAULT_STRIDE-th) KEEP=1 keeps the work dir
@@ -35,11 +43,12 @@ export BUILD
 [ -z "${TEST_WRAPPER:-}" ] || { echo "skipped: under qemu-user (LD_PRELOAD of a native library)"; exit 77; }
 [ -x "$BUILD/memgrantd" ] && [ -f "$BUILD/tests/tools/faultio.so" ] || { echo "io_faults: build first"; exit 2; }
 command -v python3 >/dev/null || { echo "io_faults: needs python3"; exit 77; }
-exec python3 - <<'PY'
-import json, mmap, os, pwd, re, shutil, signal, struct, subprocess, sys, tempfile, time
+IO_FAULTS_SCRIPT=$0 exec python3 - <<'PY'
+import json, mmap, os, pwd, re, shutil, signal, socket, struct, subprocess, sys, tempfile, threading, time, urllib.request
 
 BUILD = os.environ["BUILD"]
 MEMGRANTD, MEMGRANTCTL = BUILD + "/memgrantd", BUILD + "/memgrantctl"
+TESTS = os.path.abspath(os.path.dirname(os.environ["IO_FAULTS_SCRIPT"]) + "/..")
 PRELOAD = BUILD + "/tests/tools/faultio.so"
 STRIDE = max(1, int(os.environ.get("FAULT_STRIDE", "1")))
 ONLY = [x for x in os.environ.get("FAULT_SCENARIOS", "").split(",") if x]
@@ -56,6 +65,13 @@ FINAL = ("applied", "partial", "failed", "rejected", "cancelled")
 T = tempfile.mkdtemp(prefix="memgrant-faults.")
 SOCK = T + "/api.sock"
 COUNTER = T + "/counter"
+CERTS = T + "/certs"
+if not ONLY or "controlplane" in ONLY:
+    if shutil.which("openssl") is None:
+        print("skipped: openssl not installed (the control plane's certificates)")
+        sys.exit(77)
+    if subprocess.run(["sh", TESTS + "/controlplane/mkcerts.sh", CERTS], capture_output=True).returncode != 0:
+        sys.exit("io_faults: cannot make the control plane's test certificates")
 with open(COUNTER, "wb") as f:
     f.write(b"\0" * 4096)
 cfd = os.open(COUNTER, os.O_RDWR)
@@ -75,11 +91,106 @@ class Failure(Exception):
     pass
 
 
+class ChannelHost:
+    """The host's end of the guest channel (docs/channel.md) on a UNIX socket
+    memgrantd connects to: syncs each connection, sends what it is given,
+    acknowledges every report and keeps each one it received."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.received = []   # every report line, in order, repeats included
+        self.errors = []     # error lines
+        self.conn = None
+        self.nonce = 0
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(4)
+        self.alive = True
+        self.server = threading.Thread(target=self.serve, daemon=True)
+        self.server.start()
+
+    def serve(self):
+        while self.alive:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            with self.lock:
+                if self.conn:
+                    self.conn.close()
+                self.conn = c
+                self.nonce += 1
+                self.send_locked({"type": "sync", "nonce": self.nonce})
+            threading.Thread(target=self.read, args=(c,), daemon=True).start()
+
+    def send_locked(self, obj):
+        try:
+            self.conn.sendall((json.dumps(obj) + "\n").encode())
+        except (OSError, AttributeError):
+            pass
+
+    def send(self, obj):
+        with self.lock:
+            self.send_locked(obj)
+
+    def read(self, c):
+        buf = b""
+        while True:
+            try:
+                data = c.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    m = json.loads(line)
+                except ValueError:
+                    continue
+                if m.get("type") == "error":
+                    with self.lock:
+                        self.errors.append(m)
+                elif m.get("type") == "status" and m.get("seq"):
+                    with self.lock:
+                        self.received.append(m)
+                        if c is self.conn:
+                            self.send_locked({"type": "ack", "seq": m["seq"]})
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.received)
+
+    def kill(self):
+        self.alive = False
+        with self.lock:
+            if self.conn:
+                self.conn.close()
+        # shutdown() ends the accept() in progress; close() alone would not, and
+        # an accept() retried after a signal would then take the next
+        # listener's connections once it has the same fd number
+        try:
+            self.srv.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.server.join()
+        self.srv.close()
+
+    def wait(self):
+        pass
+
+
 class Machine:
     count = 0
 
-    def __init__(self):
+    def __init__(self, name):
         Machine.count += 1
+        self.name = name
+        self.peer = None    # the control plane or the webhook receiver of this run
+        self.reports = {}   # id -> final states and applied bytes the peer received, in order
+        self.events = []    # webhook deliveries received
         self.dir = "%s/m%d" % (T, Machine.count)
         os.mkdir(self.dir)
         self.sim = self.dir + "/sim.json"
@@ -111,7 +222,77 @@ backend:
 policy:
   revoke_budget: 2s
 """ % (self.dir, SOCK, pwd.getpwuid(os.getuid()).pw_name, self.sim))
+            f.write(self.peer_start())
         self.boot = [b for b, st in self.blocks().items() if st == "online"]
+
+    def peer_start(self):
+        """Starts this scenario's peer (outside the faults); its config lines."""
+        if self.name == "controlplane":
+            d = self.dir + "/cp"
+            os.mkdir(d)
+            self.peer = subprocess.Popen(["python3", TESTS + "/controlplane/cp.py", "--dir", d, "--cert",
+                                          CERTS + "/server.pem", "--key", CERTS + "/server.key", "--quiet"],
+                                         stdout=subprocess.DEVNULL, stderr=open(self.dir + "/cp.log", "w"))
+            ports = json.loads(wait_file(d + "/cp.json"))
+            self.admin = "http://127.0.0.1:%d" % ports["admin_port"]
+            return "providers:\n  https:\n    url: https://127.0.0.1:%d\n    wait: 1s\n    ca_file: %s/ca.pem\n" % (
+                ports["port"], CERTS)
+        if self.name == "channel":
+            self.peer = ChannelHost(self.dir + "/channel.sock")
+            return "providers:\n  channel: {path: %s}\n" % self.peer.path
+        if self.name == "webhook":
+            self.deliveries = self.dir + "/deliveries"
+            with open(self.dir + "/secret", "w") as f:
+                f.write("fault-walk-secret\n")
+            self.peer = subprocess.Popen(["python3", TESTS + "/tools/webhook_receiver.py", "--secret-file",
+                                          self.dir + "/secret", "--log", self.deliveries, "--port-file",
+                                          self.dir + "/port"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            port = int(wait_file(self.dir + "/port"))
+            return ("hooks:\n  - {events: [\"grant.*\", \"revoke.*\"], webhook: \"http://127.0.0.1:%d/hook\",\n"
+                    "     secret_file: %s/secret, insecure_http: true, timeout: 2s}\n" % (port, self.dir))
+        return ""
+
+    def peer_stop(self):
+        if self.peer:
+            self.peer.kill()
+            self.peer.wait()
+            self.peer = None
+
+    def channel_reports(self):
+        """The channel host's reports: id -> [(state, applied)] of its final ones."""
+        out = {}
+        for x in self.peer.snapshot():
+            if x.get("state") in FINAL:
+                out.setdefault(x["id"], []).append((x["state"], int(x.get("applied_bytes") or 0)))
+            elif x.get("id"):
+                out.setdefault(x["id"], [])
+        return out
+
+    def admin_call(self, method, path, body=None):
+        req = urllib.request.Request(self.admin + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.load(r)
+
+    def collect(self):
+        """What the peer received so far: reports and events are answers given."""
+        if self.name == "channel":
+            self.reports = self.channel_reports()
+        elif self.name == "controlplane":
+            self.reports = {}
+            for x in self.admin_call("GET", "/state")["statuses"]:
+                b = x["body"]
+                if b.get("state") in FINAL:
+                    self.reports.setdefault(b["id"], []).append((b["state"], int(b.get("applied_bytes") or 0)))
+                elif b.get("id"):
+                    self.reports.setdefault(b["id"], [])
+        elif self.name == "webhook":
+            try:
+                with open(self.deliveries) as f:
+                    self.events = [json.loads(l) for l in f if l.strip()]
+            except OSError:
+                self.events = []
 
     def latency(self, ms):
         run(MEMGRANTCTL, "sim", "fault", self.sim, "--latency", str(ms))
@@ -186,6 +367,20 @@ policy:
             self.applied[i] = int(ans.get("applied_bytes") or 0)
         else:
             self.answers.setdefault(i, "accepted")
+
+
+def wait_file(path, secs=10):
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text.strip():
+                return text
+        except OSError:
+            pass
+        time.sleep(0.05)
+    sys.exit("io_faults: %s did not appear within %d s" % (path, secs))
 
 
 def run(*args, timeout=60, env=None):
@@ -286,9 +481,96 @@ def recovery_walk(m):
             m.wait(i)
 
 
+def cp_final(m, i):
+    """Waits (up to WAIT_S) until the control plane holds a final report of I:
+    False if none came (the faults may keep the grant from being recorded)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        m.collect()
+        if m.reports.get(i):
+            return True
+        if m.proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return False  # nothing was answered: a full disk refuses the control plane's grant, which asks again
+
+
+def controlplane_setup(m):
+    pass
+
+
+def cp_taken(m, i):
+    """The control plane's I is final; if the faults kept it out, it is once
+    the disk has room again (the faults end), without a restart."""
+    if cp_final(m, i):
+        return True
+    arm(0, 0)
+    if cp_final(m, i):
+        return True
+    if m.proc.poll() is None:
+        m.late.append("%s: no final report within %d s of the disk having room again" % (i, WAIT_S))
+    return False
+
+
+def controlplane_walk(m):
+    m.admin_call("POST", "/agents/fault-guest/grants", {"type": "grant", "id": "c-1", "size": "384M"})
+    if cp_taken(m, "c-1"):
+        m.admin_call("POST", "/agents/fault-guest/grants", {"type": "revoke", "id": "c-2", "size": "128M"})
+        cp_taken(m, "c-2")
+
+
+def channel_final(m, i, msg):
+    """Sends MSG until the host holds a final report of I (a journal that
+    could not record it answers an error: the host sends it again)."""
+    deadline = time.monotonic() + WAIT_S
+    sent = 0
+    while time.monotonic() < deadline and m.proc.poll() is None:
+        if m.channel_reports().get(i):
+            return True
+        if time.monotonic() - sent > 1:
+            m.peer.send(msg)
+            sent = time.monotonic()
+        time.sleep(0.1)
+    return bool(m.channel_reports().get(i))
+
+
+def channel_taken(m, i, msg):
+    if channel_final(m, i, msg):
+        return True
+    arm(0, 0)  # the disk has room again
+    if channel_final(m, i, msg):
+        return True
+    if m.proc.poll() is None:
+        m.late.append("%s: no final report within %d s of the disk having room again" % (i, WAIT_S))
+    return False
+
+
+def channel_setup(m):
+    deadline = time.monotonic() + 10
+    while m.peer.conn is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def channel_walk(m):
+    if channel_taken(m, "h-1", {"type": "grant", "id": "h-1", "generation": 1, "size": "384M"}):
+        channel_taken(m, "h-2", {"type": "revoke", "id": "h-2", "generation": 2, "size": "128M"})
+
+
+def webhook_setup(m):
+    pass
+
+
+def webhook_walk(m):
+    grants_walk(m)
+    i = m.submit("revoke", "128M")
+    if i:
+        m.wait(i)
+
+
 SCENARIOS = [("grants", grants_setup, grants_walk), ("revocations", revokes_setup, revokes_walk),
              ("cancel", cancel_setup, cancel_walk), ("restart", restart_setup, restart_walk),
-             ("recovery", recovery_setup, recovery_walk)]
+             ("recovery", recovery_setup, recovery_walk), ("controlplane", controlplane_setup, controlplane_walk),
+             ("webhook", webhook_setup, webhook_walk), ("channel", channel_setup, channel_walk)]
 if ONLY:
     SCENARIOS = [s for s in SCENARIOS if s[0] in ONLY]
 
@@ -324,8 +606,12 @@ def check(m):
             problems.append("%s was answered %s (%dM) but is %s (%dM) after the restart" %
                             (i, st, m.applied[i] >> 20, g["state"], int(g.get("applied_bytes") or 0) >> 20))
     for i in by_id:
-        if i not in m.answers:
+        # a control plane's grant is recorded before its accept is reported:
+        # its reports are checked below
+        if i not in m.answers and not (m.name == "controlplane" and i.startswith("c-")) and \
+                not (m.name == "channel" and i.startswith("h-")):
             problems.append("%s is recorded (%s) but was never answered accepted" % (i, by_id[i]["state"]))
+    problems += peer_check(m, by_id)
     now = m.blocks()
     online = [b for b, st in now.items() if st == "online" and b not in m.boot]
     # a failed write to the sim's own files is a kernel write that failed
@@ -355,6 +641,75 @@ def check(m):
     return problems
 
 
+def peer_check(m, by_id):
+    """Reports and events: what was received before the kill is kept, and
+    what is recorded reaches the peer after the restart."""
+    problems = []
+    before_reports = {i: list(r) for i, r in m.reports.items()}
+    if m.name in ("controlplane", "channel"):
+        mine = "c-" if m.name == "controlplane" else "h-"
+        for i, r in before_reports.items():
+            if i not in by_id:
+                problems.append("%s was reported to the %s but is not recorded after the restart" % (i, m.name))
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            m.collect()
+            missing = [i for i in by_id if i.startswith(mine) and not m.reports.get(i)]
+            if not missing or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for i in missing:
+            problems.append("%s is recorded %s, but its final report never reached the %s" %
+                            (i, by_id[i]["state"], m.name))
+        if m.name == "channel":
+            # at least once, not in a loop: a report goes again after a reconnect
+            # or a restart, never again and again to the same host
+            seen = {}
+            for x in m.peer.snapshot():
+                seen[x["seq"]] = seen.get(x["seq"], 0) + 1
+            for seq, n in seen.items():
+                if n > 10:
+                    problems.append("report %d reached the host %d times" % (seq, n))
+        for i, r in m.reports.items():
+            g = by_id.get(i)
+            for st, applied in r:
+                if g and (st != g["state"] or applied != int(g.get("applied_bytes") or 0)):
+                    problems.append("the %s was told %s %s (%dM), the record says %s (%dM)" %
+                                    (m.name, i, st, applied >> 20, g["state"],
+                                     int(g.get("applied_bytes") or 0) >> 20))
+    if m.name == "webhook":
+        want = {(g["kind"] + "." + g["state"], i) for i, g in by_id.items()
+                if g.get("state") in FINAL and g["state"] != "cancelled"}
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            m.collect()
+            got = {(e["event"], e["id"]) for e in m.events}
+            if want <= got or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for ev, i in sorted(want - got):
+            problems.append("event %s of %s (recorded) was never delivered" % (ev, i))
+        ids = {}
+        for e in m.events:
+            if not (e["sig_ok"] and e["delivery_ok"]):
+                problems.append("a delivery with a bad signature or delivery id: %s" % e)
+            if e["event"] in ("grant.accepted", "revoke.accepted") and e["id"] not in by_id:
+                problems.append("%s delivered for %s, which is not recorded" % (e["event"], e["id"]))
+            kind, _, st = e["event"].partition(".")
+            g = by_id.get(e["id"])
+            if st in FINAL and (not g or g["state"] != st):
+                problems.append("%s delivered for %s, recorded %s" % (e["event"], e["id"], g and g["state"]))
+            # in_progress is told once per step recorded (an intent, a resume); the
+            # rest once: one event id, however often it is delivered
+            if st != "in_progress":
+                ids.setdefault((e["event"], e["id"]), set()).add(e["event_id"])
+        for (ev, i), eids in ids.items():
+            if len(eids) > 1:
+                problems.append("%s of %s delivered under %d event ids (a receiver cannot tell them apart)" %
+                                (ev, i, len(eids)))
+    return problems
+
+
 def log_tail(m, n):
     try:
         return " | ".join(open(m.log).read().splitlines()[-n:])
@@ -362,11 +717,11 @@ def log_tail(m, n):
         return ""
 
 
-def one(setup, walk, at, mode):
+def one(name, setup, walk, at, mode):
     """One run: the fault at the AT-th call of the walk (0: none). Returns
     (calls of the walk, injected, problems)."""
     arm(0, 0)
-    m = Machine()
+    m = Machine(name)
     try:
         if not m.start():
             raise Failure("memgrantd does not start: " + log_tail(m, 2))
@@ -380,10 +735,12 @@ def one(setup, walk, at, mode):
         arm(0, 0)
         injected = word(1) - inj0
         m.stop(signal.SIGKILL)
+        m.collect()
         problems = check(m)
     finally:
         arm(0, 0)
         m.stop(signal.SIGKILL)
+        m.peer_stop()
         if not KEEP:
             shutil.rmtree(m.dir, ignore_errors=True)
     foreign_total[0] += m.foreign
@@ -395,7 +752,7 @@ foreign_total = [0]
 failed_calls = 0
 try:
     for name, setup, walk in SCENARIOS:
-        calls, _, problems = one(setup, walk, 0, 0)
+        calls, _, problems = one(name, setup, walk, 0, 0)
         runs += 1
         for p in problems:
             violations += 1
@@ -406,7 +763,7 @@ try:
             # a full disk stays full until the walk ends; an EIO is one call
             mode |= 4 if MODES[mode] != "EIO" else 0
             try:
-                _, inj, problems = one(setup, walk, at, mode)
+                _, inj, problems = one(name, setup, walk, at, mode)
             except Failure as e:
                 inj, problems = 0, [str(e)]
             runs += 1

@@ -776,6 +776,67 @@ static void test_failed_write_changes_nothing(void **state)
 	intentlog_close(il);
 }
 
+/* A subscriber's event: the status it tells of "kind.state", or none. */
+static json_t *applied_only(void *ctx, const json_t *status)
+{
+	(*(int *)ctx)++;
+	if (!streq(json_string_value(json_object_get(status, "state")), "applied"))
+		return NULL;
+	return json_pack("{s:s,s:O}", "event", "grant.applied", "id", json_object_get(status, "id"));
+}
+
+/* A subscriber's event goes in the record of the status it tells of: queued
+ * when that record is, replayed with it, gone with it when the write fails. */
+static void test_subscribed_events_share_the_record(void **state)
+{
+	struct fixture *f = *state;
+	struct intentlog *il = iopen(f, NULL, NULL);
+	struct rlimit old, lim;
+	uint64_t seq = 0;
+	int calls = 0;
+	char *doc = NULL;
+	struct report s;
+
+	if (!xfsz_ignored) {
+		signal(SIGXFSZ, SIG_IGN);
+		xfsz_ignored = true;
+	}
+	assert_int_equal(intentlog_subscribe(il, "webhook:1", applied_only, &calls), 0);
+	assert_int_equal(intentlog_subscribe(il, "bad dest!", applied_only, &calls), -EINVAL);
+	accept_grant(il, "https", "g-1", 1, "https");
+	assert_int_equal(calls, 1);
+	assert_int_equal(intentlog_outbox_count(il, "webhook:1"), 0); /* accepted: not wanted */
+	/* the result's record cannot be written: neither the state nor its event */
+	s = status_of("g-1", 1, MSG_STATE_APPLIED, 0);
+	off_t size = file_size(f->log);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)size;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	assert_int_equal(intentlog_set_state(il, "g-1", MSG_STATE_APPLIED, &s, "https"), -EFBIG);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(intentlog_outbox_count(il, "webhook:1"), 0);
+	/* written: both, in one record (one append) */
+	struct intentlog_stats st0, st1;
+	intentlog_stats(il, &st0);
+	assert_int_equal(intentlog_set_state(il, "g-1", MSG_STATE_APPLIED, &s, "https"), 0);
+	intentlog_stats(il, &st1);
+	assert_int_equal(st1.syncs - st0.syncs, 1);
+	assert_int_equal(intentlog_outbox_count(il, "webhook:1"), 1);
+	assert_int_equal(intentlog_outbox_peek_text(il, "webhook:1", &seq, &doc), 0);
+	assert_non_null(strstr(doc, "\"grant.applied\""));
+	free(doc);
+	json_auto_t *live = intentlog_state_json(il);
+	intentlog_close(il);
+	/* replayed without any subscriber: the event is in the record */
+	il = iopen(f, NULL, NULL);
+	json_auto_t *replayed = intentlog_state_json(il);
+	assert_json_equal(live, replayed);
+	assert_int_equal(intentlog_outbox_count(il, "webhook:1"), 1);
+	intentlog_unsubscribe(il, applied_only, &calls);
+	intentlog_close(il);
+}
+
 /* 0.1.0 snapshots carry "step": null and are read; a step marker, a record
  * of types 10/11 (the engine before 0.1.0) or a lone journal.json are not. */
 static void test_formats_before_0_1_0(void **state)
@@ -945,6 +1006,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_compaction_preserves_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syncs_per_operation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_changes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_subscribed_events_share_the_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_formats_before_0_1_0, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damage_lost_future_advice, setup, teardown),
 	};
