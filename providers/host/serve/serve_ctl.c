@@ -114,6 +114,7 @@ int dc_journal(struct ctl *c, struct dom *d)
 		.failed_revokes = d->v.failed_revokes, .not_onlined = d->v.not_onlined,
 	};
 	r = serve_journal_store(c->cfg->state_dir, d->name, &d->rec, why, sizeof(why));
+	d->journal_behind = r < 0;
 	if (r < 0)
 		dc_say(c, d, LOG_ERR, "journal: %s", why);
 	return r;
@@ -162,6 +163,10 @@ void dc_send_op(struct ctl *c, struct dom *d, int64_t now)
 	_cleanup_json_ json_t *m = NULL;
 
 	if (!d->synced || d->op_sent || c->cfg->dry_run)
+		return;
+	/* never an operation the journal does not hold: a restart would not
+	 * replay it, and what the guest applied would be granted twice */
+	if (d->journal_behind && dc_journal(c, d) < 0)
 		return;
 	m = dc_op_message(d);
 	if (m && dc_send_json(c, d, m) == 0) {
@@ -340,7 +345,16 @@ void dc_start_shrink(struct ctl *c, struct dom *d, uint64_t bytes, const char *w
 void dc_take_back(struct ctl *c, struct dom *d, int64_t now)
 {
 	uint64_t plugged_extra = d->rec.target > d->rec.granted ? d->rec.target - d->rec.granted : d->rec.op_bytes;
+	char grant[sizeof(d->rec.op_id)];
 
+	snprintf(grant, sizeof(grant), "%s", d->rec.op_id);
+	if (d->synced && dc_new_op_id(c, d) < 0) {
+		/* no generation for the revocation (the state folder takes no
+		 * write): tried again after a backoff, not at every tick, and
+		 * nothing is counted or said until it goes */
+		d->deadline = now + d->p->revoke_backoff;
+		return;
+	}
 	d->v.not_onlined++;
 	d->unusable = plugged_extra;
 	/* a guest that does not online what it asked for waits longer each time */
@@ -349,20 +363,18 @@ void dc_take_back(struct ctl *c, struct dom *d, int64_t now)
 		d->grow_backoff = d->p->revoke_backoff_max;
 	d->grow_ok_at = now + d->grow_backoff;
 	dc_say(c, d, LOG_WARNING, "%llu bytes plugged, not usable: grant %s not applied within %llds; taking it back",
-	    (unsigned long long)plugged_extra, d->rec.op_id, (long long)(d->p->online_deadline / 1000));
-	dc_emit(c, d, "plugged_not_usable", json_pack("{s:I,s:s}", "bytes", (json_int_t)plugged_extra, "grant", d->rec.op_id));
-	snprintf(d->rec.revoke_grant, sizeof(d->rec.revoke_grant), "%s", d->rec.op_id);
+	    (unsigned long long)plugged_extra, grant, (long long)(d->p->online_deadline / 1000));
+	dc_emit(c, d, "plugged_not_usable", json_pack("{s:I,s:s}", "bytes", (json_int_t)plugged_extra, "grant", grant));
+	snprintf(d->rec.revoke_grant, sizeof(d->rec.revoke_grant), "%s", grant);
 	d->late_applied = 0;
 	if (!d->synced) {
 		/* nobody to ask: the agent never onlined it, so the device may take it */
-		snprintf(d->late_id, sizeof(d->late_id), "%s", d->rec.op_id);
+		snprintf(d->late_id, sizeof(d->late_id), "%s", grant);
 		d->late_phase = PH_GRANTING;
 		d->late_bytes = d->rec.op_bytes;
 		dc_start_unplug(c, d, plugged_extra, now);
 		return;
 	}
-	if (dc_new_op_id(c, d) < 0)
-		return;
 	d->rec.op_bytes = plugged_extra;
 	dc_set_phase(d, PH_REVOKING, now, d->p->unplug_deadline);
 	d->rec.take_back = true;

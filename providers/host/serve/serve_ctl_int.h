@@ -20,6 +20,7 @@ struct dom {
 	uint64_t nonce, agent_generation;
 	bool op_sent;
 	int64_t op_sent_at;
+	bool journal_behind;         /* the last journal write failed: the record on disk is an older one */
 	int64_t regrant_at;          /* >0: send the grant again then (its blocks were not there yet) */
 	unsigned regrants;           /* of the operation in flight: the wait doubles from 100 ms to 500 ms */
 	int64_t refused_at;          /* the last shrink.refused without an offer (-1 none) */

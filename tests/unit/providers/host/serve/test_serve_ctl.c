@@ -4,13 +4,16 @@
  * measured: coalesced size events, a partial unplug, plugged memory that is
  * never onlined, a DIMM detach refused and one never answered, a guest that
  * dies mid-revocation, two guests competing for too little, a restart in
- * the middle of a grow, a hostile guest, an offer below the floor. */
+ * the middle of a grow, a hostile guest, an offer below the floor, a state
+ * folder that takes no write. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -230,6 +233,46 @@ static void test_plugged_not_onlined(void **state)
 	assert_int_equal(v.phase, PH_IDLE);
 	assert_int_equal(v.granted, 0);
 	assert_int_equal(d->requested, 0);
+	assert_int_equal(d->plugged, 0);
+}
+
+/* A grant not applied in time while the state folder takes no write: its
+ * revocation has no generation yet, so it is tried again after a backoff,
+ * not at every tick, and nothing is counted or said until it goes. */
+static void test_take_back_state_unwritable(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	struct dom_view v;
+	char away[80];
+	int fd;
+
+	d->never_online = true;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 256 * M);
+	fh_run(f, 4000);
+	assert_int_equal(fh_view(f, "vm").phase, PH_GRANTING);
+	/* a file where the state folder was: every write under it fails */
+	snprintf(away, sizeof(away), "%s.away", t->dir);
+	assert_int_equal(rename(t->dir, away), 0);
+	fd = open(t->dir, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	fh_run(f, 10000); /* past the online deadline */
+	v = fh_view(f, "vm");
+	assert_int_equal(fh_events_named(f, "vm", "plugged_not_usable"), 0);
+	assert_int_equal(v.not_onlined, 0);
+	assert_int_equal(v.phase, PH_GRANTING);
+	assert_int_equal(unlink(t->dir), 0);
+	assert_int_equal(rename(away, t->dir), 0);
+	fh_run(f, 10000);
+	assert_int_equal(fh_events_named(f, "vm", "plugged_not_usable"), 1);
+	v = fh_view(f, "vm");
+	assert_int_equal(v.not_onlined, 1);
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 0);
 	assert_int_equal(d->plugged, 0);
 }
 
@@ -730,6 +773,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_grow_two_phase_coalesced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shrink_and_floor, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_plugged_not_onlined, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_take_back_state_unwritable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_unplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guest_dies_mid_revocation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_guests_too_little, setup, teardown),
