@@ -87,13 +87,18 @@ static void deadline_passed(struct ctl *c, struct dom *d, int64_t now)
 			return;
 		}
 		/* partial unplug: what the device kept is granted back, never left plugged and unusable */
+		if (dc_new_op_id(c, d) < 0) {
+			/* no generation for the grant (the state folder takes no write):
+			 * tried again after a backoff, not at every tick, and nothing is
+			 * said until it goes */
+			d->deadline = now + d->p->revoke_backoff;
+			return;
+		}
 		dc_say(c, d, LOG_WARNING, "the device kept %llu bytes after the unplug; granting them back",
 		    (unsigned long long)extra);
 		dc_emit(c, d, "unplug.partial", json_pack("{s:I,s:I}", "kept", (json_int_t)extra, "plugged",
 						       (json_int_t)d->hv.plugged));
 		d->shrink_ok_at = now + (d->backoff = d->backoff ? d->backoff * 2 : d->p->revoke_backoff);
-		if (dc_new_op_id(c, d) < 0)
-			return;
 		if (d->hv.kind != HV_DIMM) {
 			char why[256];
 			/* the target back up to what is there (the driver keeps trying otherwise) */

@@ -276,6 +276,44 @@ static void test_take_back_state_unwritable(void **state)
 	assert_int_equal(d->plugged, 0);
 }
 
+/* The same when the device kept part of an unplug: its grant back waits for
+ * a state folder that takes the generation, and says nothing meanwhile. */
+static void test_partial_unplug_state_unwritable(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	struct dom_view v;
+	char away[80];
+	int fd;
+
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 512 * M);
+	fh_run(f, 5000);
+	d->unplug_floor = 384 * M;
+	fh_run(f, 5000);
+	fh_advice(d, "offer", 512 * M);
+	fh_run(f, 3000);
+	assert_int_equal(fh_view(f, "vm").phase, PH_UNPLUGGING);
+	snprintf(away, sizeof(away), "%s.away", t->dir);
+	assert_int_equal(rename(t->dir, away), 0);
+	fd = open(t->dir, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	fh_run(f, 12000); /* past the unplug deadline */
+	assert_int_equal(fh_events_named(f, "vm", "unplug.partial"), 0);
+	assert_int_equal(fh_view(f, "vm").phase, PH_UNPLUGGING);
+	assert_int_equal(unlink(t->dir), 0);
+	assert_int_equal(rename(away, t->dir), 0);
+	fh_run(f, 15000);
+	assert_int_equal(fh_events_named(f, "vm", "unplug.partial"), 1);
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 384 * M);
+	assert_int_equal(d->online_granted, 384 * M);
+}
+
 /* The device keeps part of what was unplugged: granted back, never left plugged and unusable. */
 static void test_partial_unplug(void **state)
 {
@@ -775,6 +813,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_plugged_not_onlined, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_take_back_state_unwritable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_unplug, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_partial_unplug_state_unwritable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guest_dies_mid_revocation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_guests_too_little, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_mid_grow, setup, teardown),
