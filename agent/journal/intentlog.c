@@ -377,9 +377,17 @@ void intentlog_batch_abort(struct intentlog *il)
 	il->batch_saved = NULL;
 }
 
+/* Whether a record that puts G in STATE tells subscribers: an event is a
+ * change of state (or a step of one in progress), not the same state
+ * recorded again, as a resumed operation does. */
+static bool state_news(const json_t *g, enum msg_state state)
+{
+	return !g || state == MSG_STATE_IN_PROGRESS || !streq(ilog_str_of(g, "state"), msg_state_name(state));
+}
+
 /* "status" and "outbox" members of a record, and "events": what each
- * subscriber queues for that status, in the same record. */
-static int add_report(struct intentlog *il, json_t *rec, json_t *status, const char *outbox_dest)
+ * subscriber queues for that status, in the same record (when NEWS). */
+static int add_report(struct intentlog *il, json_t *rec, json_t *status, const char *outbox_dest, bool news)
 {
 	json_t *events = NULL;
 
@@ -387,7 +395,7 @@ static int add_report(struct intentlog *il, json_t *rec, json_t *status, const c
 		return -ENOMEM;
 	if ((status && !json_is_object(status)) || (outbox_dest && !msg_id_valid(outbox_dest)))
 		return -EINVAL;
-	for (size_t i = 0; status && i < il->n_subs; i++) {
+	for (size_t i = 0; status && news && i < il->n_subs; i++) {
 		json_t *doc = il->subs[i].fn(il->subs[i].ctx, status);
 
 		if (!doc)
@@ -448,7 +456,7 @@ int intentlog_accept(struct intentlog *il, const char *source, const struct msg 
 		return -ENOMEM;
 	rec = json_pack("{s:s, s:s, s:o, s:o}", "source", source, "state", msg_state_name(state), "request", req,
 			"time", ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest);
+	r = add_report(il, rec, status, outbox_dest, true);
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -473,7 +481,7 @@ int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state sta
 	if (outbox_dest && !status && !json_is_object(json_object_get(g, "status")))
 		return -EINVAL;
 	rec = json_pack("{s:s, s:s, s:o}", "id", id, "state", msg_state_name(state), "time", ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest);
+	r = add_report(il, rec, status, outbox_dest, state_news(g, state));
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -512,7 +520,7 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
 	}
 	rec = json_pack("{s:s, s:s, s:o, s:o}", "op", op, "dir", dir == ILOG_UP ? "up" : "down", "blocks", list, "time",
 			ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest);
+	r = add_report(il, rec, status, outbox_dest, true);
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -564,7 +572,7 @@ int intentlog_result(struct intentlog *il, const char *op, enum msg_state state,
 		return -EINVAL;
 	rec = json_pack("{s:s, s:s, s:I, s:o, s:o}", "op", op, "state", msg_state_name(state), "applied_bytes",
 			(json_int_t)applied_bytes, "blocks", list, "time", ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest);
+	r = add_report(il, rec, status, outbox_dest, state_news(ilog_find_grant(il->root, op, NULL), state));
 	if (r < 0) {
 		json_decref(rec);
 		return r;

@@ -826,6 +826,9 @@ static void test_subscribed_events_share_the_record(void **state)
 	assert_int_equal(intentlog_outbox_peek_text(il, "webhook:1", &seq, &doc), 0);
 	assert_non_null(strstr(doc, "\"grant.applied\""));
 	free(doc);
+	/* the same state recorded again (a resumed operation) is no news */
+	assert_int_equal(intentlog_set_state(il, "g-1", MSG_STATE_APPLIED, &s, "https"), 0);
+	assert_int_equal(intentlog_outbox_count(il, "webhook:1"), 1);
 	json_auto_t *live = intentlog_state_json(il);
 	intentlog_close(il);
 	/* replayed without any subscriber: the event is in the record */
