@@ -535,9 +535,9 @@ int hooks_start(struct hooks *h)
 	int r;
 
 	if (h->daemon) {
-		r = engine_subscribe(h->daemon, on_transition, h);
-		if (r < 0)
-			return r;
+		/* the journal's events first: a transition heard before a webhook's
+		 * record subscription would be queued a second time, under
+		 * another event id, by fire_now() */
 		h->subscribed = true;
 		for (size_t i = 0; i < h->n_entries; i++)
 			if (h->entries[i].webhook) {
@@ -548,7 +548,13 @@ int hooks_start(struct hooks *h)
 				if (r < 0)
 					return r;
 				e->journaled = true;
-				r = webhook_start(e->webhook);
+			}
+		r = engine_subscribe(h->daemon, on_transition, h);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < h->n_entries; i++)
+			if (h->entries[i].webhook) {
+				r = webhook_start(h->entries[i].webhook);
 				if (r < 0)
 					return r;
 			}
@@ -562,11 +568,11 @@ void hooks_stop(struct hooks *h)
 		return;
 	if (h->subscribed) {
 		engine_unsubscribe(h->daemon, on_transition, h);
+		/* journaled stays set: the runner, which fires what is pending
+		 * before it ends, must not queue those events a second time */
 		for (size_t i = 0; i < h->n_entries; i++)
-			if (h->entries[i].journaled) {
+			if (h->entries[i].journaled)
 				engine_event_unsubscribe(h->daemon, journal_event, &h->entries[i]);
-				h->entries[i].journaled = false;
-			}
 		h->subscribed = false;
 	}
 	pthread_mutex_lock(&h->lock);
