@@ -50,6 +50,16 @@ static void deadline_passed(struct ctl *c, struct dom *d, int64_t now)
 		dc_take_back(c, d, now);
 		return;
 	case PH_REVOKING:
+		if (d->rec.take_back && d->late_applied) {
+			/* the grant's report came during its take-back and the revocation
+			 * went unanswered: what it applied is granted, the rest goes */
+			uint64_t kept = d->late_applied < d->rec.op_bytes ? d->late_applied : d->rec.op_bytes;
+
+			d->rec.granted += kept;
+			d->late_applied = 0;
+			dc_start_unplug(c, d, d->rec.op_bytes - kept, now);
+			return;
+		}
 		if (d->rec.take_back) {
 			/* the agent answers neither the grant nor its revocation: the blocks were never
 			 * onlined by it, so the device may take them */
