@@ -236,6 +236,29 @@ static void test_plugged_not_onlined(void **state)
 	assert_int_equal(d->plugged, 0);
 }
 
+/* A file where the state folder was: every write under it fails. */
+static void state_dir_unwritable(struct t *t)
+{
+	char away[80];
+	int fd;
+
+	snprintf(away, sizeof(away), "%s.away", t->dir);
+	assert_int_equal(rename(t->dir, away), 0);
+	fd = open(t->dir, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+/* The state folder back as it was. */
+static void state_dir_back(struct t *t)
+{
+	char away[80];
+
+	snprintf(away, sizeof(away), "%s.away", t->dir);
+	assert_int_equal(unlink(t->dir), 0);
+	assert_int_equal(rename(away, t->dir), 0);
+}
+
 /* A grant not applied in time while the state folder takes no write: its
  * revocation has no generation yet, so it is tried again after a backoff,
  * not at every tick, and nothing is counted or said until it goes. */
@@ -245,8 +268,6 @@ static void test_take_back_state_unwritable(void **state)
 	struct fh *f = &t->f;
 	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
 	struct dom_view v;
-	char away[80];
-	int fd;
 
 	d->never_online = true;
 	assert_int_equal(fh_start(f), 0);
@@ -254,19 +275,13 @@ static void test_take_back_state_unwritable(void **state)
 	fh_advice(d, "request", 256 * M);
 	fh_run(f, 4000);
 	assert_int_equal(fh_view(f, "vm").phase, PH_GRANTING);
-	/* a file where the state folder was: every write under it fails */
-	snprintf(away, sizeof(away), "%s.away", t->dir);
-	assert_int_equal(rename(t->dir, away), 0);
-	fd = open(t->dir, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	close(fd);
+	state_dir_unwritable(t);
 	fh_run(f, 10000); /* past the online deadline */
 	v = fh_view(f, "vm");
 	assert_int_equal(fh_events_named(f, "vm", "plugged_not_usable"), 0);
 	assert_int_equal(v.not_onlined, 0);
 	assert_int_equal(v.phase, PH_GRANTING);
-	assert_int_equal(unlink(t->dir), 0);
-	assert_int_equal(rename(away, t->dir), 0);
+	state_dir_back(t);
 	fh_run(f, 10000);
 	assert_int_equal(fh_events_named(f, "vm", "plugged_not_usable"), 1);
 	v = fh_view(f, "vm");
@@ -284,8 +299,6 @@ static void test_partial_unplug_state_unwritable(void **state)
 	struct fh *f = &t->f;
 	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
 	struct dom_view v;
-	char away[80];
-	int fd;
 
 	assert_int_equal(fh_start(f), 0);
 	fh_run(f, 1000);
@@ -296,16 +309,11 @@ static void test_partial_unplug_state_unwritable(void **state)
 	fh_advice(d, "offer", 512 * M);
 	fh_run(f, 3000);
 	assert_int_equal(fh_view(f, "vm").phase, PH_UNPLUGGING);
-	snprintf(away, sizeof(away), "%s.away", t->dir);
-	assert_int_equal(rename(t->dir, away), 0);
-	fd = open(t->dir, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	close(fd);
+	state_dir_unwritable(t);
 	fh_run(f, 12000); /* past the unplug deadline */
 	assert_int_equal(fh_events_named(f, "vm", "unplug.partial"), 0);
 	assert_int_equal(fh_view(f, "vm").phase, PH_UNPLUGGING);
-	assert_int_equal(unlink(t->dir), 0);
-	assert_int_equal(rename(away, t->dir), 0);
+	state_dir_back(t);
 	fh_run(f, 15000);
 	assert_int_equal(fh_events_named(f, "vm", "unplug.partial"), 1);
 	v = fh_view(f, "vm");
