@@ -93,6 +93,8 @@ int block_bring_up_r(struct hp_backend *b, const struct block_reader *rd, uint64
 
 	memset(res, 0, sizeof(*res));
 	r = read_state(b, rd, id, STEP_NONE, &m);
+	if (r == 0 && rd && m.configured && m.state == MEM_STATE_ONLINE)
+		r = read_state(b, rd, id, STEP_READ, &m); /* nothing to do: the kernel's word, not a row's */
 	if (r < 0)
 		return failed(res, STEP_READ, r);
 	res->after = m;
@@ -170,6 +172,8 @@ int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint6
 
 	memset(res, 0, sizeof(*res));
 	r = read_state(b, rd, id, STEP_NONE, &m);
+	if (r == 0 && rd && (!m.configured || (!m.in_firmware && m.state == MEM_STATE_OFFLINE)))
+		r = read_state(b, rd, id, STEP_READ, &m); /* nothing to do: the kernel's word, not a row's */
 	if (r < 0)
 		return failed(res, STEP_READ, r);
 	res->after = m;

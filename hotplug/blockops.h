@@ -9,8 +9,11 @@
  * Steps already in the wanted state are skipped (read before write).
  * Where the block's state comes from is the caller's (struct block_reader):
  * before the first write and after each write that changes it; the plain
- * block_bring_up()/block_take_down() read the backend every time.  After a
- * failed step the backend itself is always read.
+ * block_bring_up()/block_take_down() read the backend every time.  A block
+ * the caller's reader finds already up (or down) is asked for again with
+ * STEP_READ, where the reader must read the backend: "nothing to do" is
+ * the kernel's word, never a cached row's.  After a failed step the backend
+ * itself is always read.
  * The result says which step failed with which errno and whether the undo
  * succeeded; the return value is 0 or that errno.  A step that fails with
  * HP_EWRITER_GONE (backend.h) is not undone: nothing can be written any more.

@@ -292,6 +292,26 @@ static int apply(struct livetable *lt, const struct changes *c)
 	return 0;
 }
 
+int livetable_note(struct livetable *lt, const struct mem_block *m, lt_change_fn fn, void *data)
+{
+	const struct mem_block *cur = mem_table_find(lt->t, m->id);
+	struct changes c = { 0 };
+	int r = 0;
+
+	if (!cur || !mem_block_equal(cur, m))
+		r = changes_add(&c, cur, m);
+	if (r == 0 && c.n) {
+		pthread_rwlock_wrlock(&lt->lock);
+		r = apply(lt, &c);
+		lt->st.generation++;
+		pthread_rwlock_unlock(&lt->lock);
+		if (r == 0)
+			changes_report(&c, fn, data);
+	}
+	changes_free(&c);
+	return r < 0 ? r : (int)c.n;
+}
+
 int livetable_update(struct livetable *lt, lt_change_fn fn, void *data)
 {
 	struct changes c = { 0 };

@@ -58,6 +58,15 @@ int livetable_update(struct livetable *lt, lt_change_fn fn, void *data);
 /* Re-reads everything (discover) and reports the differences. */
 int livetable_rescan(struct livetable *lt, lt_change_fn fn, void *data);
 
+/* M, read from the backend outside the notifications (a writer's read
+ * after its write, before the notification of it came, or one the backend
+ * never sends: a tree served over FUSE), becomes its block's row; FN as
+ * for livetable_update().  The caller owns the updates (as for
+ * livetable_update()) from before that read until this returns, so that
+ * no later notification's read is overtaken.  Returns 1 changed, 0 the
+ * same, or -errno. */
+int livetable_note(struct livetable *lt, const struct mem_block *m, lt_change_fn fn, void *data);
+
 int livetable_find(struct livetable *lt, uint64_t id, struct mem_block *out); /* -ENOENT */
 int livetable_snapshot(struct livetable *lt, struct mem_table **out);
 void livetable_lock(struct livetable *lt);

@@ -334,15 +334,24 @@ int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum
 {
 	struct engine *e = engine;
 	struct mem_block m;
+	int r;
 
-	if (e->live) {
-		machine_sync(e);
-		if (livetable_find(e->live, block, &m) == 0 && shows_write(&m, after)) {
-			*out = m;
-			return 0;
-		}
+	if (!e->live)
+		return hp_read_block(b, block, out);
+	machine_sync(e);
+	if (livetable_find(e->live, block, &m) == 0 && shows_write(&m, after)) {
+		*out = m;
+		return 0;
 	}
-	return hp_read_block(b, block, out);
+	/* the kernel's word, which the table takes too: its notification
+	 * may come later, or never (a tree served over FUSE) */
+	pthread_mutex_lock(&e->machine_update_lock);
+	r = hp_read_block(b, block, out);
+	if (r == 0 && livetable_note(e->live, out, e->machine_started ? on_change : NULL, e) < 0)
+		log_warn(&e->log, "live block table: block %llu: out of memory to record what was read "
+			 "(re-read at its next change)", (unsigned long long)block);
+	pthread_mutex_unlock(&e->machine_update_lock);
+	return r;
 }
 
 static void *watcher_main(void *arg)
