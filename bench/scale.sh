@@ -9,7 +9,11 @@
 #     the system calls per block (strace -f, memgrantd apart from its
 #     helper) at BENCH_SCALE_STRACE (4096; set empty: skipped)
 #   - grants and revocations per block on a sim served as a tree over FUSE
-#     (tests/tools/simfs), BENCH_SCALE_FUSE_GRANTS blocks (default 512 4096)
+#     (tests/tools/simfs), BENCH_SCALE_FUSE_GRANTS blocks (default 512 4096
+#     16384), against the same steps with memgrantctl --sysroot, and the
+#     system calls per block there at BENCH_SCALE_STRACE_TREE (1024)
+#   - memgrantd's CPU time (its threads' run time) of each 64-block grant
+#     and revocation on the sims of BENCH_SCALE_MACHINES
 #   - RSS after BENCH_SCALE_CYCLES (6) and BENCH_SCALE_CYCLES_LONG (50; set
 #     empty: skipped) grant+revocation cycles of BENCH_SCALE_CYCLE_BLOCKS
 #     (4096) against after the first
@@ -58,6 +62,11 @@ note() { echo "NOTE $*"; }
 val() { awk -v k="$1" '$1 == k { print $2; exit }' "$FIGS"; }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 ms_per() { awk -v s="$1" -v n="$2" 'BEGIN { printf "%.3f", s * 1000 / n }'; }
+# cpu_ns PID: the time PID's threads have run so far, in ns (schedstat: a
+# thread that ended is not counted; memgrantd's threads live as long as it)
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
+# median3 A B C
+median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 
 # yaml NAME BLOCKS: a sim of BLOCKS blocks of 128M, 16 of them online,
 # made here: a start-up is timed without the making of the machine
@@ -117,13 +126,21 @@ for m in ${BENCH_SCALE_MACHINES-1000 65536 262144}; do
 	# difference between two machine sizes, below
 	fig "ready_rss_kb@sim$m" "$(rss_kb "$DPID")" kB
 	# the median of three of each, one block operation at a time
-	g= v=
+	# and memgrantd's CPU time for each (its threads' run time, the
+	# helper's writes apart)
+	g= v= gc= vc=
 	for _ in 1 2 3; do
+		c0=$(cpu_ns "$DPID")
 		g="$g $(timed "$name" grant 8G --wait)"
+		c1=$(cpu_ns "$DPID")
 		v="$v $(timed "$name" revoke 8G --wait)"
+		c2=$(cpu_ns "$DPID")
+		gc="$gc $(((c1 - c0) / 1000))" vc="$vc $(((c2 - c1) / 1000))"
 	done
-	fig "grant64_s@sim$m" "$(echo "$g" | tr ' ' '\n' | sed '/^$/d' | sort -g | sed -n 2p)" s
-	fig "revoke64_s@sim$m" "$(echo "$v" | tr ' ' '\n' | sed '/^$/d' | sort -g | sed -n 2p)" s
+	fig "grant64_s@sim$m" "$(median3 $g)" s
+	fig "revoke64_s@sim$m" "$(median3 $v)" s
+	fig "grant64_cpu_ms@sim$m" "$(awk -v u="$(median3 $gc)" 'BEGIN { printf "%.2f", u / 1000 }')" ms
+	fig "revoke64_cpu_ms@sim$m" "$(awk -v u="$(median3 $vc)" 'BEGIN { printf "%.2f", u / 1000 }')" ms
 	set -- $(python3 "$BENCH/apiclient.py" latency "$T/$name.sock" /v1/status 100 20)
 	fig "status_median_ms@sim$m" "$1" ms
 	fig "idle_rss_kb@sim$m" "$(rss_kb "$DPID")" kB
@@ -150,7 +167,7 @@ YAML
 done
 
 # ---- grant sizes: per block against memgrantctl --sim steps -----------------------
-ST=${BENCH_SCALE_STRACE-4096}
+ST=${BENCH_SCALE_STRACE-4096} STF=${BENCH_SCALE_STRACE_TREE:-1024}
 for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
 	name=g$n
 	yaml "$name" $((n + 16))
@@ -180,7 +197,7 @@ done
 # never sees a half-written file); every read is a round trip to simfs, so
 # the figures are simfs's cost as much as memgrantd's: compare ratios
 SIMFS=$BUILD/tests/tools/simfs
-FG=${BENCH_SCALE_FUSE_GRANTS-512 4096}
+FG=${BENCH_SCALE_FUSE_GRANTS-512 4096 16384}
 if [ -z "$FG" ]; then
 	note "grants on a simfs tree: skipped (BENCH_SCALE_FUSE_GRANTS set empty)"
 elif ! [ -x "$SIMFS" ] || ! [ -e /dev/fuse ] || ! command -v fusermount3 >/dev/null 2>&1; then
@@ -199,17 +216,34 @@ agent: {id: scale-$name, state_dir: $T/$name.state, api_socket: $T/$name.sock, l
 backend: {type: sysfs, root: $T/$name.mnt}
 policy: {zone: movable, memmap_on_memory: always, reserve: 0, revoke_budget: 600s}
 YAML
+		g= v=
 		if start "$name"; then
 			fig "startup_s@simfs$n" "$UP" s
-			g=$(timed "$name" grant $((n * 128))M --wait) && v=$(timed "$name" revoke $((n * 128))M --wait) &&
-				fig "tree_grant_ms_per_block@$n" "$(ms_per "$g" "$n")" ms &&
-				fig "tree_revoke_ms_per_block@$n" "$(ms_per "$v" "$n")" ms
+			g=$(timed "$name" grant $((n * 128))M --wait) && v=$(timed "$name" revoke $((n * 128))M --wait) || g=
 			stop "$DPID"
 		else
 			note "grants on a simfs tree of $n: memgrantd did not come up: $(tail -1 "$T/$name.log")"
 		fi
 		fusermount3 -u "$T/$name.mnt" 2>/dev/null || true
 		rm -rf "$T/$name.sim"* "$T/$name.state"
+		[ -n "$g" ] || continue
+		# the same writes with memgrantctl --sysroot on a fresh tree
+		"$CTL" sim init "$T/$name.sim" --online 2G --standby $((n * 128))M --block-size 128M >/dev/null
+		"$SIMFS" "$T/$name.sim" "$T/$name.mnt" 2>"$T/$name.simfs" || { note "simfs did not mount again"; continue; }
+		rg="16-$((n + 15))" m=$T/$name.mnt
+		t0=$(now)
+		"$CTL" --sysroot "$m" block memmap on "$rg" >/dev/null
+		"$CTL" --sysroot "$m" block configure "$rg" >/dev/null
+		"$CTL" --sysroot "$m" block online "$rg" --zone movable >/dev/null
+		rgs=$(secs "$t0" "$(now)")
+		t0=$(now)
+		"$CTL" --sysroot "$m" block offline "$rg" >/dev/null
+		"$CTL" --sysroot "$m" block deconfigure "$rg" >/dev/null
+		rvs=$(secs "$t0" "$(now)")
+		fusermount3 -u "$T/$name.mnt" 2>/dev/null || true
+		rm -rf "$T/$name.sim"*
+		fig "tree_grant_ms_per_block@$n" "$(ms_per "$g" "$n")" ms "$(ms_per "$rgs" "$n")" "memgrantctl --sysroot steps"
+		fig "tree_revoke_ms_per_block@$n" "$(ms_per "$v" "$n")" ms "$(ms_per "$rvs" "$n")" "memgrantctl --sysroot steps"
 	done
 fi
 
@@ -219,11 +253,10 @@ fi
 # writes; on the sim, the sim's own rendering of each write, about 50 calls
 # a write: lock, records, summary, tree files, which the kernel does in one
 # call on real sysfs)
-if [ -z "$ST" ]; then
-	note "syscalls_per_block: skipped (BENCH_SCALE_STRACE set empty)"
-elif command -v strace >/dev/null 2>&1; then
-	n=$ST name=s$ST
-	yaml "$name" $((n + 16))
+# count_calls NAME N KEY: memgrantd on $T/NAME.yaml under strace for a grant
+# and a revocation of N blocks; figure KEY
+count_calls() {
+	name=$1 n=$2 key=$3
 	strace -f -qq -o "$T/$name.trace" "$D" -c "$T/$name.yaml" --foreground >"$T/$name.log" 2>&1 &
 	spid=$!
 	PIDS="$PIDS $spid"
@@ -247,9 +280,36 @@ elif command -v strace >/dev/null 2>&1; then
 		{ calls[$1]++ }
 		END { for (p in calls) if (p in helper) h += calls[p]; else a += calls[p]
 		      printf "%.1f %.1f\n", a / n, h / n }' "$T/$name.trace")
-	fig "syscalls_per_block@$n" "$1" "calls" "$2" "memgrant-helper (the sim's writes)"
-	note "syscalls_per_block: memgrantd's system calls for a grant and its revocation of $n blocks (start-up and stop included), per block and operation; memgrant-helper's (the writes, on the sim the sim's own work) apart"
-	rm -rf "$T/$name.d" "$T/$name.state" "$T/$name.trace"
+	fig "$key" "$1" "calls" "$2" "memgrant-helper (the writes)"
+	rm -rf "$T/$name.state" "$T/$name.trace"
+}
+if [ -z "$ST" ]; then
+	note "syscalls_per_block: skipped (BENCH_SCALE_STRACE set empty)"
+elif command -v strace >/dev/null 2>&1; then
+	yaml s$ST $((ST + 16))
+	count_calls s$ST "$ST" "syscalls_per_block@$ST"
+	rm -rf "$T/s$ST.d"
+	note "syscalls_per_block: memgrantd's system calls for a grant and its revocation of $ST blocks (start-up and stop included), per block and operation; memgrant-helper's (the writes, on the sim the sim's own work) apart"
+	# the same on a simfs tree (the sysfs backend: its reads of the files)
+	if [ -x "$SIMFS" ] && [ -e /dev/fuse ] && command -v fusermount3 >/dev/null 2>&1; then
+		n=$STF name=sf$STF
+		mkdir -p "$T/$name.mnt"
+		"$CTL" sim init "$T/$name.sim" --online 2G --standby $((n * 128))M --block-size 128M >/dev/null
+		if "$SIMFS" "$T/$name.sim" "$T/$name.mnt" 2>"$T/$name.simfs"; then
+			cat >"$T/$name.yaml" <<YAML
+agent: {id: scale-$name, state_dir: $T/$name.state, api_socket: $T/$name.sock, log_level: warning, user: $(id -un)}
+backend: {type: sysfs, root: $T/$name.mnt}
+policy: {zone: movable, memmap_on_memory: always, reserve: 0, revoke_budget: 600s}
+YAML
+			count_calls "$name" "$n" "tree_syscalls_per_block@$n"
+			fusermount3 -u "$T/$name.mnt" 2>/dev/null || true
+		else
+			note "tree_syscalls_per_block: simfs did not mount: $(tail -1 "$T/$name.simfs")"
+		fi
+		rm -rf "$T/$name.sim"*
+	else
+		note "tree_syscalls_per_block: skipped: tests/tools/simfs, /dev/fuse or fusermount3 missing"
+	fi
 else
 	note "strace not installed: no syscall counts"
 fi
@@ -301,6 +361,8 @@ ref_of() { awk -v k="$1" '$1 == k { print $4; exit }' "$FIGS"; }
 big=262144 small=1000
 target "grant of 64 blocks at $big / at $small blocks <= 1.5x" "$(ratio "$(val grant64_s@sim$big)" "$(val grant64_s@sim$small)")" 1.5 grant64_s@sim$big grant64_s@sim$small
 target "revocation of 64 blocks at $big / at $small blocks <= 1.5x" "$(ratio "$(val revoke64_s@sim$big)" "$(val revoke64_s@sim$small)")" 1.5 revoke64_s@sim$big revoke64_s@sim$small
+target "agent CPU of a 64-block grant at $big / at $small blocks <= 1.5x" "$(ratio "$(val grant64_cpu_ms@sim$big)" "$(val grant64_cpu_ms@sim$small)")" 1.5 grant64_cpu_ms@sim$big grant64_cpu_ms@sim$small
+target "agent CPU of a 64-block revocation at $big / at $small blocks <= 1.5x" "$(ratio "$(val revoke64_cpu_ms@sim$big)" "$(val revoke64_cpu_ms@sim$small)")" 1.5 revoke64_cpu_ms@sim$big revoke64_cpu_ms@sim$small
 target "GET /v1/status at $big / at $small blocks <= 1.5x" "$(ratio "$(val status_median_ms@sim$big)" "$(val status_median_ms@sim$small)")" 1.5 status_median_ms@sim$big status_median_ms@sim$small
 target "grant per block at 16384 / at 512 <= 1.2x" "$(ratio "$(val grant_ms_per_block@16384)" "$(val grant_ms_per_block@512)")" 1.2 grant_ms_per_block@16384 grant_ms_per_block@512
 target "revocation per block at 16384 / at 512 <= 1.2x" "$(ratio "$(val revoke_ms_per_block@16384)" "$(val revoke_ms_per_block@512)")" 1.2 revoke_ms_per_block@16384 revoke_ms_per_block@512
@@ -309,10 +371,13 @@ if [ $# -ge 2 ]; then
 	fs=$1 fb=$(echo "$FG" | awk '{ print $NF }')
 	target "grant per block on a simfs tree at $fb / at $fs <= 1.2x" "$(ratio "$(val tree_grant_ms_per_block@$fb)" "$(val tree_grant_ms_per_block@$fs)")" 1.2 tree_grant_ms_per_block@$fb tree_grant_ms_per_block@$fs
 	target "revocation per block on a simfs tree at $fb / at $fs <= 1.2x" "$(ratio "$(val tree_revoke_ms_per_block@$fb)" "$(val tree_revoke_ms_per_block@$fs)")" 1.2 tree_revoke_ms_per_block@$fb tree_revoke_ms_per_block@$fs
+	target "grant per block on a simfs tree at $fb / memgrantctl --sysroot steps <= 1.5x" "$(ratio "$(val tree_grant_ms_per_block@$fb)" "$(ref_of tree_grant_ms_per_block@$fb)")" 1.5 tree_grant_ms_per_block@$fb
+	target "revocation per block on a simfs tree at $fb / memgrantctl --sysroot steps <= 1.5x" "$(ratio "$(val tree_revoke_ms_per_block@$fb)" "$(ref_of tree_revoke_ms_per_block@$fb)")" 1.5 tree_revoke_ms_per_block@$fb
 fi
 target "grant per block at 16384 / memgrantctl --sim steps <= 1.5x" "$(ratio "$(val grant_ms_per_block@16384)" "$(ref_of grant_ms_per_block@16384)")" 1.5 grant_ms_per_block@16384
 target "revocation per block at 16384 / memgrantctl --sim steps <= 1.5x" "$(ratio "$(val revoke_ms_per_block@16384)" "$(ref_of revoke_ms_per_block@16384)")" 1.5 revoke_ms_per_block@16384
-target "system calls per block of memgrantd (its helper's writes apart) <= 30" "$(val syscalls_per_block@$ST)" 30 syscalls_per_block@$ST
+target "system calls per block of memgrantd on the sim (its helper's writes apart) <= 30" "$(val syscalls_per_block@$ST)" 30 syscalls_per_block@$ST
+target "system calls per block of memgrantd on a simfs tree (its helper's writes apart) <= 20" "$(val tree_syscalls_per_block@$STF)" 20 tree_syscalls_per_block@$STF
 target "RSS after $C cycles of $n / after the first <= 1.1x" "$(ratio "$(val "rss_after_${C}_cycles_kb@$n")" "$(ref_of "rss_after_${C}_cycles_kb@$n")")" 1.1 "rss_after_${C}_cycles_kb@$n"
 [ -n "$CL" ] && [ "$CL" -gt "$C" ] &&
 	target "RSS after $CL cycles of $n / after the first <= 1.15x" "$(ratio "$(val "rss_after_${CL}_cycles_kb@$n")" "$(ref_of "rss_after_${CL}_cycles_kb@$n")")" 1.15 "rss_after_${CL}_cycles_kb@$n"
