@@ -98,10 +98,16 @@ struct mainloop {
 	bool status_wanted;
 	bool status_due;      /* something changed since the last line sent */
 	uint64_t status_sent; /* mono_ms() of the last line sent */
+	/* The engine's notifications are looked at again only this long after
+	 * the last ones (NOTIFY_QUIET_MS): a big operation notifies once per
+	 * block, and this loop needs them only for the status line and to
+	 * learn that the engine stopped on a journal error */
+	uint64_t notify_quiet_until;
 	struct agent_creds *creds;
 };
 
 #define STATUS_MIN_MS 250
+#define NOTIFY_QUIET_MS 100
 
 static void notify_status(struct mainloop *m)
 {
@@ -215,14 +221,19 @@ static int run(struct mainloop *m)
 	int r;
 
 	for (;;) {
+		uint64_t now = mono_ms();
+		bool quiet = now < m->notify_quiet_until;
 		struct pollfd p[4] = {
 			{ .fd = m->sigfd, .events = POLLIN },
 			{ .fd = m->watchdog_fd, .events = POLLIN },
-			{ .fd = engine_notify_fd(m->d), .events = POLLIN },
+			{ .fd = quiet ? -1 : engine_notify_fd(m->d), .events = POLLIN },
 			{ .fd = m->helper_fd, .events = POLLRDHUP }, /* never readable: only its end shows */
 		};
+		int wait = status_wait_ms(m);
 
-		if (poll(p, ARRAY_SIZE(p), status_wait_ms(m)) < 0) {
+		if (quiet && (wait < 0 || (uint64_t)wait > m->notify_quiet_until - now))
+			wait = (int)(m->notify_quiet_until - now);
+		if (poll(p, ARRAY_SIZE(p), wait) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
@@ -239,6 +250,7 @@ static int run(struct mainloop *m)
 		}
 		if (p[2].revents & POLLIN) {
 			engine_notify_drain(m->d);
+			m->notify_quiet_until = mono_ms() + NOTIFY_QUIET_MS;
 			m->status_due = m->status_wanted;
 			r = engine_journal_error(m->d);
 			if (r < 0)

@@ -50,6 +50,12 @@ struct hp_backend_ops {
 	int (*discover)(struct hp_backend *b, struct mem_table **out);
 	/* One block; -ENOENT when neither directory exists. */
 	int (*read_block)(struct hp_backend *b, uint64_t id, struct mem_block *out);
+	/* Optional: block ID's state file alone (memoryN/state under
+	 * sys/devices/system/memory), -ENOENT without its devices directory:
+	 * what a configure's effect is judged by (C7: auto_online_blocks may
+	 * online the block) without reading the block whole.  Absent:
+	 * hp_read_state() says -EOPNOTSUPP and the caller reads the block. */
+	int (*read_state)(struct hp_backend *b, uint64_t id, enum mem_state *out);
 	/* Write VALUE to ATTR of block ID, as echo(1) would (with or without newline). */
 	int (*write_attr)(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value);
 	/* Reads auto_online_blocks into BUF; -ENOENT when the file is absent. */
@@ -186,6 +192,11 @@ static inline int hp_watch_row(struct hp_backend *b, uint64_t id, struct mem_blo
 static inline int hp_read_block(struct hp_backend *b, uint64_t id, struct mem_block *out)
 {
 	return b->ops->read_block(b, id, out);
+}
+
+static inline int hp_read_state(struct hp_backend *b, uint64_t id, enum mem_state *out)
+{
+	return b->ops->read_state ? b->ops->read_state(b, id, out) : -EOPNOTSUPP;
 }
 
 /* Typed operations: one kernel step each (kernel.md C7, C11, C12, W5, W6). */

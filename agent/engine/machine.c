@@ -29,10 +29,13 @@ int machine_find_owned_locked(struct engine *e, uint64_t block, struct intentlog
 
 	if (d && o->intent_dir == ILOG_DOWN)
 		return -ENOENT;
-	if (d) {
+	/* the block a grant is bringing up is its own already: the kernel
+	 * shows it online before the step's end records it done */
+	if (d || (o && o->intent_dir == ILOG_UP && e->step_active && e->step_block == block)) {
 		if (out) {
-			*out = (struct intentlog_block){ .block = block, .seq = UINT64_MAX, .zone = d->zone,
-							 .memmap = d->memmap };
+			*out = (struct intentlog_block){ .block = block, .seq = UINT64_MAX,
+							 .zone = d ? d->zone : MEM_ZONE_AUTO,
+							 .memmap = d ? d->memmap : false };
 			snprintf(out->grant_id, sizeof(out->grant_id), "%s", o->msg->id);
 		}
 		return 0;
@@ -334,19 +337,31 @@ int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum
 {
 	struct engine *e = engine;
 	struct mem_block m;
+	enum mem_state st;
+	bool have;
 	int r;
 
 	if (!e->live)
 		return hp_read_block(b, block, out);
 	machine_sync(e);
-	if (livetable_find(e->live, block, &m) == 0 && shows_write(&m, after)) {
+	have = livetable_find(e->live, block, &m) == 0;
+	if (have && shows_write(&m, after)) {
 		*out = m;
 		return 0;
 	}
 	/* the kernel's word, which the table takes too: its notification
 	 * may come later, or never (a tree served over FUSE) */
 	pthread_mutex_lock(&e->machine_update_lock);
-	r = hp_read_block(b, block, out);
+	if (have && after == STEP_CONFIGURE && hp_read_state(b, block, &st) == 0 && st != MEM_STATE_ONLINE) {
+		/* configured and not onlined by the kernel (C7): the state file
+		 * says it; the block is read whole after its online */
+		m.configured = true;
+		m.state = st;
+		*out = m;
+		r = 0;
+	} else {
+		r = hp_read_block(b, block, out);
+	}
 	if (r == 0 && livetable_note(e->live, out, e->machine_started ? on_change : NULL, e) < 0)
 		log_warn(&e->log, "live block table: block %llu: out of memory to record what was read "
 			 "(re-read at its next change)", (unsigned long long)block);

@@ -35,6 +35,20 @@ static int sysfs_read_block(struct hp_backend *b, uint64_t id, struct mem_block 
 	return hp_discover_block(path_of(b), id, out, NULL, 0);
 }
 
+static int sysfs_read_state(struct hp_backend *b, uint64_t id, enum mem_state *out)
+{
+	char rel[96], buf[64];
+	int r;
+
+	snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64 "/state", id);
+	r = hp_path_read(path_of(b), rel, buf, sizeof(buf));
+	if (r < 0)
+		return r == -EOVERFLOW ? -EINVAL : r;
+	if (mem_state_parse(buf, out) < 0)
+		*out = MEM_STATE_UNKNOWN; /* a word a newer kernel may add */
+	return 0;
+}
+
 static int sysfs_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id,
 			    const char *value)
 {
@@ -115,6 +129,7 @@ static const struct hp_backend_ops sysfs_ops = {
 	.name = "sysfs",
 	.discover = sysfs_discover,
 	.read_block = sysfs_read_block,
+	.read_state = sysfs_read_state,
 	.write_attr = sysfs_write_attr,
 	.read_auto_online = sysfs_read_auto_online,
 	.watch_open = sysfs_watch_open_op,
