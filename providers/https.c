@@ -538,7 +538,8 @@ static int conn_init(struct https_provider *p, struct conn *c, const char *name)
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
 		seed = (uint32_t)mono_ms() ^ (uint32_t)getpid() ^ (uint32_t)(uintptr_t)c;
 	c->seed = seed ? seed : 1;
-	c->bo = (struct backoff){ .first_ms = BACKOFF_FIRST_MS, .cap_ms = p->backoff_cap_ms, .rule = p->rule };
+	c->bo = (struct backoff){ .first_ms = BACKOFF_FIRST_MS, .cap_ms = p->backoff_cap_ms, .rule = p->rule,
+				  .default_window_ms = p->default_window_ms };
 	return 0;
 }
 
@@ -689,9 +690,13 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	 * setting, an environment variable only bench/fleet.sh sets */
 	env = getenv("MEMGRANT_HTTPS_BACKOFF_RULE");
 	p->rule = env && streq(env, "equal") ? BACKOFF_EQUAL : BACKOFF_FULL;
+	p->default_window_ms = env && streq(env, "nowindow") ? 0 : BACKOFF_DEFAULT_WINDOW_MS;
 	if (p->rule == BACKOFF_EQUAL)
 		log_warn(log, "https: MEMGRANT_HTTPS_BACKOFF_RULE=equal: the retry rule before full jitter, and "
 			 "Memgrant-Spread ignored (for bench/fleet.sh only)");
+	else if (!p->default_window_ms)
+		log_warn(log, "https: MEMGRANT_HTTPS_BACKOFF_RULE=nowindow: no default spreading window after "
+			 "losing the control plane, the rule before (for bench/fleet.sh only)");
 	r = engine_source_add(d, SOURCE, ENGINE_SOURCE_REPORTS, &p->source);
 	if (r < 0)
 		goto fail;

@@ -86,6 +86,7 @@ struct https_provider {
 	bool insecure;
 	unsigned backoff_cap_ms;
 	enum backoff_rule rule;         /* BACKOFF_EQUAL only for the fleet bench */
+	unsigned default_window_ms;     /* 0 (no default window) only for the fleet bench */
 	/* the spreading window the control plane announced last (Memgrant-Spread,
 	 * ms, 0 none): remembered for the retries of an outage, when it cannot say */
 	atomic_uint spread_ms;
