@@ -237,10 +237,12 @@ elif command -v strace >/dev/null 2>&1; then
 	dpid=$(cat /proc/"$spid"/task/*/children 2>/dev/null | awk '{ print $1; exit }')
 	[ -n "$dpid" ] && kill -TERM "$dpid"
 	wait "$spid" 2>/dev/null || true
-	# the helper is the process that ran execve(...memgrant-helper...); a
-	# call strace split in two (unfinished / resumed) counts once
+	# the helper is the process that ran execve(...memgrant-helper...), with
+	# the children it forks (the writer of a revocation's offlines); a call
+	# strace split in two (unfinished / resumed) counts once
 	set -- $(awk -v n=$((2 * n)) '
 		/execve\(".*memgrant-helper"/ { helper[$1] = 1 }
+		/(clone|clone3|fork|vfork)(\(| resumed>).*= [0-9]+$/ { if ($1 in helper) helper[$NF] = 1 }
 		/resumed>/ { next }
 		{ calls[$1]++ }
 		END { for (p in calls) if (p in helper) h += calls[p]; else a += calls[p]

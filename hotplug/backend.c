@@ -4,8 +4,10 @@
 
 void hp_backend_close(struct hp_backend *b)
 {
-	if (b)
-		b->ops->close(b);
+	if (!b)
+		return;
+	hp_offline_writer_end(b);
+	b->ops->close(b);
 }
 
 int block_set_memmap(struct hp_backend *b, uint64_t id, bool on)

@@ -118,6 +118,12 @@ struct hp_backend {
 	/* hp_set_write_deadline()'s, for a backend without set_write_deadline */
 	bool has_write_deadline;
 	struct timespec write_deadline;
+	/* hp_write_with_deadline()'s writer process, kept from one write to
+	 * the next (pid 0: none; its pipes' ends are valid only with a pid) */
+	struct hp_offline_writer {
+		int pid;
+		int req_fd, reply_fd;
+	} offline_writer;
 };
 
 /* Real sysfs under ROOT ("/" in production).  Never creates files. */
@@ -137,13 +143,26 @@ int hp_set_write_deadline(struct hp_backend *b, const struct timespec *deadline)
  * Writes VALUE to ATTR of block ID in a child process that is killed
  * (SIGKILL) at DEADLINE: Linux ends an offline's migration only on a fatal
  * signal (docs/kernel-rules.md, "W6 and signals").  Returns the write's
- * result, or -EINTR when the child was killed: the write was cut short and
- * the block is where the kernel left it (read it; it may have gone offline
- * just before).  The child dies with its parent (PR_SET_PDEATHSIG) and is
- * reaped on every path.  DEADLINE NULL: the write in the caller, no child.
+ * result, or -EINTR when the child was killed or DEADLINE had passed: the
+ * write was cut short (or never made) and the block is where the kernel
+ * left it (read it; it may have gone offline just before).  The child
+ * serves one write after another (a revocation's offlines cost no fork
+ * each) until hp_offline_writer_end(), a kill at a deadline, or its
+ * parent's death (PR_SET_PDEATHSIG).  DEADLINE NULL: the write in the
+ * caller, no child.
  */
 int hp_write_with_deadline(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value,
 			   const struct timespec *deadline);
+
+/* Ends B's writer process, if any (it exits at the end of its requests)
+ * and reaps it: when the writes under a deadline are over for now. */
+void hp_offline_writer_end(struct hp_backend *b);
+
+/* Whether B has a writer process (for a caller that ends it when idle). */
+static inline bool hp_offline_writer_running(const struct hp_backend *b)
+{
+	return b && b->offline_writer.pid > 0;
+}
 static inline void hp_backend_closep(struct hp_backend **b) { hp_backend_close(*b); }
 #define _cleanup_backend_ __attribute__((cleanup(hp_backend_closep)))
 

@@ -7,9 +7,12 @@
  * (docs/kernel-rules.md, "W6 and signals"): a timer signal to the writer,
  * caught or not, leaves it migrating.  So the write is done by a child
  * process that does nothing else, and SIGKILL of that child at the
- * deadline is the fatal signal the kernel obeys.  The parent waits on a
- * pipe whose only writer end the child holds: it reads end of file when
- * the child is gone, however it went.
+ * deadline is the fatal signal the kernel obeys.  The child takes one
+ * request after another from a pipe and answers each on another, whose
+ * only writer end it holds: the parent reads end of file when the child is
+ * gone, however it went.  One child serves a whole revocation (a fork per
+ * block cost more than the block's writes); a new one is made only after
+ * a kill.
  */
 #include "hotplug/backend.h"
 #include "lib/util.h"
@@ -21,6 +24,13 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* One write, parent to child; fits a pipe's atomic write (PIPE_BUF). */
+struct writer_request {
+	uint32_t attr;
+	uint64_t id;
+	char value[24];
+};
 
 /* Milliseconds until DEADLINE (CLOCK_MONOTONIC), rounded up; 0 once past. */
 static int ms_until(const struct timespec *deadline)
@@ -35,18 +45,46 @@ static int ms_until(const struct timespec *deadline)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-/* The child: dies with its parent, writes, exits with the write's errno. */
-static _Noreturn void write_child(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value,
-				  pid_t parent, int done_fd)
+static ssize_t read_full(int fd, void *buf, size_t len)
 {
-	int r;
+	ssize_t n;
 
-	(void)done_fd; /* held open until _exit: its end of file tells the parent */
+	do
+		n = read(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+static ssize_t write_full(int fd, const void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = write(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+/* The child: dies with its parent; per request, writes and answers with the
+ * write's errno; exits at the end of the requests. */
+static _Noreturn void writer_child(struct hp_backend *b, pid_t parent, int req_fd, int reply_fd)
+{
+	struct writer_request rq;
+
 	/* a helper or agent killed meanwhile must not leave a write behind */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
 		_exit(EIO);
-	r = b->ops->write_attr(b, attr, id, value);
-	_exit(r < 0 && -r < 256 ? -r : r < 0 ? EIO : 0);
+	while (read_full(req_fd, &rq, sizeof(rq)) == (ssize_t)sizeof(rq)) {
+		int32_t err;
+		int r;
+
+		rq.value[sizeof(rq.value) - 1] = '\0';
+		r = b->ops->write_attr(b, (enum hp_attr)rq.attr, rq.id, rq.value);
+		err = r < 0 ? -r : 0;
+		if (write_full(reply_fd, &err, sizeof(err)) != (ssize_t)sizeof(err))
+			_exit(EIO);
+	}
+	_exit(0);
 }
 
 /* Waits for child PID (not reaped yet: its pid cannot be anyone else's). */
@@ -58,55 +96,110 @@ static int reap(pid_t pid, int *status)
 	return 0;
 }
 
-int hp_write_with_deadline(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value,
-			   const struct timespec *deadline)
+/* Closes W's ends and reaps its child: *STATUS its wait status. */
+static int writer_reap(struct hp_offline_writer *w, int *status)
 {
-	_cleanup_close_ int done_rd = -1;
-	int pipefd[2], status, r;
+	pid_t pid = w->pid;
+
+	close(w->req_fd);
+	close(w->reply_fd);
+	*w = (struct hp_offline_writer){ .pid = 0 };
+	return reap(pid, status);
+}
+
+static int writer_start(struct hp_backend *b)
+{
+	struct hp_offline_writer *w = &b->offline_writer;
+	int req[2], reply[2], r;
 	pid_t parent = getpid(), pid;
 
-	if (!deadline)
-		return b->ops->write_attr(b, attr, id, value);
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
+	if (pipe2(req, O_CLOEXEC) < 0)
 		return -errno;
+	if (pipe2(reply, O_CLOEXEC) < 0) {
+		r = -errno;
+		close(req[0]);
+		close(req[1]);
+		return r;
+	}
 	pid = fork();
 	if (pid < 0) {
 		r = -errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
+		close(req[0]);
+		close(req[1]);
+		close(reply[0]);
+		close(reply[1]);
 		return r;
 	}
 	if (pid == 0) {
-		close(pipefd[0]);
-		write_child(b, attr, id, value, parent, pipefd[1]);
+		close(req[1]);
+		close(reply[0]);
+		writer_child(b, parent, req[0], reply[1]);
 	}
-	done_rd = pipefd[0];
-	close(pipefd[1]);
-	for (;;) {
-		struct pollfd p = { .fd = done_rd, .events = POLLIN };
-		int ms = ms_until(deadline);
-		int n = ms > 0 ? poll(&p, 1, ms) : 0;
+	close(req[0]);
+	close(reply[1]);
+	*w = (struct hp_offline_writer){ .pid = pid, .req_fd = req[1], .reply_fd = reply[0] };
+	return 0;
+}
 
-		if (n > 0)
-			break; /* end of file: the child is gone */
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0 && ms_until(deadline) > 0)
-			continue; /* woke early (rounding) */
-		/* the deadline, or poll failed: either way the child must not
-		 * outlive this call */
-		kill(pid, SIGKILL);
-		break;
+void hp_offline_writer_end(struct hp_backend *b)
+{
+	int status;
+
+	/* the child is between requests: end of file ends it at once */
+	if (hp_offline_writer_running(b))
+		(void)writer_reap(&b->offline_writer, &status);
+}
+
+int hp_write_with_deadline(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value,
+			   const struct timespec *deadline)
+{
+	struct hp_offline_writer *w = &b->offline_writer;
+	struct writer_request rq = { .attr = attr, .id = id };
+	int32_t err;
+	ssize_t n;
+	int status, r;
+
+	if (!deadline)
+		return b->ops->write_attr(b, attr, id, value);
+	if (strlen(value) >= sizeof(rq.value))
+		return -EINVAL;
+	if (ms_until(deadline) == 0)
+		return -EINTR; /* no time left: not written, as a killed write's block reads online */
+	memcpy(rq.value, value, strlen(value) + 1);
+	if (!hp_offline_writer_running(b)) {
+		r = writer_start(b);
+		if (r < 0)
+			return r;
 	}
-	r = reap(pid, &status);
+	if (write_full(w->req_fd, &rq, sizeof(rq)) != (ssize_t)sizeof(rq))
+		goto gone; /* it died between two writes: said by its status */
+	for (;;) {
+		struct pollfd p = { .fd = w->reply_fd, .events = POLLIN };
+		int ms = ms_until(deadline);
+		int nready = ms > 0 ? poll(&p, 1, ms) : 0;
+
+		if (nready > 0)
+			break; /* an answer, or end of file: the child is gone */
+		if (nready < 0 && errno == EINTR)
+			continue;
+		if (nready == 0 && ms_until(deadline) > 0)
+			continue; /* woke early (rounding) */
+		/* the deadline, or poll failed: either way the write must not
+		 * outlive this call */
+		kill(w->pid, SIGKILL);
+		goto gone;
+	}
+	n = read_full(w->reply_fd, &err, sizeof(err));
+	if (n == (ssize_t)sizeof(err))
+		return err > 0 && err < 4096 ? -err : err ? -EIO : 0;
+gone:
+	r = writer_reap(w, &status);
 	if (r < 0)
 		return r;
-	if (WIFEXITED(status))
-		return -WEXITSTATUS(status);
 	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
 		if (b->ops->settle)
 			b->ops->settle(b);
 		return -EINTR; /* as a signalled offline (W6); what the kernel made of it is read back by the caller */
 	}
-	return -EIO; /* the child crashed: whether its write reached the kernel is for a read to say */
+	return -EIO; /* the child died: whether its write reached the kernel is for a read to say */
 }

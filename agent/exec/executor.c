@@ -288,6 +288,7 @@ static void *executor_main(void *arg)
 
 	/* recovery writes to the kernel too: here, before the first request */
 	r = recovery_run(e);
+	hp_offline_writer_end(e->backend);
 	pthread_mutex_lock(&e->lock);
 	e->recovered = true;
 	e->recovery_err = r;
@@ -307,10 +308,13 @@ static void *executor_main(void *arg)
 		e->running = o;
 		pthread_mutex_unlock(&e->lock);
 
-		if (o->msg->type == MSG_GRANT)
+		if (o->msg->type == MSG_GRANT) {
 			exec_run_grant(e, o);
-		else
+		} else {
 			exec_run_revoke(e, o);
+			/* the process that wrote its offlines, when not the helper */
+			hp_offline_writer_end(e->backend);
+		}
 
 		pthread_mutex_lock(&e->lock);
 		e->running = NULL;

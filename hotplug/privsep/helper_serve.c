@@ -142,6 +142,9 @@ int privhelper_hello(int fd, int err)
 	return send_reply(fd, err);
 }
 
+/* How long the offline writer of a revocation outlives its last offline. */
+#define OFFLINE_WRITER_IDLE_MS 1000
+
 int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
 		     char *why, size_t whylen)
 {
@@ -164,18 +167,26 @@ int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend
 		ssize_t n;
 		int r;
 
-		if (cred_fd >= 0) {
-			/* a credential request is answered between two block requests */
+		if (cred_fd >= 0 || hp_offline_writer_running(writer)) {
+			/* a credential request is answered between two block
+			 * requests; the offline writer ends once offlines under a
+			 * deadline stopped coming (a revocation is over) */
 			struct pollfd pf[2] = { { .fd = fd, .events = POLLIN }, { .fd = cred_fd, .events = POLLIN } };
+			int ready = poll(pf, cred_fd >= 0 ? 2 : 1,
+					 hp_offline_writer_running(writer) ? OFFLINE_WRITER_IDLE_MS : -1);
 
-			if (poll(pf, 2, -1) < 0) {
+			if (ready < 0) {
 				if (errno == EINTR)
 					continue;
 				r = -errno;
 				snprintf(why, whylen, "poll: %s", strerror(errno));
 				return r;
 			}
-			if (pf[1].revents) {
+			if (ready == 0) {
+				hp_offline_writer_end(writer);
+				continue;
+			}
+			if (cred_fd >= 0 && pf[1].revents) {
 				r = ph_cred_answer(cred_fd, creds->paths, creds->n, &refusals_said, why, whylen);
 				if (r < 0)
 					return r;

@@ -400,14 +400,16 @@ static const char *const helper_sim_calls[] = {
 };
 
 /*
- * An offline under a deadline (hp_write_with_deadline()): a pipe, fork()
+ * Offlines under a deadline (hp_write_with_deadline()): two pipes, fork()
  * (glibc's clone with exactly its flags, nothing that shares memory or
  * makes a thread), the child's parent-death signal and its check of its
- * parent (getpid before the fork, getppid after), SIGKILL for the child at
- * the deadline (no other signal), and the child reaped.  glibc's fork also registers the child's robust futex list.
- * s390x passes clone's flags second (the kernel's CLONE_BACKWARDS2).
+ * parent (getpid before the fork, getppid after), the requests and answers
+ * read from the pipes, SIGKILL for the child at the deadline (no other
+ * signal), and the child reaped.  glibc's fork also registers the child's
+ * robust futex list.  s390x passes clone's flags second (the kernel's
+ * CLONE_BACKWARDS2).
  */
-static const char *const helper_offline_calls[] = { "pipe2", "wait4", "getpid", "getppid", "set_robust_list" };
+static const char *const helper_offline_calls[] = { "pipe2", "read", "wait4", "getpid", "getppid", "set_robust_list" };
 
 static int build_helper(scmp_filter_ctx c, uint32_t arch, bool sim, char *err, size_t errlen)
 {

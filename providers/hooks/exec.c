@@ -115,8 +115,13 @@ int hooks_runner_need_locked(struct hooks *h)
 {
 	int r;
 
-	if (h->runner_started || h->stopping)
+	if ((h->runner_started && !h->runner_left) || h->stopping)
 		return 0;
+	if (h->runner_left) {
+		/* it let go of the lock for good before it left: joined at once */
+		pthread_join(h->runner, NULL);
+		h->runner_started = h->runner_left = false;
+	}
 	r = -pthread_create(&h->runner, NULL, hooks_runner_main, h);
 	if (r < 0)
 		return r;
@@ -339,7 +344,11 @@ void *hooks_runner_main(void *arg)
 		}
 		if (stopping && !grace_end)
 			grace_end = mono_ms() + HOOKS_STOP_GRACE_MS;
-		if (stopping && !h->q_head && !h->p_head && n_kids == 0) {
+		if (!h->q_head && !h->p_head && n_kids == 0) {
+			/* nothing left: the thread goes (the next event starts
+			 * another), so an agent idle after its work has none */
+			if (!stopping)
+				h->runner_left = true;
 			pthread_mutex_unlock(&h->lock);
 			break;
 		}

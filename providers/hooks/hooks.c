@@ -582,7 +582,7 @@ void hooks_stop(struct hooks *h)
 	/* it fires what is pending first; none started, none pending */
 	if (h->runner_started) {
 		pthread_join(h->runner, NULL);
-		h->runner_started = false;
+		h->runner_started = h->runner_left = false;
 	}
 	for (size_t i = 0; i < h->n_entries; i++)
 		if (h->entries[i].webhook)

@@ -62,8 +62,10 @@ struct hooks {
 	bool stopping;               /* runner: finish what is queued, then exit */
 	int wake_fd;                 /* eventfd: a job or an event was queued, or stop began */
 	/* one thread fires the pending events and runs the jobs, started at the
-	 * first of them (hooks_runner_need_locked): an idle agent has none */
-	bool runner_started, subscribed;
+	 * first of them (hooks_runner_need_locked) and gone when none is left:
+	 * an idle agent has none.  runner_started: a thread not joined yet;
+	 * runner_left: it ended on its own (joined when the next starts) */
+	bool runner_started, runner_left, subscribed;
 	pthread_t runner;
 
 	/* events made of the engine's transitions, for the runner to fire */
@@ -81,8 +83,8 @@ void hooks_job_free(struct job *j);
 void hooks_enqueue(struct hooks *h, struct job *j);
 /* Wakes the runner (a job was queued, or the stop began). */
 void hooks_wake(struct hooks *h);
-/* With H->lock held: starts the runner unless it runs or the stop began;
- * 0 or -errno (pthread_create). */
+/* With H->lock held: starts the runner unless it runs or the stop began
+ * (joining the one that left first); 0 or -errno (pthread_create). */
 int hooks_runner_need_locked(struct hooks *h);
 
 /* ---- hooks.c ------------------------------------------------------------------- */

@@ -242,6 +242,67 @@ static void test_deadline(void **state)
 	}
 }
 
+/* A revocation's offlines under a deadline share one writer process: the
+ * helper has the same single child across them (a fork per block cost more
+ * than the writes), and none once they stopped coming for a second; a
+ * backend writing in this process keeps its child until
+ * hp_offline_writer_end(). */
+static void test_deadline_writer_kept(void **state)
+{
+	struct fx *f = *state;
+	struct timespec end;
+	char first[256], kids[256];
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += 30;
+	assert_int_equal(hp_set_write_deadline(f->b, &end), 0);
+	assert_int_equal(block_offline(f->b, 1), 0);
+	children_of(f->pid, first, sizeof(first));
+	assert_true(atoi(first) > 0);
+	assert_null(strchr(first, ' ') ? strchr(strchr(first, ' ') + 1, ' ') : NULL); /* one child */
+	assert_int_equal(block_offline(f->b, 2), 0);
+	assert_int_equal(block_offline(f->b, 3), 0);
+	children_of(f->pid, kids, sizeof(kids));
+	assert_string_equal(kids, first);
+	assert_file(f->root, "sys/devices/system/memory/memory3/state", "offline");
+	/* idle: gone within the helper's second, and reaped (no zombie) */
+	for (int i = 0; i < 100; i++) {
+		children_of(f->pid, kids, sizeof(kids));
+		if (!kids[0])
+			break;
+		usleep(50000);
+	}
+	assert_string_equal(kids, "");
+	/* the next offline under a deadline makes a new one */
+	assert_int_equal(block_online(f->b, 1, ONLINE_MOVABLE), 0);
+	assert_int_equal(block_offline(f->b, 1), 0);
+	children_of(f->pid, kids, sizeof(kids));
+	assert_true(atoi(kids) > 0);
+	assert_int_equal(hp_set_write_deadline(f->b, NULL), 0);
+	{
+		struct hp_backend *s = NULL;
+		char mine[256];
+		pid_t writer;
+
+		children_of(getpid(), mine, sizeof(mine));
+		assert_int_equal(hp_sysfs_open(f->root, &s), 0);
+		assert_int_equal(hp_set_write_deadline(s, &end), 0);
+		assert_int_equal(block_online(s, 2, ONLINE_MOVABLE), 0);
+		assert_int_equal(block_offline(s, 2), 0);
+		assert_true(hp_offline_writer_running(s));
+		writer = s->offline_writer.pid;
+		assert_int_equal(block_online(s, 2, ONLINE_MOVABLE), 0);
+		assert_int_equal(block_offline(s, 2), 0);
+		assert_int_equal(s->offline_writer.pid, writer);
+		hp_offline_writer_end(s);
+		assert_false(hp_offline_writer_running(s));
+		assert_int_equal(waitpid(writer, NULL, WNOHANG), -1); /* reaped */
+		children_of(getpid(), kids, sizeof(kids));
+		assert_string_equal(kids, mine);
+		hp_backend_close(s);
+	}
+}
+
 static void test_helper_gone(void **state)
 {
 	struct fx *f = *state;
@@ -309,6 +370,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_writes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_locally, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deadline_writer_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_helper_gone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_check, setup, teardown),
 	};

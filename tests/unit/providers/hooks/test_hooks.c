@@ -267,6 +267,69 @@ static void test_exec_stdin_env(void **state)
 	assert_int_equal(access(other_out, F_OK), -1);
 }
 
+/* This process's threads (/proc/self/status). */
+static unsigned threads_now(void)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t n = 0;
+	char *at;
+
+	assert_int_equal(file_read_all("/proc/self/status", 1 << 16, &text, &n), 0);
+	at = strstr(text, "\nThreads:");
+	assert_non_null(at);
+	return (unsigned)strtoul(at + 9, NULL, 10);
+}
+
+/* Waits up to MS for this process to have THREADS threads. */
+static bool wait_threads(unsigned threads, unsigned ms)
+{
+	uint64_t end = now_ms() + ms;
+
+	while (threads_now() != threads) {
+		if (now_ms() > end)
+			return false;
+		sleep_ms(10);
+	}
+	return true;
+}
+
+/* The runner is a thread while there is work: gone once its hook ended
+ * (an agent idle after a grant has no thread for hooks), started again by
+ * the next event, whose hook runs as the first one did. */
+static void test_runner_leaves_when_idle(void **state)
+{
+	struct fixture *f = *state;
+	char hook[128], out[128], script[512];
+	char *ev[] = { "grant.*" };
+	struct mg_hook cfg[1] = { { .events = ev, .n_events = 1, .exec = hook, .timeout_ms = 5000 } };
+	struct hooks_params hp = { .hooks = cfg, .n_hooks = 1, .agent_id = "guest-7" };
+	struct hooks *h = NULL;
+	unsigned before = threads_now();
+	_cleanup_free_ char *first = NULL, *second = NULL;
+	json_t *fields;
+
+	snprintf(hook, sizeof(hook), "%s/hook", f->tmp);
+	snprintf(out, sizeof(out), "%s/out", f->tmp);
+	snprintf(script, sizeof(script), "#!/bin/sh\necho \"$1\" >> %s\n", out);
+	write_file(hook, script, 0755);
+	assert_int_equal(hooks_new(&hp, &f->log, &h), 0);
+	assert_int_equal(hooks_start(h), 0);
+	assert_int_equal(threads_now(), before); /* none before the first event */
+	fields = json_pack("{s:s,s:s}", "id", "g-1", "kind", "grant");
+	assert_int_equal(hooks_fire(h, "grant.accepted", fields), 0);
+	first = wait_lines(out, 1, 5000);
+	assert_non_null(first);
+	assert_true(wait_threads(before, 5000));
+	assert_int_equal(hooks_fire(h, "grant.applied", fields), 0);
+	second = wait_lines(out, 2, 5000);
+	assert_non_null(second);
+	assert_string_equal(second, "grant.accepted\ngrant.applied\n");
+	assert_true(wait_threads(before, 5000));
+	json_decref(fields);
+	hooks_free(h);
+	assert_int_equal(threads_now(), before);
+}
+
 static bool pid_gone(pid_t pid)
 {
 	char p[64], buf[256];
@@ -466,6 +529,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_list_dir, setup, teardown),
 		cmocka_unit_test(test_env),
 		cmocka_unit_test_setup_teardown(test_exec_stdin_env, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_runner_leaves_when_idle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeout_kills_group, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_queue_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hooks_dir, setup, teardown),
