@@ -17,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 N = int(os.environ.get("FLEET_N", "500"))
 OUTAGE = int(os.environ.get("FLEET_OUTAGE", "30"))
+RESTART = int(os.environ.get("FLEET_RESTART", "3"))
 LONG = int(os.environ.get("FLEET_LONG", "0"))
 W = int(os.environ.get("FLEET_WINDOW", "30"))
 WAIT = os.environ.get("FLEET_WAIT", "20s")
@@ -107,8 +108,8 @@ class Fleet:
         self.procs, self.logs, self.socks = [], [], []
         env = dict(os.environ)
         env.pop("FLEET_IN_NS", None)
-        if rule == "equal":
-            env["MEMGRANT_HTTPS_BACKOFF_RULE"] = "equal"
+        if rule in ("equal", "nowindow"):
+            env["MEMGRANT_HTTPS_BACKOFF_RULE"] = rule
         try:
             self.start(t, cp, rule, env)
         except BaseException:
@@ -125,12 +126,17 @@ class Fleet:
                 user = group = "mgf%d" % i
                 uid = 61000 + i
                 run = "/run/memgrant-fleet/%s-%d" % (rule, i)
-                os.makedirs(run + "/state")
+                # the state folder under root's folders only (as
+                # /var/lib/memgrant): root's helper refuses a path through a
+                # folder the agent's user could change
+                state = "/run/memgrant-fleet/state/%s-%d" % (rule, i)
+                os.makedirs(run)
+                os.makedirs(state)
                 os.chown(run, uid, uid)
                 os.chmod(run, 0o755)
-                os.chown(run + "/state", uid, uid)
-                os.chmod(run + "/state", 0o700)
-                state, sock = run + "/state", run + "/api.sock"
+                os.chown(state, uid, uid)
+                os.chmod(state, 0o700)
+                sock = run + "/api.sock"
                 sim = "/run/memgrant-sim/%s-%d.json" % (rule, i)
                 os.chmod(d, 0o755)
             else:
@@ -277,14 +283,15 @@ def fmt(x, f="%.1f"):
     return "-" if x is None else f % x
 
 
-def outage(fleet, cp, secs, spread):
+def outage(fleet, cp, secs, spread, restart=False):
     cp.call("POST", "/spread", {"spread": spread})
     if spread:
         # every agent hears of the window with its next answer (a long poll ends within the wait)
         cp.call("POST", "/stats/reset")
         fleet.wait_polled(set(), int(WAIT.rstrip("s")) + 10, "window heard")
     sizes = fleet.log_sizes()
-    cp.call("POST", "/mode", {"mode": "down"})
+    # a restart: back with new TLS ticket keys, as a new server process
+    cp.call("POST", "/mode", {"mode": "down", "restart": restart})
     time.sleep(secs)
     cp.call("POST", "/stats/reset")
     up = time.time()
@@ -301,8 +308,10 @@ def outage(fleet, cp, secs, spread):
     att = fleet.attempts(sizes)
     p = peaks(st)
     t = pct_times(st, up)
-    say("    connections per second after the outage (%s): %s", "window %d s" % spread if spread else "no window",
-        histogram(st))
+    say("    connections per second after the %s (%s): %s", "restart" if restart else "outage",
+        "window %d s" % spread if spread else "no window", histogram(st))
+    if restart:
+        say("    full TLS handshakes per second: %s", histogram(st, 1))
     return {"peak conn/s": p[0], "peak conn/s over 5 s": peak5(st), "peak handshakes/s": p[1], "peak full/s": p[2], "full": p[3], "resumed": p[4],
             "peak req/s": p[5], "t50": t[0], "t99": t[1], "t100": t[2],
             "attempts mean": sum(att) / max(1, len(att)), "attempts max": max(att) if att else 0,
@@ -395,6 +404,8 @@ def main():
                     r["outage %ds" % OUTAGE] = outage(fl, cp, OUTAGE, None)
                     if LONG:
                         r["outage %ds" % LONG] = outage(fl, cp, LONG, None)
+                if "restart" in SCEN:
+                    r["restart %ds, no window" % RESTART] = outage(fl, cp, RESTART, None, restart=True)
                 if "grant" in SCEN:
                     r["grant to all"] = reports(fl, cp, "g" + rule)
                 if "429" in SCEN:
@@ -408,14 +419,14 @@ def main():
             for k, v in r.items():
                 say("  %s: %s", k, ", ".join("%s %s" % (a, fmt(b) if isinstance(b, float) else b) for a, b in v.items()))
         say("")
-        say("fleet of %d agents%s, wait %s, outage %d s, window %d s: today (full) | before (equal)", N,
-            " as shipped" if SHIPPED else "", WAIT, OUTAGE, W)
+        say("fleet of %d agents%s, wait %s, outage %d s, restart %d s, window %d s: rules %s", N,
+            " as shipped" if SHIPPED else "", WAIT, OUTAGE, RESTART, W, " | ".join(RULES))
         for k in res.get(RULES[0], {}):
             for a in res[RULES[0]][k]:
                 vals = [res[r].get(k, {}).get(a) for r in RULES]
                 say("  %-26s %-28s %s", k[:26], a, " | ".join(fmt(v) if isinstance(v, float) else str(v) for v in vals))
-        say("targets: peak reconnects/s <= N/W = %.1f with a window (+20%%), <= N/10 s = %.1f without; "
-            "99%% back within 2W = %d s; <= 2 attempts with a window; 0 lost", N / W, N / 10, 2 * W)
+        say("targets: peak reconnects/s <= N/W = %.1f with a window (+20%%), <= N/10 s = %.1f without (a restart "
+            "too); 99%% back within 2W = %d s; <= 2 attempts with a window; 0 lost", N / W, N / 10, 2 * W)
     finally:
         cp.proc.terminate()
         cp.proc.wait()

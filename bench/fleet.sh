@@ -1,21 +1,26 @@
 #!/bin/sh
 # The fleet bench (issue 24; docs/https.md "Pacing a fleet"): FLEET_N real
 # memgrantd processes on sim backends long-poll the reference control plane
-# (tests/controlplane/cp.py) over mTLS on loopback, once with the retry rule
-# of today (full jitter, Memgrant-Spread honoured) and once with the rule
-# before (equal jitter; MEMGRANT_HTTPS_BACKOFF_RULE=equal, a switch for this
-# bench only), in the same run.  The control plane counts per second
+# (tests/controlplane/cp.py) over mTLS on loopback, once per retry rule in
+# the same run: full (today: full jitter, Memgrant-Spread honoured, a default
+# window after losing the control plane), nowindow (full jitter without the
+# default window, the rule before it) and equal (equal jitter, the rule
+# before full jitter); MEMGRANT_HTTPS_BACKOFF_RULE=nowindow|equal, a switch
+# for this bench only.  The control plane counts per second
 # connections, TLS handshakes (full, resumed) and requests; bench/fleet.py
 # drives the scenarios and prints the figures.  Asserts nothing.
 #
 # Environment:
 #   FLEET_N          agents                                   default 500
 #   FLEET_OUTAGE     outage of the outage scenarios, seconds  default 30
+#   FLEET_RESTART    the restart scenario's time down, s      default 3
+#                    (restart: connections dropped, back with new TLS
+#                    ticket keys, no window announced; peak reconnects/s)
 #   FLEET_LONG       also an outage of this many seconds (300: the 5 min one)
 #   FLEET_WINDOW     the announced window W, seconds          default 30
 #   FLEET_WAIT       the agents' long-poll wait (and cap)     default 20s
-#   FLEET_SCENARIOS  default "steady outage grant 429 window"
-#   FLEET_RULES      default "full equal"
+#   FLEET_SCENARIOS  default "steady outage grant 429 window"; also "restart"
+#   FLEET_RULES      default "full equal"; also "nowindow"
 #   FLEET_AS_SHIPPED 1 (default as root): started as root, each agent runs
 #                    as an unprivileged user with its root helper, in a mount
 #                    namespace with the package's /run and /var/lib folders;

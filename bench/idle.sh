@@ -79,9 +79,12 @@ YAML
 	done
 }
 
-# the silent control plane: accepts, reads nothing, answers nothing
+# the silent control plane: accepts, reads nothing, answers nothing; counts
+# the connections it accepted (each one an attempt of the agent's, one
+# backoff step ending) into a file, so that the attempts are counted in the
+# same untraced window as the wake-ups
 python3 -c '
-import socket, sys, time
+import os, socket, sys, time
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 s.listen(64)
@@ -90,7 +93,9 @@ held = []
 while True:
     c, _ = s.accept()
     held.append(c)
-' "$T/port" &
+    open(sys.argv[2] + ".tmp", "w").write(str(len(held)))
+    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+' "$T/port" "$T/accepted" &
 PIDS="$PIDS $!"
 i=0
 while [ ! -s "$T/port" ]; do i=$((i + 1)); [ $i -lt 100 ] || exit 1; sleep 0.1; done
@@ -102,11 +107,13 @@ P_API=$DPID
 start https "providers:" "  https: {url: 'https://127.0.0.1:$PORT/memgrant', wait: 30s}"
 P_HTTPS=$DPID
 sleep 3 # start-up work over
-c_api=$(ctxsw "$P_API") c_https=$(ctxsw "$P_HTTPS") v_https=$(vol "$P_HTTPS")
+accepted() { cat "$T/accepted" 2>/dev/null || echo 0; }
+c_api=$(ctxsw "$P_API") c_https=$(ctxsw "$P_HTTPS") v_https=$(vol "$P_HTTPS") a_https=$(accepted)
 sleep "$SECS"
 w_api=$(($(ctxsw "$P_API") - c_api))
 w_https=$(($(ctxsw "$P_HTTPS") - c_https))
 wv_https=$(($(vol "$P_HTTPS") - v_https))
+att_untraced=$(($(accepted) - a_https))
 per_min() { awk -v n="$1" -v s="$SECS" 'BEGIN { printf "%.1f", n * 60 / s }'; }
 
 fig idle_api_rss_kb "$(rss_kb "$P_API")" kB 6144
@@ -133,16 +140,18 @@ if command -v strace >/dev/null 2>&1; then
 	ca=$(grep -E 'openat\(.*(ca-certificates|/certs|\.pem|\.crt)' "$T/https.trace" | grep -vc ENOENT || true)
 	fig idle_https_silent_attempts "$att" "in ${SECS}s"
 	fig idle_https_silent_ca_reads "$ca" "in ${SECS}s" 0
-	[ "$att" -eq 0 ] || fig idle_https_silent_wakeups_per_attempt \
-		"$(awk -v w="$w_https" -v a="$att" 'BEGIN { printf "%.1f", w / a }')" ""
-	# each attempt is one backoff step of one thread (poll, send): its
-	# voluntary sleeps are its wake-ups (the connect's result, curl's
-	# timers, the backoff's end); the first window's, untraced
-	[ "$att" -eq 0 ] || fig idle_https_silent_wakeups_per_backoff_step \
-		"$(awk -v w="$wv_https" -v a="$att" 'BEGIN { printf "%.1f", w / a }')" "" 2
 else
-	echo "  (strace not installed: attempts and CA reads not measured)"
+	echo "  (strace not installed: CA reads not measured)"
 fi
+# each attempt is one backoff step of one thread (poll, send): its
+# voluntary sleeps are its wake-ups (the connect's result, curl's timers,
+# the backoff's end); wake-ups and attempts both of the first window,
+# untraced (the attempts of another window are another count of steps)
+fig idle_https_silent_attempts_untraced "$att_untraced" "in ${SECS}s"
+[ "$att_untraced" -eq 0 ] || fig idle_https_silent_wakeups_per_attempt \
+	"$(awk -v w="$w_https" -v a="$att_untraced" 'BEGIN { printf "%.1f", w / a }')" ""
+[ "$att_untraced" -eq 0 ] || fig idle_https_silent_wakeups_per_backoff_step \
+	"$(awk -v w="$wv_https" -v a="$att_untraced" 'BEGIN { printf "%.1f", w / a }')" "" 2
 
 # memgrantctl status: the libraries it maps (at start and with dlopen()) and
 # its time, against lsmem's

@@ -117,7 +117,7 @@ static enum outcome inventory_send(struct https_provider *p, struct conn *c)
 	r = inventory_build(p, &body, &fp);
 	if (r < 0) {
 		log_err(p->log, "https send: cannot read the memory layout for the inventory: %s", strerror(-r));
-		return https_sleep_ms(p, p->backoff_cap_ms) ? OUT_STOPPED : OUT_RETRY;
+		return https_sleep_ms(p, c, p->backoff_cap_ms) ? OUT_STOPPED : OUT_RETRY;
 	}
 	if (asprintf(&url, "%s/v1/agents/%s", p->base, p->agent) < 0)
 		return OUT_RETRY;
@@ -159,7 +159,7 @@ static enum outcome report_send(struct https_provider *p, struct conn *c, uint64
 	/* generation 0 when the message has none (request, offer) */
 	body = json_dumps(report, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!body || asprintf(&url, "%s/v1/agents/%s/status", p->base, p->agent) < 0)
-		return https_sleep_ms(p, BACKOFF_FIRST_MS) ? OUT_STOPPED : OUT_RETRY;
+		return https_sleep_ms(p, c, BACKOFF_FIRST_MS) ? OUT_STOPPED : OUT_RETRY;
 	r = https_request(p, c, "POST", url, body, key, REQUEST_TIMEOUT_MS, &resp, why, sizeof(why));
 	o = https_classify_ack(p, c, r, &resp, what, why);
 	if (o == OUT_OK) {
@@ -177,7 +177,7 @@ static enum outcome report_send(struct https_provider *p, struct conn *c, uint64
 			wait_ms = wait_ms ? wait_ms * 2 : BACKOFF_FIRST_MS;
 			if (wait_ms > JOURNAL_RETRY_MAX_MS)
 				wait_ms = JOURNAL_RETRY_MAX_MS;
-			if (https_sleep_ms(p, wait_ms)) {
+			if (https_sleep_ms(p, c, wait_ms)) {
 				o = OUT_STOPPED;
 				break;
 			}
@@ -226,7 +226,7 @@ static void *sender_main(void *arg)
 		}
 		if (r < 0) {
 			log_err(p->log, "https send: cannot read the outbox: %s", strerror(-r));
-			if (https_sleep_ms(p, p->backoff_cap_ms))
+			if (https_sleep_ms(p, c, p->backoff_cap_ms))
 				break;
 			continue;
 		}
@@ -270,7 +270,7 @@ static bool backpressure_wait(struct https_provider *p, bool check_queue)
 	log_notice(p->log, "https poll: %zu reports wait to be delivered and %zu grants to be applied: taking no more "
 		   "from the control plane until fewer than %u and %u wait", ob, q, OUTBOX_LOW, QUEUE_LOW);
 	do {
-		if (https_sleep_ms(p, BACKPRESSURE_TICK_MS))
+		if (https_sleep_ms(p, &p->poll, BACKPRESSURE_TICK_MS))
 			return true;
 		ob = engine_outbox_count(p->d, SOURCE);
 		q = queued_grants(p);
@@ -455,7 +455,7 @@ static void *poller_main(void *arg)
 			after = skip_after;
 		if (asprintf(&url, "%s/v1/agents/%s/grants?after=%llu&wait=%ld&limit=%u", p->base, p->agent,
 			     (unsigned long long)after, p->wait_s, HTTPS_BATCH_MAX) < 0) {
-			if (https_sleep_ms(p, BACKOFF_FIRST_MS))
+			if (https_sleep_ms(p, c, BACKOFF_FIRST_MS))
 				break;
 			continue;
 		}
@@ -491,7 +491,7 @@ static void *poller_main(void *arg)
 			journal_wait_ms = journal_wait_ms ? journal_wait_ms * 2 : BACKOFF_FIRST_MS;
 			if (journal_wait_ms > JOURNAL_RETRY_MAX_MS)
 				journal_wait_ms = JOURNAL_RETRY_MAX_MS;
-			if (https_sleep_ms(p, journal_wait_ms))
+			if (https_sleep_ms(p, c, journal_wait_ms))
 				break;
 			continue;
 		}
@@ -500,7 +500,7 @@ static void *poller_main(void *arg)
 		 * grants at once, its next polls spread over the window */
 		if (pause) {
 			log_debug(p->log, "https poll: next poll in %u ms (the answer's spreading window)", pause);
-			if (https_sleep_ms(p, pause))
+			if (https_sleep_ms(p, c, pause))
 				break;
 		}
 		/* the memory layout may have changed behind the agent's back: check
@@ -515,7 +515,7 @@ static void *poller_main(void *arg)
 					 "the agent could take (does it honour wait=%ld?); polling at most once a second",
 					 p->wait_s);
 			quick_logged = true;
-			if (https_sleep_ms(p, EMPTY_POLL_MIN_MS))
+			if (https_sleep_ms(p, c, EMPTY_POLL_MIN_MS))
 				break;
 		}
 	}
@@ -538,7 +538,8 @@ static int conn_init(struct https_provider *p, struct conn *c, const char *name)
 	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
 		seed = (uint32_t)mono_ms() ^ (uint32_t)getpid() ^ (uint32_t)(uintptr_t)c;
 	c->seed = seed ? seed : 1;
-	c->bo = (struct backoff){ .first_ms = BACKOFF_FIRST_MS, .cap_ms = p->backoff_cap_ms, .rule = p->rule };
+	c->bo = (struct backoff){ .first_ms = BACKOFF_FIRST_MS, .cap_ms = p->backoff_cap_ms, .rule = p->rule,
+				  .default_window_ms = p->default_window_ms };
 	return 0;
 }
 
@@ -689,9 +690,13 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	 * setting, an environment variable only bench/fleet.sh sets */
 	env = getenv("MEMGRANT_HTTPS_BACKOFF_RULE");
 	p->rule = env && streq(env, "equal") ? BACKOFF_EQUAL : BACKOFF_FULL;
+	p->default_window_ms = env && streq(env, "nowindow") ? 0 : BACKOFF_DEFAULT_WINDOW_MS;
 	if (p->rule == BACKOFF_EQUAL)
 		log_warn(log, "https: MEMGRANT_HTTPS_BACKOFF_RULE=equal: the retry rule before full jitter, and "
 			 "Memgrant-Spread ignored (for bench/fleet.sh only)");
+	else if (!p->default_window_ms)
+		log_warn(log, "https: MEMGRANT_HTTPS_BACKOFF_RULE=nowindow: no default spreading window after "
+			 "losing the control plane, the rule before (for bench/fleet.sh only)");
 	r = engine_source_add(d, SOURCE, ENGINE_SOURCE_REPORTS, &p->source);
 	if (r < 0)
 		goto fail;

@@ -27,9 +27,15 @@ unsigned backoff_next(struct backoff *b, bool at_cap, long retry_after_s, unsign
 {
 	unsigned first = b->first_ms, cap = b->cap_ms, wait;
 
+	unsigned window = spread_ms;
+
 	if (b->rule == BACKOFF_EQUAL)
-		spread_ms = 0; /* the agents before did not know of it */
-	if (spread_ms && !at_cap) {
+		window = spread_ms = 0; /* the agents before did not know of it */
+	if (b->step_ms == 0)
+		b->lost = b->answered;
+	if (!window && b->lost && b->rule == BACKOFF_FULL)
+		window = b->default_window_ms < cap ? b->default_window_ms : cap;
+	if (window && !at_cap) {
 		/* a window: the first retry at a uniform phase within it, then
 		 * one every W.  At any moment of an outage the fleet's next
 		 * attempts are then spread evenly over the next W seconds, so
@@ -37,8 +43,8 @@ unsigned backoff_next(struct backoff *b, bool at_cap, long retry_after_s, unsign
 		 * all within W, after about outage / W + 1 attempts each (a
 		 * doubling step would leave the most agents waiting on the
 		 * shortest residues when the control plane comes back) */
-		wait = b->step_ms == spread_ms ? spread_ms : backoff_uniform(spread_ms, rnd1);
-		b->step_ms = spread_ms;
+		wait = b->step_ms == window ? window : backoff_uniform(window, rnd1);
+		b->step_ms = window;
 	} else {
 		if (spread_ms > cap)
 			cap = spread_ms;
@@ -66,6 +72,7 @@ unsigned backoff_next(struct backoff *b, bool at_cap, long retry_after_s, unsign
 void backoff_reset(struct backoff *b)
 {
 	b->step_ms = 0;
+	b->answered = true;
 }
 
 unsigned backoff_poll_pause(const struct backoff *b, unsigned spread_ms, uint32_t rnd)

@@ -30,20 +30,28 @@ bool https_stopping(struct https_provider *p)
 	return atomic_load(&p->stop);
 }
 
-/* Sleeps MS or until stop; true when stopping. */
-bool https_sleep_ms(struct https_provider *p, unsigned ms)
+/* Sleeps MS or until stop; true when stopping.  In C's own multi handle
+ * (no transfer in it): woken by its end or by sym_curl_multi_wakeup() at
+ * stop, and by nothing the other thread does (a lock and condition shared by
+ * both threads woke each one again whenever their steps ended together). */
+bool https_sleep_ms(struct https_provider *p, struct conn *c, unsigned ms)
 {
+	uint64_t end = mono_ms() + ms, now;
 	struct timespec t;
-	bool s;
 
-	deadline_after_ms(&t, (long)ms);
-	pthread_mutex_lock(&p->lock);
-	while (!(s = https_stopping(p)))
-		if (pthread_cond_timedwait(&p->cond, &p->lock, &t) == ETIMEDOUT)
-			break;
-	s = https_stopping(p);
-	pthread_mutex_unlock(&p->lock);
-	return s;
+	while (!https_stopping(p) && (now = mono_ms()) < end) {
+		uint64_t left = end - now;
+
+		if (sym_curl_multi_poll(c->multi, NULL, 0, left > 60000 ? 60000 : (int)left, NULL) == CURLM_OK)
+			continue;
+		/* not expected; the provider's condition then, as stop signals it too */
+		deadline_after_ms(&t, (long)left);
+		pthread_mutex_lock(&p->lock);
+		if (!https_stopping(p))
+			pthread_cond_timedwait(&p->cond, &p->lock, &t);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return https_stopping(p);
 }
 
 /* --- failure bookkeeping: backoff with jitter, a log line per change ------- */
@@ -79,6 +87,8 @@ bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *c
 	va_end(ap);
 
 	c->bo.cap_ms = p->backoff_cap_ms;
+	if (atomic_load(&p->answered))
+		c->bo.answered = true;
 	wait = backoff_next(&c->bo, at_cap, retry_after_s, spread, r1, r2);
 	c->failures++;
 	if (!streq(c->fail_class, class)) {
@@ -89,7 +99,7 @@ bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *c
 		log_debug(p->log, "https %s: attempt %u failed: %s; next in %u ms", c->name, c->failures, msg,
 			  wait);
 	}
-	return https_sleep_ms(p, wait);
+	return https_sleep_ms(p, c, wait);
 }
 
 void https_succeeded(struct https_provider *p, struct conn *c)
@@ -100,6 +110,7 @@ void https_succeeded(struct https_provider *p, struct conn *c)
 	c->fail_class[0] = '\0';
 	c->failures = 0;
 	backoff_reset(&c->bo);
+	atomic_store(&p->answered, true);
 }
 
 /* --- the bearer token ------------------------------------------------------ */

@@ -86,9 +86,14 @@ struct https_provider {
 	bool insecure;
 	unsigned backoff_cap_ms;
 	enum backoff_rule rule;         /* BACKOFF_EQUAL only for the fleet bench */
+	unsigned default_window_ms;     /* 0 (no default window) only for the fleet bench */
 	/* the spreading window the control plane announced last (Memgrant-Spread,
 	 * ms, 0 none): remembered for the retries of an outage, when it cannot say */
 	atomic_uint spread_ms;
+	/* the control plane answered either thread since start: a failure now
+	 * is the loss of one that worked (the default window, https_backoff.h),
+	 * also for the thread whose first long poll was still held */
+	atomic_bool answered;
 	atomic_bool spread_bad_logged;
 	/* both threads' TLS sessions and DNS answers: a reconnect resumes the
 	 * session instead of a full handshake */
@@ -99,7 +104,7 @@ struct https_provider {
 	const struct mg_log *log;
 
 	pthread_mutex_t lock;           /* guards what follows and the cond */
-	pthread_cond_t cond;            /* backoff sleeps */
+	pthread_cond_t cond;            /* stop (the sleeps are in each conn's multi handle) */
 	atomic_bool stop;
 	uint64_t inventory_fp;          /* fingerprint of the layout last PUT, 0 none */
 	bool inventory_dirty;
@@ -133,8 +138,8 @@ enum outcome {
 
 void https_response_done(struct response *r);
 bool https_stopping(struct https_provider *p);
-/* Sleeps MS or until stop; true when stopping. */
-bool https_sleep_ms(struct https_provider *p, unsigned ms);
+/* Sleeps MS in C's multi handle or until stop; true when stopping. */
+bool https_sleep_ms(struct https_provider *p, struct conn *c, unsigned ms);
 bool https_fail_and_wait(struct https_provider *p, struct conn *c, const char *class, bool at_cap,
 			 long retry_after_s, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 void https_succeeded(struct https_provider *p, struct conn *c);

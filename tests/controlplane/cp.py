@@ -21,7 +21,10 @@ tests:
   POST /agents/{agent}/bulk         {"prefix": P, "count": N, "size": S}: queue N grants
                                     P-1..P-N of size S at the next generations
   POST /mode   {"mode": "ok" | "down" | "500" | "garbage" | "429" | "slow" | "redirect",
-                "retry_after": S, "delay": S}
+                "retry_after": S, "delay": S, "restart": true}
+                                    "restart" with "down": back up as a restarted server is,
+                                    with new TLS session ticket keys and an empty session
+                                    cache (no agent resumes its session)
   POST /token  {"token": "..." | null}   the bearer token accepted from now on
   POST /spread {"spread": S | null}      send "Memgrant-Spread: S" with every answer to
                                     the agents from now on (null: no header)
@@ -362,8 +365,9 @@ class Server(ThreadingHTTPServer):
 class Front:
     """The agent-facing side; "down" closes it, anything else opens it again."""
 
-    def __init__(self, st, host, port, ssl_ctx):
-        self.st, self.host, self.ssl_ctx = st, host, ssl_ctx
+    def __init__(self, st, host, port, make_ctx):
+        self.st, self.host, self.make_ctx = st, host, make_ctx
+        self.ssl_ctx = make_ctx()
         self.srv = None
         self.port = port
         self.up()
@@ -471,6 +475,8 @@ class Admin(BaseHTTPRequestHandler):
                 st.cond.notify_all()
             if st.mode == "down":
                 front.down()
+                if body.get("restart"):
+                    front.ssl_ctx = front.make_ctx()
             else:
                 front.up()
             log("mode %s", st.mode)
@@ -505,8 +511,10 @@ def main():
     ap.add_argument("--quiet", action="store_true", help="no line per request (fleet bench)")
     a = ap.parse_args()
 
-    ctx = None
-    if not a.http:
+    def make_ctx():
+        """a TLS context: its session ticket keys are its own, as a server process's"""
+        if a.http:
+            return None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(a.cert, a.key)
@@ -514,10 +522,12 @@ def main():
         if a.client_ca:
             ctx.verify_mode = ssl.CERT_REQUIRED
             ctx.load_verify_locations(a.client_ca)
+        return ctx
+
     st = State(a.token)
     st.spread = a.spread
     st.quiet = a.quiet
-    front = Front(st, "127.0.0.1", a.port, ctx)
+    front = Front(st, "127.0.0.1", a.port, make_ctx)
     admin = ThreadingHTTPServer(("127.0.0.1", 0), Admin)
     admin.daemon_threads = True
     admin.st, admin.front = st, front

@@ -4,7 +4,9 @@
  * 2^32-1): full jitter fills [0, step] evenly, the old equal rule stays in
  * [step/2, step], an announced window sets the first step and spreads the
  * next poll and the retries after Retry-After, the step doubles to the cap,
- * and the Memgrant-Spread header parses or is refused.  No clock. */
+ * without a window a control plane lost after it answered is retried over
+ * the default window, and the Memgrant-Spread header parses or is refused.
+ * No clock. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -158,6 +160,72 @@ static void test_window_keeps_the_phase(void **state)
 		assert_true(buckets[i] < AGENTS / 30 * 115 / 100 && buckets[i] > AGENTS / 30 * 85 / 100);
 }
 
+/* No window announced: a fleet whose control plane answered, then
+ * restarted (down from 0 to 3 s), comes back over the default window, one
+ * second's share at most N / W (within 15 %), not in its first seconds;
+ * every agent back within W of the return, in two attempts at most. */
+static void test_default_window_after_a_restart(void **state)
+{
+	enum { AGENTS = 30000, DOWN_MS = 3000, W_MS = BACKOFF_DEFAULT_WINDOW_MS };
+	unsigned buckets[W_MS / 1000] = { 0 };
+	uint32_t seed = 4242;
+
+	(void)state;
+	for (int i = 0; i < AGENTS; i++) {
+		struct backoff b = { .first_ms = 500, .cap_ms = 55000, .default_window_ms = W_MS, .rule = BACKOFF_FULL };
+		unsigned long t;
+		unsigned attempts = 1;
+
+		backoff_reset(&b); /* it answered */
+		t = backoff_next(&b, false, -1, 0, rnd_next(&seed), rnd_next(&seed));
+		assert_true(t <= W_MS);
+		while (t < DOWN_MS) {
+			assert_int_equal(backoff_next(&b, false, -1, 0, rnd_next(&seed), rnd_next(&seed)), W_MS);
+			t += W_MS;
+			attempts++;
+		}
+		assert_true(attempts <= 2);
+		assert_true(t - DOWN_MS <= W_MS);
+		buckets[(t - DOWN_MS) / 1000 >= W_MS / 1000 ? W_MS / 1000 - 1 : (t - DOWN_MS) / 1000]++;
+	}
+	for (size_t i = 0; i < W_MS / 1000; i++)
+		assert_true(buckets[i] < AGENTS / (W_MS / 1000) * 115 / 100);
+}
+
+/* The default window: only after a success (an agent starting retries
+ * from the first step), at most the cap, never under the old rule nor when
+ * switched off, and a window announced takes its place. */
+static void test_default_window_when(void **state)
+{
+	struct backoff b = { .first_ms = 500, .cap_ms = 55000, .default_window_ms = 20000, .rule = BACKOFF_FULL };
+
+	(void)state;
+	assert_int_equal(backoff_next(&b, false, -1, 0, UINT32_MAX, 0), 500); /* never answered */
+	assert_int_equal(backoff_next(&b, false, -1, 0, UINT32_MAX, 0), 1000);
+	backoff_reset(&b);
+	assert_int_equal(backoff_next(&b, false, -1, 0, UINT32_MAX, 0), 20000);
+	assert_int_equal(backoff_next(&b, false, -1, 0, 0, 0), 20000);
+	backoff_reset(&b);
+	assert_int_equal(backoff_next(&b, false, -1, 0, 0, 0), 0); /* uniform from 0 */
+	backoff_reset(&b);
+	assert_int_equal(backoff_next(&b, false, -1, 30000, UINT32_MAX, 0), 30000); /* announced */
+	backoff_reset(&b);
+	assert_int_equal(backoff_next(&b, true, -1, 0, UINT32_MAX, 0), 55000); /* at the cap: as before */
+	b = (struct backoff){ .first_ms = 500, .cap_ms = 5000, .default_window_ms = 20000, .rule = BACKOFF_FULL };
+	backoff_reset(&b);
+	assert_int_equal(backoff_next(&b, false, -1, 0, UINT32_MAX, 0), 5000); /* the cap bounds it */
+	b = (struct backoff){ .first_ms = 500, .cap_ms = 55000, .default_window_ms = 0, .rule = BACKOFF_FULL };
+	backoff_reset(&b);
+	assert_int_equal(backoff_next(&b, false, -1, 0, UINT32_MAX, 0), 500); /* switched off */
+	b = (struct backoff){ .first_ms = 500, .cap_ms = 55000, .default_window_ms = 20000, .rule = BACKOFF_EQUAL };
+	backoff_reset(&b);
+	assert_int_equal(backoff_next(&b, false, -1, 0, UINT32_MAX, 0), 500); /* the old rule */
+	/* Retry-After stays a floor over the default window */
+	b = (struct backoff){ .first_ms = 500, .cap_ms = 55000, .default_window_ms = 20000, .rule = BACKOFF_FULL };
+	backoff_reset(&b);
+	assert_int_equal(backoff_next(&b, false, 5, 0, 0, UINT32_MAX), 5000);
+}
+
 static void test_retry_after_is_a_floor(void **state)
 {
 	struct backoff b = { .first_ms = 500, .cap_ms = 60000, .rule = BACKOFF_FULL };
@@ -225,6 +293,8 @@ int main(void)
 		cmocka_unit_test(test_window_sets_the_first_step),
 		cmocka_unit_test(test_steps_double_to_the_cap),
 		cmocka_unit_test(test_window_keeps_the_phase),
+		cmocka_unit_test(test_default_window_after_a_restart),
+		cmocka_unit_test(test_default_window_when),
 		cmocka_unit_test(test_retry_after_is_a_floor),
 		cmocka_unit_test(test_poll_pause),
 		cmocka_unit_test(test_parse_spread),
