@@ -500,6 +500,45 @@ static void test_reads(void **state)
 	mem_table_free(t);
 }
 
+/* A row read outside the notifications becomes the table's, once: the
+ * change is reported and counted, the same row again changes nothing. */
+static void test_note(void **state)
+{
+	struct fx *f = *state;
+	struct livetable_counts before, after;
+	struct livetable_stats st0, st1;
+	struct seen s = { 0 };
+	struct mem_block m;
+
+	open_over_sim(f);
+	livetable_counts(f->lt, &before);
+	livetable_stats(f->lt, &st0);
+	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
+	assert_false(m.configured);
+	m.configured = true;
+	m.state = MEM_STATE_ONLINE;
+	assert_int_equal(livetable_note(f->lt, &m, record, &s), 1);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.ids[0], 16);
+	assert_true(s.had_old[0] && s.has_new[0]);
+	assert_false(s.old[0].configured);
+	assert_true(s.nw[0].configured);
+	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
+	assert_true(m.configured);
+	assert_int_equal(m.state, MEM_STATE_ONLINE);
+	livetable_counts(f->lt, &after);
+	assert_int_equal(after.online, before.online + 1);
+	assert_int_equal(after.standby, before.standby - 1);
+	expect_counts_match(f, 0);
+	livetable_stats(f->lt, &st1);
+	assert_int_equal(st1.generation, st0.generation + 1);
+	/* the same row again: nothing changes, nothing is reported */
+	assert_int_equal(livetable_note(f->lt, &m, record, &s), 0);
+	assert_int_equal(s.n, 1);
+	livetable_stats(f->lt, &st0);
+	assert_int_equal(st0.generation, st1.generation);
+}
+
 /* Readers in other threads while the table follows changes. */
 struct reader {
 	struct livetable *lt;
@@ -621,6 +660,7 @@ int main(void)
 		T(test_tree_overflow_rescans),
 		T(test_tree_failed_read_rereads_the_block),
 		T(test_reads),
+		T(test_note),
 		T(test_concurrent_readers),
 		cmocka_unit_test(test_uevent_parse),
 		cmocka_unit_test(test_uevent_socket_opens),
