@@ -166,6 +166,22 @@ YAML
 	rm -rf "$TT/$name" "$T/$name.state"
 done
 
+# steps N --sim FILE | --sysroot DIR: the writes of a grant of N blocks (16 on)
+# and of its revocation, with memgrantctl alone; their seconds in RGS, RVS
+steps() {
+	_rg="16-$(($1 + 15))"
+	shift
+	_t0=$(now)
+	"$CTL" "$@" block memmap on "$_rg" >/dev/null
+	"$CTL" "$@" block configure "$_rg" >/dev/null
+	"$CTL" "$@" block online "$_rg" --zone movable >/dev/null
+	rgs=$(secs "$_t0" "$(now)")
+	_t0=$(now)
+	"$CTL" "$@" block offline "$_rg" >/dev/null
+	"$CTL" "$@" block deconfigure "$_rg" >/dev/null
+	rvs=$(secs "$_t0" "$(now)")
+}
+
 # ---- grant sizes: per block against memgrantctl --sim steps -----------------------
 ST=${BENCH_SCALE_STRACE-4096} STF=${BENCH_SCALE_STRACE_TREE:-1024}
 for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
@@ -177,16 +193,7 @@ for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
 	stop "$DPID"
 	rm -rf "$T/$name.d" "$T/$name.state"
 	"$CTL" sim init "$T/r$n.sim" --online 2G --standby $((n * 128))M --block-size 128M >/dev/null
-	rg="16-$((n + 15))"
-	t0=$(now)
-	"$CTL" --sim "$T/r$n.sim" block memmap on "$rg" >/dev/null
-	"$CTL" --sim "$T/r$n.sim" block configure "$rg" >/dev/null
-	"$CTL" --sim "$T/r$n.sim" block online "$rg" --zone movable >/dev/null
-	rgs=$(secs "$t0" "$(now)")
-	t0=$(now)
-	"$CTL" --sim "$T/r$n.sim" block offline "$rg" >/dev/null
-	"$CTL" --sim "$T/r$n.sim" block deconfigure "$rg" >/dev/null
-	rvs=$(secs "$t0" "$(now)")
+	steps "$n" --sim "$T/r$n.sim"
 	rm -rf "$T/r$n.sim"*
 	fig "grant_ms_per_block@$n" "$(ms_per "$g" "$n")" ms "$(ms_per "$rgs" "$n")" "memgrantctl steps"
 	fig "revoke_ms_per_block@$n" "$(ms_per "$v" "$n")" ms "$(ms_per "$rvs" "$n")" "memgrantctl steps"
@@ -230,16 +237,7 @@ YAML
 		# the same writes with memgrantctl --sysroot on a fresh tree
 		"$CTL" sim init "$T/$name.sim" --online 2G --standby $((n * 128))M --block-size 128M >/dev/null
 		"$SIMFS" "$T/$name.sim" "$T/$name.mnt" 2>"$T/$name.simfs" || { note "simfs did not mount again"; continue; }
-		rg="16-$((n + 15))" m=$T/$name.mnt
-		t0=$(now)
-		"$CTL" --sysroot "$m" block memmap on "$rg" >/dev/null
-		"$CTL" --sysroot "$m" block configure "$rg" >/dev/null
-		"$CTL" --sysroot "$m" block online "$rg" --zone movable >/dev/null
-		rgs=$(secs "$t0" "$(now)")
-		t0=$(now)
-		"$CTL" --sysroot "$m" block offline "$rg" >/dev/null
-		"$CTL" --sysroot "$m" block deconfigure "$rg" >/dev/null
-		rvs=$(secs "$t0" "$(now)")
+		steps "$n" --sysroot "$T/$name.mnt"
 		fusermount3 -u "$T/$name.mnt" 2>/dev/null || true
 		rm -rf "$T/$name.sim"*
 		fig "tree_grant_ms_per_block@$n" "$(ms_per "$g" "$n")" ms "$(ms_per "$rgs" "$n")" "memgrantctl --sysroot steps"
