@@ -5,7 +5,9 @@
 # package's tmpfiles.d) and the shipped configuration, memgrantd with only
 # -o backend.type=sim -o backend.sim.standby=2G (and, for a build of another
 # prefix, the package's paths: $PKG_PATHS) starts, `memgrantctl grant 256M
-# --wait` is applied, and status and lsmem show the memory online.  Built
+# --wait` is applied, and status and lsmem show the memory online;
+# `memgrantctl revoke 256M --wait` gives it back through the helper's
+# offline writer under the shipped seccomp filter.  Built
 # before the fix, the sim's default state sat in the agent's 0700 folder and
 # every grant failed with EACCES.  --check-config passes that layout, and
 # refuses the old default, naming the key, the folder and the fix.
@@ -32,7 +34,13 @@ after=$(jget "$("$MEMGRANTCTL" status --json)" memory.online_bytes)
 expect_eq "online bytes after the grant" "$after" "$((before + 256 * 1024 * 1024))"
 "$MEMGRANTCTL" lsmem --summary=only > "$T/lsmem" 2>&1 || fail "lsmem: $(cat "$T/lsmem")"
 grep -q "2.3G" "$T/lsmem" || fail "lsmem does not show 2.3G online: $(cat "$T/lsmem")"
+# and back: the revocation's offlines go through the helper's writer child,
+# under the shipped seccomp filter and budget
+"$MEMGRANTCTL" revoke 256M --wait > "$T/out" 2>&1 || fail "revoke 256M: $(cat "$T/out")"
+grep -q "applied, 256M of 256M" "$T/out" || fail "revoke summary: $(cat "$T/out")"
+expect_eq "online bytes after the revocation" "$(jget "$("$MEMGRANTCTL" status --json)" memory.online_bytes)" "$before"
 grep -q "EACCES\|Permission denied" "$T/daemon.log" && fail "permission errors in the log"
+grep -q "seccomp" "$T/daemon.log" && fail "seccomp in the log: $(grep seccomp "$T/daemon.log")"
 kill -TERM $DAEMON_PID; wait $DAEMON_PID || fail "memgrantd exited with $? on SIGTERM"
 DAEMON_PID=
 expect_eq "the sim's folder" "$(stat -c '%U:%G %a' /run/memgrant-sim)" "root:root 755"
@@ -46,4 +54,4 @@ expect_eq "--check-config with the sim in the state folder: exit" "$rc" 1
 grep -qF "backend.sim.state: /var/lib/memgrant (the sim's folder, mode 0700, owner memgrant) may be changed by others than root" "$T/out" ||
 	fail "--check-config does not name key, folder and owner: $(cat "$T/out")"
 grep -qF "/run/memgrant-sim" "$T/out" || fail "--check-config does not give the fix: $(cat "$T/out")"
-echo "ok: granted 256M on the packaged sim ($before -> $after bytes online)"
+echo "ok: granted and revoked 256M on the packaged sim ($before -> $after -> $before bytes online)"
