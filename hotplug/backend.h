@@ -42,6 +42,31 @@ enum hp_attr {
 	HP_ATTR_AUTO_ONLINE,      /* sys/devices/system/memory/auto_online_blocks (id ignored) */
 };
 
+/*
+ * What hp_reread() reads again after a write, and what it keeps.  A row read
+ * whole costs a dozen opens (every attribute, the node link, the firmware
+ * entry); the write changed one or two of them.
+ * - HP_REREAD_MEMMAP, after a memmap_on_memory write: that file of the
+ *   firmware entry (the kernel sends no notification of it); -ESTALE
+ *   without it.
+ * - HP_REREAD_STATE, after a configure: memoryN/state (C7: auto_online_blocks
+ *   may online it); -ESTALE without it.
+ * - HP_REREAD_DEVICE, after an online or an offline: state and valid_zones
+ *   (A7, A9), the nodeX link (one lstat when it is the node KNOWN or node 0
+ *   names); removable is the kernel's constant (A5), kept from KNOWN or from
+ *   another block; memmap_on_memory and the firmware entry kept (C12: they
+ *   only change while deconfigured); -ESTALE without state.
+ * - HP_REREAD_DECONFIGURED, after a deconfigure: the firmware config, which
+ *   must read 0, and memoryN/ under sys/devices/system/memory, which must be
+ *   gone (C11); -ESTALE otherwise.
+ */
+enum hp_reread {
+	HP_REREAD_MEMMAP,
+	HP_REREAD_STATE,
+	HP_REREAD_DEVICE,
+	HP_REREAD_DECONFIGURED,
+};
+
 struct hp_backend;
 
 struct hp_backend_ops {
@@ -50,12 +75,14 @@ struct hp_backend_ops {
 	int (*discover)(struct hp_backend *b, struct mem_table **out);
 	/* One block; -ENOENT when neither directory exists. */
 	int (*read_block)(struct hp_backend *b, uint64_t id, struct mem_block *out);
-	/* Optional: block ID's state file alone (memoryN/state under
-	 * sys/devices/system/memory), -ENOENT without its devices directory:
-	 * what a configure's effect is judged by (C7: auto_online_blocks may
-	 * online the block) without reading the block whole.  Absent:
-	 * hp_read_state() says -EOPNOTSUPP and the caller reads the block. */
-	int (*read_state)(struct hp_backend *b, uint64_t id, enum mem_state *out);
+	/* Optional: block KNOWN->id read again after a write that succeeded,
+	 * in the files that write changes only, the rest kept from KNOWN (the
+	 * block as read before the write; see enum hp_reread).  -ESTALE when
+	 * the files show what the write does not leave (someone else changed
+	 * the block): the caller reads it whole.  Absent: hp_reread() says
+	 * -EOPNOTSUPP and the caller reads the block. */
+	int (*reread)(struct hp_backend *b, enum hp_reread what, const struct mem_block *known,
+		      struct mem_block *out);
 	/* Write VALUE to ATTR of block ID, as echo(1) would (with or without newline). */
 	int (*write_attr)(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value);
 	/* Reads auto_online_blocks into BUF; -ENOENT when the file is absent. */
@@ -194,9 +221,10 @@ static inline int hp_read_block(struct hp_backend *b, uint64_t id, struct mem_bl
 	return b->ops->read_block(b, id, out);
 }
 
-static inline int hp_read_state(struct hp_backend *b, uint64_t id, enum mem_state *out)
+static inline int hp_reread(struct hp_backend *b, enum hp_reread what, const struct mem_block *known,
+			    struct mem_block *out)
 {
-	return b->ops->read_state ? b->ops->read_state(b, id, out) : -EOPNOTSUPP;
+	return b->ops->reread ? b->ops->reread(b, what, known, out) : -EOPNOTSUPP;
 }
 
 /* Typed operations: one kernel step each (kernel.md C7, C11, C12, W5, W6). */

@@ -78,6 +78,7 @@ struct engine {
 	struct metrics *metrics;
 	struct event_bus *events;
 	int notify_fd;
+	bool notify_pending; /* written to notify_fd and not drained yet (engine_notify()) */
 	/* registries */
 	struct engine_source sources[ENGINE_SOURCES_MAX];
 	size_t n_sources;

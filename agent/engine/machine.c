@@ -332,18 +332,36 @@ static bool shows_write(const struct mem_block *m, enum block_step step)
 	}
 }
 
+/* What the kernel re-reads after write STEP (enum hp_reread). */
+static bool reread_of(enum block_step step, enum hp_reread *what)
+{
+	switch (step) {
+	case STEP_MEMMAP: *what = HP_REREAD_MEMMAP; return true;
+	case STEP_CONFIGURE: *what = HP_REREAD_STATE; return true;
+	case STEP_ONLINE:
+	case STEP_OFFLINE: *what = HP_REREAD_DEVICE; return true;
+	case STEP_DECONFIGURE: *what = HP_REREAD_DECONFIGURED; return true;
+	default: return false;
+	}
+}
+
 int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum block_step after,
 			struct mem_block *out)
 {
 	struct engine *e = engine;
 	struct mem_block m;
-	enum mem_state st;
+	enum hp_reread what;
 	bool have;
-	int r;
+	int r = -ESTALE;
 
 	if (!e->live)
 		return hp_read_block(b, block, out);
-	machine_sync(e);
+	/* Before the first write the table's row decides, so the
+	 * notifications already queued are taken first.  After a write the
+	 * row is the kernel's word only once it shows that write (a
+	 * notification since said so), and no wait for later ones helps. */
+	if (after == STEP_NONE)
+		machine_sync(e);
 	have = livetable_find(e->live, block, &m) == 0;
 	if (have && shows_write(&m, after)) {
 		*out = m;
@@ -352,16 +370,15 @@ int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum
 	/* the kernel's word, which the table takes too: its notification
 	 * may come later, or never (a tree served over FUSE) */
 	pthread_mutex_lock(&e->machine_update_lock);
-	if (have && after == STEP_CONFIGURE && hp_read_state(b, block, &st) == 0 && st != MEM_STATE_ONLINE) {
-		/* configured and not onlined by the kernel (C7): the state file
-		 * says it; the block is read whole after its online */
-		m.configured = true;
-		m.state = st;
-		*out = m;
-		r = 0;
-	} else {
-		r = hp_read_block(b, block, out);
+	if (have && reread_of(after, &what)) {
+		/* the files the write changed, the rest from the row read
+		 * before it; a configure the kernel onlined (C7) is read whole */
+		r = hp_reread(b, what, &m, out);
+		if (r == 0 && what == HP_REREAD_STATE && out->state == MEM_STATE_ONLINE)
+			r = -ESTALE;
 	}
+	if (r < 0)
+		r = hp_read_block(b, block, out);
 	if (r == 0 && livetable_note(e->live, out, e->machine_started ? on_change : NULL, e) < 0)
 		log_warn(&e->log, "live block table: block %llu: out of memory to record what was read "
 			 "(re-read at its next change)", (unsigned long long)block);

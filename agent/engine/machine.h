@@ -39,10 +39,12 @@ void machine_free(struct engine *e);
 void machine_sync(struct engine *e);
 /* The executor's struct block_reader (hotplug/blockops.h): the kernel's
  * state of BLOCK from the live table once pending notifications are
- * applied, before the first write (AFTER = STEP_NONE) and after a write
- * whose effect the table shows (the watcher read the block after that
- * write); read from the backend when there is no table, no row, or the
- * table does not show the effect (no notification yet).  Without e->lock. */
+ * applied, before the first write (AFTER = STEP_NONE), and after a write
+ * whose effect the table shows (a notification since said so); else read
+ * from the backend: the files the write changed (hp_reread()) over the
+ * table's row, or the block whole when there is no table, no row, or the
+ * files show what the write does not leave.  What is read becomes the
+ * table's row.  Without e->lock. */
 int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum block_step after,
 			struct mem_block *out);
 /* A copy of the table; -errno when there is no table. */

@@ -14,10 +14,14 @@
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
 
+/* One write until the main loop drains it: a grant notifies at each of its
+ * blocks, and the loop wakes once for them all. */
 void engine_notify(struct engine *e)
 {
 	uint64_t one = 1;
 
+	if (__atomic_exchange_n(&e->notify_pending, true, __ATOMIC_ACQ_REL))
+		return;
 	if (write(e->notify_fd, &one, sizeof(one)) < 0) {
 		/* the counter is saturated or closed: the main loop wakes anyway */
 	}
@@ -35,6 +39,10 @@ void engine_notify_drain(struct engine *e)
 	if (read(e->notify_fd, &n, sizeof(n)) < 0) {
 		/* nothing pending */
 	}
+	/* after the read: a notification from now on writes again; one that
+	 * came between the read and here is seen by the caller, which looks
+	 * at the engine after this returns */
+	__atomic_store_n(&e->notify_pending, false, __ATOMIC_RELEASE);
 }
 
 struct event_bus *engine_events(struct engine *e)

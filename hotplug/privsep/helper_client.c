@@ -35,9 +35,10 @@ static int ps_read_block(struct hp_backend *b, uint64_t id, struct mem_block *ou
 	return hp_read_block(of(b)->reader, id, out);
 }
 
-static int ps_read_state(struct hp_backend *b, uint64_t id, enum mem_state *out)
+static int ps_reread(struct hp_backend *b, enum hp_reread what, const struct mem_block *known,
+		     struct mem_block *out)
 {
-	return hp_read_state(of(b)->reader, id, out);
+	return hp_reread(of(b)->reader, what, known, out);
 }
 
 static int ps_read_auto_online(struct hp_backend *b, char *buf, size_t len)
@@ -223,7 +224,7 @@ int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out)
 		.name = reader->ops->name,
 		.discover = ps_discover,
 		.read_block = ps_read_block,
-		.read_state = ps_read_state,
+		.reread = ps_reread,
 		.write_attr = ps_write_attr,
 		.read_auto_online = ps_read_auto_online,
 		.watch_open = ps_watch_open,

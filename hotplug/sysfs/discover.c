@@ -124,6 +124,25 @@ static int read_opt(int dirfd, const char *rel, char *buf, size_t len)
 	return r < 0 ? r : 1;
 }
 
+/* The node a block directory's nodeX link names, -1 without one. */
+static int16_t node_of_dir(DIR *d)
+{
+	struct dirent *de;
+
+	while ((de = readdir(d))) {
+		const char *s = de->d_name;
+		long n = 0;
+
+		if (!startswith(s, "node") || !s[4])
+			continue;
+		for (s += 4; *s >= '0' && *s <= '9' && n <= MEM_NODE_MAX; s++)
+			n = n * 10 + (*s - '0');
+		if (*s == '\0' && n <= MEM_NODE_MAX)
+			return (int16_t)n;
+	}
+	return -1;
+}
+
 /*
  * Reads one sys/devices/system/memory/memoryN directory into B.
  * 1 when read, 0 when the directory is gone (concurrent config=0), -errno.
@@ -134,7 +153,6 @@ static int read_dev_block(struct hp_path *p, int memfd, const char *name, uint64
 	_cleanup_close_ int bfd = -1;
 	_cleanup_(closedirp) DIR *d = NULL;
 	char buf[128];
-	struct dirent *de;
 	int removable, r;
 
 	block_init(b, id);
@@ -219,19 +237,7 @@ static int read_dev_block(struct hp_path *p, int memfd, const char *name, uint64
 		return r;
 	}
 	bfd = -1; /* owned by d now */
-	while ((errno = 0, de = readdir(d))) {
-		const char *s = de->d_name;
-		long n = 0;
-
-		if (!startswith(s, "node") || !s[4])
-			continue;
-		for (s += 4; *s >= '0' && *s <= '9' && n <= MEM_NODE_MAX; s++)
-			n = n * 10 + (*s - '0');
-		if (*s == '\0' && n <= MEM_NODE_MAX) {
-			b->node = (int16_t)n;
-			break;
-		}
-	}
+	b->node = node_of_dir(d);
 	return 1;
 }
 
@@ -500,5 +506,110 @@ int hp_discover_block(struct hp_path *p, uint64_t id, struct mem_block *out, cha
 	if (in_fw)
 		merge_fw(&blk, present, &e);
 	*out = blk;
+	return 0;
+}
+
+/* The node of devices block NAME: the link to node GUESS looked up first
+ * (one lstat: a block keeps its node, and most machines have node 0 alone),
+ * else the directory scanned.  -ESTALE when the directory is gone. */
+static int reread_node(struct hp_path *p, const char *name, int guess, int16_t *node)
+{
+	_cleanup_(closedirp) DIR *d = NULL;
+	char rel[96];
+	int r;
+
+	snprintf(rel, sizeof(rel), DEV_DIR "/%s/node%d", name, guess);
+	if (hp_path_exists(p, rel) == 0) {
+		*node = (int16_t)guess;
+		return 0;
+	}
+	snprintf(rel, sizeof(rel), DEV_DIR "/%s", name);
+	r = hp_path_opendir(p, rel, &d);
+	if (r < 0)
+		return r == -ENOENT ? -ESTALE : r;
+	*node = node_of_dir(d);
+	return 0;
+}
+
+int hp_reread_block(struct hp_path *p, enum hp_reread what, const struct mem_block *known, int removable,
+		    struct mem_block *out)
+{
+	struct mem_block b = *known;
+	char name[32], rel[128], buf[128];
+	int r;
+
+	snprintf(name, sizeof(name), "memory%" PRIu32, known->id);
+	if (what == HP_REREAD_MEMMAP) {
+		int v;
+
+		snprintf(rel, sizeof(rel), FW_DIR "/%s/memmap_on_memory", name);
+		r = hp_path_read(p, rel, buf, sizeof(buf));
+		if (r == -ENOENT)
+			return -ESTALE;
+		if (r < 0 || parse_01(buf, &v) < 0)
+			return r < 0 && r != -EOVERFLOW ? r : -EINVAL;
+		b.memmap_on_memory = (int8_t)v;
+		*out = b;
+		return 0;
+	}
+	if (what == HP_REREAD_DECONFIGURED) {
+		if (!known->in_firmware)
+			return -ESTALE;
+		snprintf(rel, sizeof(rel), FW_DIR "/%s/config", name);
+		r = hp_path_read(p, rel, buf, sizeof(buf));
+		if (r == -ENOENT || r == -EOVERFLOW || (r >= 0 && !streq(buf, "0")))
+			return -ESTALE;
+		if (r < 0)
+			return r;
+		snprintf(rel, sizeof(rel), DEV_DIR "/%s", name);
+		r = hp_path_exists(p, rel);
+		if (r != -ENOENT)
+			return r == 0 ? -ESTALE : r;
+		b.configured = false;
+		b.state = MEM_STATE_OFFLINE; /* C14, as merge_fw() */
+		b.zones = 0;
+		b.removable = -1;
+		b.node = -1;
+		*out = b;
+		return 0;
+	}
+
+	snprintf(rel, sizeof(rel), DEV_DIR "/%s/state", name);
+	r = hp_path_read(p, rel, buf, sizeof(buf));
+	if (r == -ENOENT)
+		return -ESTALE;
+	if (r < 0)
+		return r == -EOVERFLOW ? -EINVAL : r;
+	if (mem_state_parse(buf, &b.state) < 0)
+		b.state = MEM_STATE_UNKNOWN; /* a word a newer kernel may add */
+	b.configured = true;
+	if (what == HP_REREAD_STATE) {
+		*out = b;
+		return 0;
+	}
+
+	snprintf(rel, sizeof(rel), DEV_DIR "/%s/valid_zones", name);
+	r = hp_path_read(p, rel, buf, sizeof(buf));
+	if (r == -ENOENT)
+		buf[0] = '\0';
+	else if (r < 0)
+		return r == -EOVERFLOW ? -EINVAL : r;
+	b.zones = mem_zones_parse(buf);
+	r = reread_node(p, name, known->node >= 0 ? known->node : 0, &b.node);
+	if (r < 0)
+		return r;
+	if (b.removable < 0)
+		b.removable = (int8_t)removable;
+	if (b.removable < 0) {
+		int v;
+
+		snprintf(rel, sizeof(rel), DEV_DIR "/%s/removable", name);
+		r = hp_path_read(p, rel, buf, sizeof(buf));
+		if (r >= 0 && parse_01(buf, &v) == 0)
+			b.removable = (int8_t)v;
+		else if (r < 0 && r != -ENOENT)
+			return r == -EOVERFLOW ? -EINVAL : r;
+	}
+	*out = b;
 	return 0;
 }

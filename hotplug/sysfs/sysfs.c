@@ -18,7 +18,16 @@ struct sysfs_backend {
 	struct hp_backend base; /* first: the vtable casts back */
 	struct hp_path *path;
 	struct sysfs_watch *watch;
+	/* the kernel's removable (A5: one value for every block), -1 until a
+	 * devices block was read; read and written by any reader thread */
+	int8_t removable;
 };
+
+static void learn_removable(struct hp_backend *b, const struct mem_block *m)
+{
+	if (m->configured && m->removable >= 0)
+		__atomic_store_n(&((struct sysfs_backend *)b)->removable, m->removable, __ATOMIC_RELAXED);
+}
 
 static struct hp_path *path_of(struct hp_backend *b)
 {
@@ -27,26 +36,33 @@ static struct hp_path *path_of(struct hp_backend *b)
 
 static int sysfs_discover(struct hp_backend *b, struct mem_table **out)
 {
-	return hp_discover_table(path_of(b), out, NULL, 0);
+	int r = hp_discover_table(path_of(b), out, NULL, 0);
+
+	/* the first devices block says it for all (most machines start with
+	 * their first blocks online) */
+	for (size_t i = 0; r == 0 && i < (*out)->n; i++)
+		if ((*out)->blocks[i].configured) {
+			learn_removable(b, &(*out)->blocks[i]);
+			break;
+		}
+	return r;
 }
 
 static int sysfs_read_block(struct hp_backend *b, uint64_t id, struct mem_block *out)
 {
-	return hp_discover_block(path_of(b), id, out, NULL, 0);
+	int r = hp_discover_block(path_of(b), id, out, NULL, 0);
+
+	if (r == 0)
+		learn_removable(b, out);
+	return r;
 }
 
-static int sysfs_read_state(struct hp_backend *b, uint64_t id, enum mem_state *out)
+static int sysfs_reread(struct hp_backend *b, enum hp_reread what, const struct mem_block *known,
+			struct mem_block *out)
 {
-	char rel[96], buf[64];
-	int r;
+	int8_t removable = __atomic_load_n(&((struct sysfs_backend *)b)->removable, __ATOMIC_RELAXED);
 
-	snprintf(rel, sizeof(rel), "sys/devices/system/memory/memory%" PRIu64 "/state", id);
-	r = hp_path_read(path_of(b), rel, buf, sizeof(buf));
-	if (r < 0)
-		return r == -EOVERFLOW ? -EINVAL : r;
-	if (mem_state_parse(buf, out) < 0)
-		*out = MEM_STATE_UNKNOWN; /* a word a newer kernel may add */
-	return 0;
+	return hp_reread_block(path_of(b), what, known, removable, out);
 }
 
 static int sysfs_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id,
@@ -129,7 +145,7 @@ static const struct hp_backend_ops sysfs_ops = {
 	.name = "sysfs",
 	.discover = sysfs_discover,
 	.read_block = sysfs_read_block,
-	.read_state = sysfs_read_state,
+	.reread = sysfs_reread,
 	.write_attr = sysfs_write_attr,
 	.read_auto_online = sysfs_read_auto_online,
 	.watch_open = sysfs_watch_open_op,
@@ -156,6 +172,7 @@ int hp_sysfs_open(const char *root, struct hp_backend **out)
 		return -ENOMEM;
 	}
 	s->base.ops = &sysfs_ops;
+	s->removable = -1;
 	*out = &TAKE_PTR(s)->base;
 	return 0;
 }

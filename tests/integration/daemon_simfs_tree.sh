@@ -49,12 +49,24 @@ grep -qx '0-17 online yes' "$T/k1" || fail "the kernel after the grant: $(cat "$
 # the agent's table agrees, owner included
 st=$($CTL lsmem -o BLOCK,STATE -r -n)
 echo "$st" | grep -qx '0-17 online' || fail "the agent's table after the grant: $st"
+# and in every column the kernel has: the rows the agent re-read after its
+# writes (the files each write changes) are what a whole read finds
+COLS=BLOCK,STATE,REMOVABLE,NODE,ZONES,CONFIGURED,MEMMAP-ON-MEMORY
+same_as_kernel() {
+	a=$($CTL lsmem -o $COLS -r -n) k=$($MEMGRANTCTL --sim "$SIM" lsmem -o $COLS -r -n)
+	[ "$a" = "$k" ] || fail "$1: the agent's table differs from the kernel's: agent:
+$a
+kernel:
+$k"
+}
+same_as_kernel "after the grant"
 
 $CTL revoke 256M --id r-1 --wait > "$T/revoke.out" || fail "revoke: $(cat "$T/revoke.out")"
 grep -q "applied, 256M of 256M" "$T/revoke.out" || fail "revoke summary: $(cat "$T/revoke.out")"
 kernel > "$T/k2"
 grep -qx '0-15 online yes' "$T/k2" && grep -qx '16-23 offline no' "$T/k2" ||
 	fail "the kernel after the revocation (it said applied): $(cat "$T/k2")"
+same_as_kernel "after the revocation"
 online=$(jget "$($CTL status --json)" memory.online_bytes)
 expect_eq "online after the revocation" "$online" 2147483648
 stop_daemon

@@ -499,6 +499,89 @@ static void test_sim_tree_matches_sim(void **state)
 	compare_sim(dir, &p, "c9=1");
 }
 
+/* hp_reread_block() after each write of a block's life on the sim's tree
+ * gives what a whole read gives (the files a write changes are read, the
+ * rest kept from the row before); what a write does not leave is -ESTALE. */
+static void test_reread_after_writes(void **state)
+{
+	const char *dir = *state;
+	char st[4096], tree[4096];
+	_cleanup_backend_ struct hp_backend *sim = NULL;
+	_cleanup_hp_path_ struct hp_path *hp = NULL;
+	struct sim_params q;
+	struct mem_block known, got, whole;
+
+	sim_params_default(&q);
+	snprintf(st, sizeof(st), "%s/sim.json", dir);
+	snprintf(tree, sizeof(tree), "%s/tree", dir);
+	q.tree = tree;
+	assert_int_equal(sim_init(st, &q), 0);
+	assert_int_equal(hp_sim_open(st, &sim), 0);
+	assert_int_equal(hp_path_open(tree, &hp), 0);
+
+	assert_int_equal(hp_discover_block(hp, 16, &known, NULL, 0), 0);
+	assert_false(known.configured);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_STATE, &known, -1, &got), -ESTALE); /* not configured */
+	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_MEMMAP, 16, known.memmap_on_memory ? "0" : "1"), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_MEMMAP, &known, -1, &got), 0);
+	assert_int_equal(hp_discover_block(hp, 16, &whole, NULL, 0), 0);
+	assert_memory_equal(&got, &whole, sizeof(got));
+	assert_int_not_equal(got.memmap_on_memory, known.memmap_on_memory);
+	known = got;
+	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_CONFIG, 16, "1"), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DECONFIGURED, &known, -1, &got), -ESTALE); /* config 1 */
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_STATE, &known, -1, &got), 0);
+	assert_true(got.configured);
+	assert_int_equal(got.state, MEM_STATE_OFFLINE);
+	known = got;
+	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_STATE, 16, "online_movable"), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, &got), 0);
+	assert_int_equal(hp_discover_block(hp, 16, &whole, NULL, 0), 0);
+	assert_memory_equal(&got, &whole, sizeof(got));
+	assert_int_equal(got.state, MEM_STATE_ONLINE);
+	assert_string_equal(MEM_ZONES_TEXT(got.zones), "Movable");
+	known = got;
+	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_STATE, 16, "offline"), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, &got), 0);
+	assert_int_equal(hp_discover_block(hp, 16, &whole, NULL, 0), 0);
+	assert_memory_equal(&got, &whole, sizeof(got));
+	known = got;
+	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_CONFIG, 16, "0"), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, &got), -ESTALE); /* no devices dir */
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DECONFIGURED, &known, -1, &got), 0);
+	assert_int_equal(hp_discover_block(hp, 16, &whole, NULL, 0), 0);
+	assert_memory_equal(&got, &whole, sizeof(got));
+	assert_false(got.configured);
+}
+
+/* The node link: the one KNOWN names, node 0, else the directory scanned;
+ * removable from the kernel's value given, else from the file. */
+static void test_reread_node_removable(void **state)
+{
+	const char *root = *state;
+	_cleanup_hp_path_ struct hp_path *p = NULL;
+	struct mem_block known, got;
+
+	gt_machine(root, 4, 4, 1);
+	gt_dev_block(root, 5, "online", "Movable", 2);
+	gt_fw_block(root, 5, 1, 1);
+	assert_int_equal(hp_path_open(root, &p), 0);
+	assert_int_equal(hp_discover_block(p, 5, &known, NULL, 0), 0);
+	assert_int_equal(known.node, 2);
+	known.node = -1;
+	known.removable = -1;
+	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, -1, &got), 0);
+	assert_int_equal(got.node, 2); /* no node0 link: scanned */
+	assert_int_equal(got.removable, 1); /* read from the file */
+	known.node = 2;
+	gt_put(root, "sys/devices/system/memory/memory5/removable", "0\n");
+	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, 1, &got), 0);
+	assert_int_equal(got.node, 2);
+	assert_int_equal(got.removable, 1); /* the kernel's value, as given (A5) */
+	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, -1, &got), 0);
+	assert_int_equal(got.removable, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -519,6 +602,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_path_read_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sim_tree_matches_sim, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reread_after_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reread_node_removable, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
