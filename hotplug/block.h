@@ -159,3 +159,21 @@ static inline bool mem_block_is_standby(const struct mem_block *b)
 {
 	return b->in_firmware && !b->configured;
 }
+
+/* Where an online block counts in the MOVABLE:NORMAL ratio: MEM_ZONE_MOVABLE,
+ * MEM_ZONE_NORMAL (every kernel zone), or MEM_ZONE_UNKNOWN (not online, or
+ * a zone memgrant does not know).  An online block's valid_zones is its one
+ * zone (A9); x86 has DMA32 below 4 GiB and its first block spans DMA and
+ * DMA32 ("none"): boot memory in kernel zones, as the kernel's own
+ * auto-movable policy counts it. */
+static inline enum mem_zone mem_block_ratio_side(const struct mem_block *b)
+{
+	if (!b->configured || b->state != MEM_STATE_ONLINE)
+		return MEM_ZONE_UNKNOWN;
+	if (mem_zones_is(b->zones, MEM_ZONE_MOVABLE))
+		return MEM_ZONE_MOVABLE;
+	if (mem_zones_is(b->zones, MEM_ZONE_NORMAL) || mem_zones_is(b->zones, MEM_ZONE_DMA) ||
+	    mem_zones_is(b->zones, MEM_ZONE_DMA32) || mem_zones_is(b->zones, MEM_ZONE_NONE))
+		return MEM_ZONE_NORMAL;
+	return MEM_ZONE_UNKNOWN;
+}

@@ -134,9 +134,15 @@ static void count_row(struct livetable *lt, const struct mem_block *row, int sig
 
 	c->blocks += d;
 	if (row->configured && row->state == MEM_STATE_ONLINE) {
+		enum mem_zone side = mem_block_ratio_side(row);
+
 		c->online += d;
 		if (row->id >= lt->mark)
 			c->online_from_mark += d;
+		if (side == MEM_ZONE_MOVABLE)
+			c->online_movable += d;
+		else if (side == MEM_ZONE_NORMAL)
+			c->online_kernel += d;
 	} else if (row->configured && lt->t->has_firmware) {
 		c->in_flight += d;
 	}

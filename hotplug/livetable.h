@@ -76,11 +76,14 @@ const struct mem_table *livetable_table(const struct livetable *lt); /* under li
 /* Counts of the table's rows, kept as rows change (O(1) to read, never a
  * walk of the table): online = configured and online; standby = in the
  * firmware, not configured; in_flight = configured, not online (between two
- * steps of a block); online_from_mark = online with id >= the mark. */
+ * steps of a block); online_from_mark = online with id >= the mark;
+ * online_movable, online_kernel = online blocks on each side of the
+ * MOVABLE:NORMAL ratio (mem_block_ratio_side()). */
 struct livetable_counts {
 	uint64_t block_size;
 	uint64_t blocks;
 	uint64_t online, standby, in_flight, online_from_mark;
+	uint64_t online_movable, online_kernel;
 };
 void livetable_counts(struct livetable *lt, struct livetable_counts *out);
 /* The same under livetable_lock (consistent with livetable_table()). */

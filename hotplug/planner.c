@@ -145,13 +145,13 @@ bool plan_block_is_candidate(const struct mem_table *t, const struct mem_block *
 }
 
 uint64_t plan_available_bytes(const struct mem_table *t, enum plan_source source,
-			      const struct owned_block *owned, size_t n_owned)
+			      const struct owned_block *owned, size_t n_owned, uint64_t at_least)
 {
 	struct owned_index ix;
-	uint64_t count = 0;
+	uint64_t count = 0, enough = t->block_size ? at_least / t->block_size + !!(at_least % t->block_size) : 0;
 	bool indexed = owned_index_build(owned, n_owned, &ix) == 0;
 
-	for (size_t i = 0; i < t->n; i++) {
+	for (size_t i = 0; i < t->n && (at_least == UINT64_MAX || count < enough); i++) {
 		bool mine = false;
 
 		if (!plan_block_is_candidate(t, &t->blocks[i], source))
@@ -288,8 +288,8 @@ static int check_grant_block(const struct mem_table *t, enum plan_source src,
 static int grant_by_size(const struct mem_table *t, enum plan_source src,
 			 const struct owned_index *ix, uint64_t size, struct plan *p)
 {
-	_cleanup_free_ uint64_t *cand = NULL;
-	size_t nc = 0, k, pick = 0;
+	size_t nc = 0, k, run = 0;
+	uint64_t prev = 0;
 	char want[16], bs[16], have[16];
 
 	size_format(size, want, sizeof(want));
@@ -304,13 +304,32 @@ static int grant_by_size(const struct mem_table *t, enum plan_source src,
 	}
 	k = size / t->block_size;
 
-	cand = calloc(t->n ? t->n : 1, sizeof(*cand));
-	if (!cand)
+	/* The lowest run long enough keeps the grant physically contiguous;
+	 * without one the lowest ids are taken.  One walk in id order that
+	 * stops at the first run of K free candidates, keeping the lowest K
+	 * seen in p->blocks meanwhile: the rows up to the grant's blocks are
+	 * read, not the machine (a run breaks at any id that is not a free
+	 * candidate, as the ids are sorted and unique). */
+	p->blocks = k <= t->n ? calloc(k, sizeof(*p->blocks)) : NULL;
+	if (k <= t->n && !p->blocks)
 		return reject(p, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < t->n; i++)
-		if (plan_block_is_candidate(t, &t->blocks[i], src) &&
-		    !owned_index_find(ix, t->blocks[i].id))
-			cand[nc++] = t->blocks[i].id;
+	for (size_t i = 0; i < t->n; i++) {
+		uint64_t id = t->blocks[i].id;
+
+		if (!plan_block_is_candidate(t, &t->blocks[i], src) || owned_index_find(ix, id))
+			continue;
+		run = nc > 0 && id == prev + 1 ? run + 1 : 1;
+		prev = id;
+		if (nc < k && p->blocks)
+			p->blocks[nc] = id;
+		nc++;
+		if (run == k) {
+			for (size_t j = 0; j < k; j++)
+				p->blocks[j] = id - k + 1 + j;
+			p->n = k;
+			return 0;
+		}
+	}
 
 	if (k > nc) {
 		size_format(nc * t->block_size, have, sizeof(have));
@@ -323,24 +342,6 @@ static int grant_by_size(const struct mem_table *t, enum plan_source src,
 										"the hypervisor offers is configured)"
 			      : "");
 	}
-
-	/* The lowest run long enough keeps the grant physically contiguous;
-	 * without one the lowest ids are taken. */
-	for (size_t i = 0; i < nc;) {
-		size_t j = i;
-
-		while (j + 1 < nc && cand[j + 1] == cand[j] + 1)
-			j++;
-		if (j - i + 1 >= k) {
-			pick = i;
-			break;
-		}
-		i = j + 1;
-	}
-	p->blocks = calloc(k, sizeof(*p->blocks));
-	if (!p->blocks)
-		return reject(p, -ENOMEM, "out of memory");
-	memcpy(p->blocks, cand + pick, k * sizeof(*p->blocks));
 	p->n = k;
 	return 0;
 }

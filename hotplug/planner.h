@@ -122,9 +122,12 @@ static inline void plan_freep(struct plan **p) { plan_free(*p); }
 bool plan_block_is_candidate(const struct mem_table *t, const struct mem_block *b,
 			     enum plan_source source);
 
-/* Bytes of grant candidates not owned by anyone. */
+/* Bytes of grant candidates not owned by anyone, counted up to AT_LEAST
+ * bytes (UINT64_MAX: all of them): the walk of the table stops there, so
+ * that asking whether a grant fits costs the rows up to its blocks, not
+ * the machine. */
 uint64_t plan_available_bytes(const struct mem_table *t, enum plan_source source,
-			      const struct owned_block *owned, size_t n_owned);
+			      const struct owned_block *owned, size_t n_owned, uint64_t at_least);
 
 /*
  * Parses "0xSTART-0xEND" (inclusive end, hex, the 0x optional) into the

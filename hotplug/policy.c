@@ -46,18 +46,11 @@ void policy_zone_bytes(const struct mem_table *t, uint64_t *movable, uint64_t *n
 	uint64_t m = 0, k = 0;
 
 	for (size_t i = 0; i < t->n; i++) {
-		const struct mem_block *b = &t->blocks[i];
+		enum mem_zone side = mem_block_ratio_side(&t->blocks[i]);
 
-		if (!b->configured || b->state != MEM_STATE_ONLINE)
-			continue;
-		/* An online block's valid_zones is its one zone (A9).  x86 has
-		 * DMA32 below 4 GiB and its first block spans DMA and DMA32
-		 * ("none"): boot memory in kernel zones, as the kernel's own
-		 * auto-movable policy counts it. */
-		if (mem_zones_is(b->zones, MEM_ZONE_MOVABLE))
+		if (side == MEM_ZONE_MOVABLE)
 			m += t->block_size;
-		else if (mem_zones_is(b->zones, MEM_ZONE_NORMAL) || mem_zones_is(b->zones, MEM_ZONE_DMA) ||
-			 mem_zones_is(b->zones, MEM_ZONE_DMA32) || mem_zones_is(b->zones, MEM_ZONE_NONE))
+		else if (side == MEM_ZONE_NORMAL)
 			k += t->block_size;
 	}
 	if (movable)
@@ -297,7 +290,12 @@ int policy_decide(const struct policy_settings *s, const struct policy_request *
 
 	decide_memmap(s, req, t, mem_available, n_ids, d);
 
-	policy_zone_bytes(t, &movable, &normal);
+	if (req && req->zone_bytes_known) {
+		movable = req->movable_bytes;
+		normal = req->normal_bytes;
+	} else {
+		policy_zone_bytes(t, &movable, &normal);
+	}
 	for (size_t i = 0; i < n_ids; i++) {
 		struct policy_block *pb = &d->blocks[i];
 

@@ -60,6 +60,10 @@ struct policy_request {
 	int memmap;                /* -1 auto (policy decides), 0 off, 1 on */
 	enum mem_zone zone;
 	bool contiguous;           /* huge pages / large contiguous allocations wanted */
+	/* the table's policy_zone_bytes() when the caller keeps them as rows
+	 * change (the live table's counts): no walk of the table */
+	bool zone_bytes_known;
+	uint64_t movable_bytes, normal_bytes;
 };
 
 struct policy_block {
@@ -100,8 +104,8 @@ static inline void policy_decision_freep(struct policy_decision **d) { policy_de
  * (may be NULL) gets a short explanation. */
 int policy_memmap_supported(const struct mem_table *t, char *why, size_t len);
 
-/* Bytes online in ZONE_MOVABLE and in Normal/DMA, from valid_zones of the
- * online blocks (A9); blocks spanning zones ("none") count in neither. */
+/* Bytes online in ZONE_MOVABLE and in the kernel zones, from valid_zones
+ * of the online blocks (mem_block_ratio_side()): one walk of the table. */
 void policy_zone_bytes(const struct mem_table *t, uint64_t *movable, uint64_t *normal);
 
 /* Reads MemTotal and MemAvailable (kB in the file) from ROOT/proc/meminfo

@@ -115,12 +115,15 @@ int precheck_locked(struct engine *e, const struct msg *m, const struct mem_tabl
 				return msg_error_set(err, ENOMEM, "out of memory");
 		if (e->running && reserve_explicit(e->running, t->block_size, &owned, &n_owned, &reserved) < 0)
 			return msg_error_set(err, ENOMEM, "out of memory");
-		uint64_t avail = plan_available_bytes(t, PLAN_SOURCE_AUTO, owned, n_owned);
+		uint64_t avail;
 
 		fill_grant_request(m, &req);
 		r = plan_grant(t, &req, owned, n_owned, &p);
 		if (r < 0)
 			return msg_error_set(err, r, "%s", p ? p->reason : "cannot plan the grant");
+		/* the grant fits when its bytes and the queued grants' are there */
+		avail = plan_available_bytes(t, PLAN_SOURCE_AUTO, owned, n_owned,
+					     reserved > UINT64_MAX - p->want_bytes ? UINT64_MAX : p->want_bytes + reserved);
 		if (p->want_bytes > avail - (reserved < avail ? reserved : avail)) {
 			char a[16], q[16], w[16];
 			size_format(p->want_bytes, w, sizeof(w));

@@ -482,6 +482,15 @@ void machine_table_release(struct engine *e)
 		livetable_unlock(e->live);
 }
 
+void machine_zone_bytes_locked(struct engine *e, uint64_t *movable, uint64_t *normal)
+{
+	struct livetable_counts c;
+
+	livetable_counts_locked(e->live, &c);
+	*movable = c.online_movable * c.block_size;
+	*normal = c.online_kernel * c.block_size;
+}
+
 int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *granted_bytes)
 {
 	_cleanup_free_ struct intentlog_block *jb = NULL;

@@ -56,6 +56,9 @@ int machine_snapshot(struct engine *e, struct mem_table **out);
  * machine_memory_locked(): a waiting writer would block the second read). */
 const struct mem_table *machine_table_hold(struct engine *e);
 void machine_table_release(struct engine *e);
+/* Bytes online on each side of the MOVABLE:NORMAL ratio, from the live
+ * table's counts (no walk), between machine_table_hold() and its release. */
+void machine_zone_bytes_locked(struct engine *e, uint64_t *movable, uint64_t *normal);
 
 struct machine_figures {
 	uint64_t block_size;

@@ -173,6 +173,10 @@ int exec_run_grant(struct engine *e, struct op *o)
 	preq.memmap = o->msg->memmap == MSG_MEMMAP_AUTO ? -1 : o->msg->memmap == MSG_MEMMAP_ON;
 	preq.zone = o->msg->zone;
 	preq.contiguous = o->msg->contiguous;
+	if (!copy) { /* the live table keeps its zone counts: no walk of it */
+		preq.zone_bytes_known = true;
+		machine_zone_bytes_locked(e, &preq.movable_bytes, &preq.normal_bytes);
+	}
 	r = policy_decide(&ps, &preq, pt, mem_available, p->blocks, p->n, &pd);
 	if (r < 0)
 		snprintf(why, sizeof(why), "the policy cannot decide: %s", strerror(-r));

@@ -13,6 +13,7 @@
 
 #include "hotplug/backend.h"
 #include "hotplug/livetable.h"
+#include "hotplug/policy.h"
 #include "hotplug/sim/sim.h"
 #include "hotplug/sysfs/sysfs_watch.h"
 #include "lib/fileio.h"
@@ -177,6 +178,7 @@ static void expect_counts_match(struct fx *f, uint64_t mark)
 		w.in_flight += b->configured && !on;
 		w.standby += mem_block_is_standby(b);
 	}
+	policy_zone_bytes(t, &w.online_movable, &w.online_kernel);
 	livetable_counts(f->lt, &c);
 	assert_int_equal(c.blocks, t->n);
 	assert_int_equal(c.block_size, t->block_size);
@@ -184,6 +186,8 @@ static void expect_counts_match(struct fx *f, uint64_t mark)
 	assert_int_equal(c.online_from_mark, w.online_from_mark);
 	assert_int_equal(c.in_flight, w.in_flight);
 	assert_int_equal(c.standby, w.standby);
+	assert_int_equal(c.online_movable * c.block_size, w.online_movable);
+	assert_int_equal(c.online_kernel * c.block_size, w.online_kernel);
 }
 
 static void test_sim_outside_changes_seen(void **state)

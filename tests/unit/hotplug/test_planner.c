@@ -169,7 +169,11 @@ static void grant_size_skips_owned_blocks(void **state)
 
 	assert_int_equal(grant_size(t, 2 * GiB, o, 1, &q), -ENOSPC);
 	assert_string_equal(q->reason, "2G requested, 1.9G standby available");
-	assert_int_equal(plan_available_bytes(t, PLAN_SOURCE_AUTO, o, 1), 15 * BS);
+	assert_int_equal(plan_available_bytes(t, PLAN_SOURCE_AUTO, o, 1, UINT64_MAX), 15 * BS);
+	/* counted up to what is asked: the walk stops there */
+	assert_int_equal(plan_available_bytes(t, PLAN_SOURCE_AUTO, o, 1, 2 * BS), 2 * BS);
+	assert_int_equal(plan_available_bytes(t, PLAN_SOURCE_AUTO, o, 1, 2 * BS - 1), 2 * BS);
+	assert_int_equal(plan_available_bytes(t, PLAN_SOURCE_AUTO, o, 1, 40 * BS), 15 * BS);
 }
 
 /* --- grants by block ids -------------------------------------------------- */

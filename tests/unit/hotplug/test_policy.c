@@ -295,6 +295,16 @@ static void zone_auto_counts_online_movable(void **state)
 	assert_int_equal(d->online, ONLINE_KERNEL);
 	assert_string_equal(d->zone_reason,
 			    "zone=normal: movable would reach 32% of normal, above the 30% ratio");
+
+	/* the caller's counts (the live table's) stand for the walk */
+	{
+		_cleanup_policy_decision_ struct policy_decision *e = NULL;
+		struct policy_request rq = { .memmap = -1, .zone_bytes_known = true, .movable_bytes = 0,
+					     .normal_bytes = 16 * BS };
+
+		assert_int_equal(policy_decide(&s, &rq, t, 3 * GiB, ids, 1, &e), 0);
+		assert_int_equal(e->online, ONLINE_MOVABLE);
+	}
 }
 
 static void zone_auto_no_normal_memory(void **state)
