@@ -386,6 +386,9 @@ int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum
 	return r;
 }
 
+/* How long the watcher lets notifications gather after it took some. */
+#define WATCH_QUIET_MS 20
+
 static void *watcher_main(void *arg)
 {
 	struct engine *e = arg;
@@ -408,6 +411,13 @@ static void *watcher_main(void *arg)
 		pthread_mutex_unlock(&e->machine_update_lock);
 		if (r < 0)
 			log_warn(&e->log, "live block table: %s (re-read at the next change)", strerror(-r));
+		/* the notifications of the next WATCH_QUIET_MS wait in the
+		 * kernel's queue and are taken together: a running operation's
+		 * writes then cost no wake-up of this thread each (the executor
+		 * takes what is pending itself before it decides, machine_sync()) */
+		r = poll(&p[1], 1, WATCH_QUIET_MS);
+		if (r > 0)
+			break;
 	}
 	return NULL;
 }

@@ -55,7 +55,7 @@ int sim_reader_read(struct sim_reader *rd, const struct sim_fs *fs, uint64_t id,
 {
 	const struct sim_settings *s = NULL;
 	_cleanup_free_ struct sim_block *all = NULL;
-	struct sim_block chunk[SIM_CHUNK], *b = &chunk[id % SIM_CHUNK];
+	struct sim_block one, *b = &one;
 	struct sim_summary sum = { 0 };
 	int r;
 
@@ -66,9 +66,10 @@ int sim_reader_read(struct sim_reader *rd, const struct sim_fs *fs, uint64_t id,
 	r = -ENOENT;
 	if (id >= s->n_blocks)
 		goto out;
-	r = s->v1_blocks ? -EINVAL : sim_chunk_load(s, id / SIM_CHUNK, chunk, NULL, 0);
-	/* the spans only matter for a configured block's valid_zones */
-	if (r == 0 && b->configured && sim_summary_load(s, &sum) < 0)
+	r = s->v1_blocks ? -EINVAL : sim_block_load(s, id, &one, NULL, 0);
+	/* the spans only matter for an offline configured block's
+	 * valid_zones (an online one's is its zone, A9) */
+	if (r == 0 && b->configured && b->state != MEM_STATE_ONLINE && sim_summary_load(s, &sum) < 0)
 		r = -EINVAL;
 	if (r < 0) { /* format 1, or a summary that does not read: from all records */
 		r = sim_records_load(s, &all, NULL, 0);

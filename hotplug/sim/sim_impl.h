@@ -165,6 +165,9 @@ static inline uint64_t sim_n_chunks(const struct sim_settings *s)
  * it; PATH only names it in ERR) and accepts exactly what _format() writes:
  * the header, then one line of 4 characters per block. */
 #define SIM_CHUNK_FILE_MAX (128 + SIM_CHUNK * 5)
+/* Block ID's record alone, from its chunk's file (the header and length
+ * checked as _parse() does, the one record parsed): a read of one block. */
+int sim_block_load(const struct sim_settings *s, uint64_t id, struct sim_block *out, char *err, size_t errlen);
 int sim_chunk_load(const struct sim_settings *s, uint64_t k, struct sim_block *out, char *err,
 		   size_t errlen);
 int sim_chunk_parse(const struct sim_settings *s, uint64_t k, const char *buf, size_t len,

@@ -449,66 +449,112 @@ static size_t chunk_head(const struct sim_settings *s, uint64_t k, char *buf, si
 				first + chunk_count(s, k) - 1);
 }
 
-int sim_chunk_parse(const struct sim_settings *s, uint64_t k, const char *buf, size_t got,
-		    const char *path, struct sim_block *out, char *err, size_t errlen)
+/* One record (its 5 bytes at P) of block ID into B, checked. */
+static int parse_record(const struct sim_settings *s, const char *p, uint64_t id, struct sim_block *b,
+			const char *path, char *err, size_t errlen)
+{
+	int st = char_index(state_chars, ARRAY_SIZE(state_chars), p[2]);
+	int zn = char_index(zone_chars, ARRAY_SIZE(zone_chars), p[3]);
+
+	if ((p[0] != '0' && p[0] != '1') || (p[1] != '0' && p[1] != '1') || p[4] != '\n')
+		return fail(err, errlen, -EINVAL, path,
+			    "block %" PRIu64 ": must be 4 characters: config and memmap 0 or 1, "
+			    "state - o g, zone - D N M", id);
+	if (st < 0)
+		return fail(err, errlen, -EINVAL, path, "block %" PRIu64 ": unknown state '%c'", id, p[2]);
+	if (zn < 0)
+		return fail(err, errlen, -EINVAL, path, "block %" PRIu64 ": unknown zone '%c'", id, p[3]);
+	b->configured = p[0] == '1';
+	b->memmap = p[1] == '1';
+	b->state = (enum mem_state)st;
+	b->zone = (enum mem_zone)zn;
+	if ((b->state == MEM_STATE_OFFLINE) != (b->zone == MEM_ZONE_NONE))
+		return fail(err, errlen, -EINVAL, path, "block %" PRIu64 ": %s block with zone '%c'", id,
+			    mem_state_name(b->state), p[3]);
+	if (check_block(s, b, path, id, err, errlen) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* The header and the length of chunk K's file (BUF, GOT bytes): 0 and
+ * *HLEN, or -EINVAL with ERR. */
+static int chunk_check(const struct sim_settings *s, uint64_t k, const char *buf, size_t got, const char *path,
+		       size_t *hlen, char *err, size_t errlen)
 {
 	char head[96];
-	uint64_t first = k * SIM_CHUNK, n;
-	size_t hlen, want;
-	const char *p;
+	uint64_t n;
 
 	if (k >= sim_n_chunks(s))
 		return fail(err, errlen, -EINVAL, path, "no chunk %" PRIu64 " in %" PRIu64 " blocks", k, s->n_blocks);
 	n = chunk_count(s, k);
-	hlen = chunk_head(s, k, head, sizeof(head));
-	want = hlen + (size_t)n * 5;
-	if (got < hlen || memcmp(buf, head, hlen) != 0)
-		return fail(err, errlen, -EINVAL, path, "must start with \"%.*s\"", (int)hlen - 1, head);
-	if (got != want)
+	*hlen = chunk_head(s, k, head, sizeof(head));
+	if (got < *hlen || memcmp(buf, head, *hlen) != 0)
+		return fail(err, errlen, -EINVAL, path, "must start with \"%.*s\"", (int)*hlen - 1, head);
+	if (got != *hlen + (size_t)n * 5)
 		return fail(err, errlen, -EINVAL, path, "must hold %" PRIu64 " lines of 4 characters", n);
-	p = buf + hlen;
-	for (uint64_t i = 0; i < n; i++, p += 5) {
-		struct sim_block *b = &out[i];
-		int st = char_index(state_chars, ARRAY_SIZE(state_chars), p[2]);
-		int zn = char_index(zone_chars, ARRAY_SIZE(zone_chars), p[3]);
-		uint64_t id = first + i;
+	return 0;
+}
 
-		if ((p[0] != '0' && p[0] != '1') || (p[1] != '0' && p[1] != '1') || p[4] != '\n')
-			return fail(err, errlen, -EINVAL, path,
-				    "block %" PRIu64 ": must be 4 characters: config and memmap 0 or 1, "
-				    "state - o g, zone - D N M", id);
-		if (st < 0)
-			return fail(err, errlen, -EINVAL, path, "block %" PRIu64 ": unknown state '%c'", id, p[2]);
-		if (zn < 0)
-			return fail(err, errlen, -EINVAL, path, "block %" PRIu64 ": unknown zone '%c'", id, p[3]);
-		b->configured = p[0] == '1';
-		b->memmap = p[1] == '1';
-		b->state = (enum mem_state)st;
-		b->zone = (enum mem_zone)zn;
-		if ((b->state == MEM_STATE_OFFLINE) != (b->zone == MEM_ZONE_NONE))
-			return fail(err, errlen, -EINVAL, path, "block %" PRIu64 ": %s block with zone '%c'", id,
-				    mem_state_name(b->state), p[3]);
-		if (check_block(s, b, path, id, err, errlen) < 0)
-			return -EINVAL;
+int sim_chunk_parse(const struct sim_settings *s, uint64_t k, const char *buf, size_t got,
+		    const char *path, struct sim_block *out, char *err, size_t errlen)
+{
+	uint64_t first = k * SIM_CHUNK;
+	size_t hlen;
+	int r = chunk_check(s, k, buf, got, path, &hlen, err, errlen);
+
+	if (r < 0)
+		return r;
+	for (uint64_t i = 0; i < chunk_count(s, k); i++) {
+		r = parse_record(s, buf + hlen + i * 5, first + i, &out[i], path, err, errlen);
+		if (r < 0)
+			return r;
 	}
 	return 0;
+}
+
+/* Chunk K's records file: its bytes into BUF, the length into *GOT. */
+static int chunk_read(const struct sim_settings *s, uint64_t k, char *path, size_t pathlen,
+		      char buf[static SIM_CHUNK_FILE_MAX], size_t *got, char *err, size_t errlen)
+{
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	chunk_path(s, k, path, pathlen);
+	fd = state_open(s, strrchr(path, '/') + 1);
+	if (fd < 0)
+		return fail(err, errlen, fd, path, "cannot read sim records: %s", strerror(-fd));
+	n = read(fd, buf, SIM_CHUNK_FILE_MAX);
+	if (n < 0)
+		return fail(err, errlen, -errno, path, "cannot read sim records: %s", strerror(errno));
+	*got = (size_t)n;
+	return 0;
+}
+
+int sim_block_load(const struct sim_settings *s, uint64_t id, struct sim_block *out, char *err, size_t errlen)
+{
+	char path[PATH_MAX], buf[SIM_CHUNK_FILE_MAX];
+	size_t got, hlen;
+	uint64_t k = id / SIM_CHUNK;
+	int r;
+
+	if (id >= s->n_blocks)
+		return fail(err, errlen, -EINVAL, "", "no block %" PRIu64 " in %" PRIu64 " blocks", id, s->n_blocks);
+	r = chunk_read(s, k, path, sizeof(path), buf, &got, err, errlen);
+	if (r == 0)
+		r = chunk_check(s, k, buf, got, path, &hlen, err, errlen);
+	if (r == 0)
+		r = parse_record(s, buf + hlen + (id % SIM_CHUNK) * 5, id, out, path, err, errlen);
+	return r;
 }
 
 int sim_chunk_load(const struct sim_settings *s, uint64_t k, struct sim_block *out, char *err,
 		   size_t errlen)
 {
 	char path[PATH_MAX], buf[SIM_CHUNK_FILE_MAX];
-	_cleanup_close_ int fd = -1;
-	ssize_t got;
+	size_t got;
+	int r = chunk_read(s, k, path, sizeof(path), buf, &got, err, errlen);
 
-	chunk_path(s, k, path, sizeof(path));
-	fd = state_open(s, strrchr(path, '/') + 1);
-	if (fd < 0)
-		return fail(err, errlen, fd, path, "cannot read sim records: %s", strerror(-fd));
-	got = read(fd, buf, sizeof(buf));
-	if (got < 0)
-		return fail(err, errlen, -errno, path, "cannot read sim records: %s", strerror(errno));
-	return sim_chunk_parse(s, k, buf, (size_t)got, path, out, err, errlen);
+	return r < 0 ? r : sim_chunk_parse(s, k, buf, got, path, out, err, errlen);
 }
 
 size_t sim_chunk_format(const struct sim_settings *s, uint64_t k, const struct sim_block *blocks,
