@@ -532,7 +532,7 @@ static int reread_node(struct hp_path *p, const char *name, int guess, int16_t *
 }
 
 int hp_reread_block(struct hp_path *p, enum hp_reread what, const struct mem_block *known, int removable,
-		    struct mem_block *out)
+		    bool numa, struct mem_block *out)
 {
 	struct mem_block b = *known;
 	char name[32], rel[128], buf[128];
@@ -595,7 +595,8 @@ int hp_reread_block(struct hp_path *p, enum hp_reread what, const struct mem_blo
 	else if (r < 0)
 		return r == -EOVERFLOW ? -EINVAL : r;
 	b.zones = mem_zones_parse(buf);
-	r = reread_node(p, name, known->node >= 0 ? known->node : 0, &b.node);
+	b.node = -1;
+	r = numa ? reread_node(p, name, known->node >= 0 ? known->node : 0, &b.node) : 0;
 	if (r < 0)
 		return r;
 	if (b.removable < 0)

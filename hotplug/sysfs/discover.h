@@ -57,10 +57,12 @@ int hp_discover_block(struct hp_path *p, uint64_t id, struct mem_block *out,
 /* KNOWN->id read again after a write, in the files the write changes
  * (enum hp_reread in backend.h), the rest kept from KNOWN; REMOVABLE is the
  * kernel's removable (A5: the same for every block), -1 when not known yet
- * (then the file is read).  0, -ESTALE when the files show what the write
- * does not leave, or -errno. */
+ * (then the file is read); NUMA: the kernel has sys/devices/system/node
+ * (CONFIG_NUMA), without which no block has a nodeX link (s390) and none is
+ * looked for.  0, -ESTALE when the files show what the write does not
+ * leave, or -errno. */
 int hp_reread_block(struct hp_path *p, enum hp_reread what, const struct mem_block *known, int removable,
-		    struct mem_block *out);
+		    bool numa, struct mem_block *out);
 
 /* Parses a memoryN directory name: 0 and *id, -EINVAL (also for
  * "memory05": the kernel never pads, A3), or -ERANGE for an N over

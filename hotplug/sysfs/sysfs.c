@@ -21,6 +21,8 @@ struct sysfs_backend {
 	/* the kernel's removable (A5: one value for every block), -1 until a
 	 * devices block was read; read and written by any reader thread */
 	int8_t removable;
+	/* sys/devices/system/node exists (CONFIG_NUMA): -1 until looked at */
+	int8_t numa;
 };
 
 static void learn_removable(struct hp_backend *b, const struct mem_block *m)
@@ -60,9 +62,15 @@ static int sysfs_read_block(struct hp_backend *b, uint64_t id, struct mem_block 
 static int sysfs_reread(struct hp_backend *b, enum hp_reread what, const struct mem_block *known,
 			struct mem_block *out)
 {
-	int8_t removable = __atomic_load_n(&((struct sysfs_backend *)b)->removable, __ATOMIC_RELAXED);
+	struct sysfs_backend *s = (struct sysfs_backend *)b;
+	int8_t removable = __atomic_load_n(&s->removable, __ATOMIC_RELAXED);
+	int8_t numa = __atomic_load_n(&s->numa, __ATOMIC_RELAXED);
 
-	return hp_reread_block(path_of(b), what, known, removable, out);
+	if (numa < 0) { /* the kernel's build: looked at once */
+		numa = hp_path_exists(s->path, "sys/devices/system/node") == 0;
+		__atomic_store_n(&s->numa, numa, __ATOMIC_RELAXED);
+	}
+	return hp_reread_block(s->path, what, known, removable, numa, out);
 }
 
 static int sysfs_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id,
@@ -173,6 +181,7 @@ int hp_sysfs_open(const char *root, struct hp_backend **out)
 	}
 	s->base.ops = &sysfs_ops;
 	s->removable = -1;
+	s->numa = -1;
 	*out = &TAKE_PTR(s)->base;
 	return 0;
 }

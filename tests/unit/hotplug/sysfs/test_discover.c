@@ -521,34 +521,34 @@ static void test_reread_after_writes(void **state)
 
 	assert_int_equal(hp_discover_block(hp, 16, &known, NULL, 0), 0);
 	assert_false(known.configured);
-	assert_int_equal(hp_reread_block(hp, HP_REREAD_STATE, &known, -1, &got), -ESTALE); /* not configured */
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_STATE, &known, -1, true, &got), -ESTALE); /* not configured */
 	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_MEMMAP, 16, known.memmap_on_memory ? "0" : "1"), 0);
-	assert_int_equal(hp_reread_block(hp, HP_REREAD_MEMMAP, &known, -1, &got), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_MEMMAP, &known, -1, true, &got), 0);
 	assert_int_equal(hp_discover_block(hp, 16, &whole, NULL, 0), 0);
 	assert_memory_equal(&got, &whole, sizeof(got));
 	assert_int_not_equal(got.memmap_on_memory, known.memmap_on_memory);
 	known = got;
 	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_CONFIG, 16, "1"), 0);
-	assert_int_equal(hp_reread_block(hp, HP_REREAD_DECONFIGURED, &known, -1, &got), -ESTALE); /* config 1 */
-	assert_int_equal(hp_reread_block(hp, HP_REREAD_STATE, &known, -1, &got), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DECONFIGURED, &known, -1, true, &got), -ESTALE); /* config 1 */
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_STATE, &known, -1, true, &got), 0);
 	assert_true(got.configured);
 	assert_int_equal(got.state, MEM_STATE_OFFLINE);
 	known = got;
 	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_STATE, 16, "online_movable"), 0);
-	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, &got), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, true, &got), 0);
 	assert_int_equal(hp_discover_block(hp, 16, &whole, NULL, 0), 0);
 	assert_memory_equal(&got, &whole, sizeof(got));
 	assert_int_equal(got.state, MEM_STATE_ONLINE);
 	assert_string_equal(MEM_ZONES_TEXT(got.zones), "Movable");
 	known = got;
 	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_STATE, 16, "offline"), 0);
-	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, &got), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, true, &got), 0);
 	assert_int_equal(hp_discover_block(hp, 16, &whole, NULL, 0), 0);
 	assert_memory_equal(&got, &whole, sizeof(got));
 	known = got;
 	assert_int_equal(sim->ops->write_attr(sim, HP_ATTR_CONFIG, 16, "0"), 0);
-	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, &got), -ESTALE); /* no devices dir */
-	assert_int_equal(hp_reread_block(hp, HP_REREAD_DECONFIGURED, &known, -1, &got), 0);
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DEVICE, &known, -1, true, &got), -ESTALE); /* no devices dir */
+	assert_int_equal(hp_reread_block(hp, HP_REREAD_DECONFIGURED, &known, -1, true, &got), 0);
 	assert_int_equal(hp_discover_block(hp, 16, &whole, NULL, 0), 0);
 	assert_memory_equal(&got, &whole, sizeof(got));
 	assert_false(got.configured);
@@ -570,16 +570,20 @@ static void test_reread_node_removable(void **state)
 	assert_int_equal(known.node, 2);
 	known.node = -1;
 	known.removable = -1;
-	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, -1, &got), 0);
+	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, -1, true, &got), 0);
 	assert_int_equal(got.node, 2); /* no node0 link: scanned */
 	assert_int_equal(got.removable, 1); /* read from the file */
 	known.node = 2;
 	gt_put(root, "sys/devices/system/memory/memory5/removable", "0\n");
-	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, 1, &got), 0);
+	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, 1, true, &got), 0);
 	assert_int_equal(got.node, 2);
 	assert_int_equal(got.removable, 1); /* the kernel's value, as given (A5) */
-	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, -1, &got), 0);
+	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, -1, true, &got), 0);
 	assert_int_equal(got.removable, 0);
+	/* a kernel without NUMA (s390: no sys/devices/system/node) has no
+	 * node links: none is looked for */
+	assert_int_equal(hp_reread_block(p, HP_REREAD_DEVICE, &known, 1, false, &got), 0);
+	assert_int_equal(got.node, -1);
 }
 
 int main(void)
