@@ -742,7 +742,7 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	if (r < 0)
 		goto fail;
 	/* ca_file parsed once for both threads when libcurl uses OpenSSL 3;
-	 * each store has its share then (https_ca.c) */
+	 * each parse has its share then (https_ca.c) */
 	https_ca_init(p);
 	if (!p->ca_store)
 		p->share = https_share_new(p);

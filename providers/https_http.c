@@ -229,11 +229,10 @@ void https_tls_clear(struct conn *c)
 
 /* When the provider does not parse ca_file itself (p->ca_store false:
  * libcurl not on OpenSSL 3, https_ca.c), decides how the CA reaches curl
- * before each request: by path when the
- * agent can read ca_file itself (then curl parses it once and the multi
- * handle keeps the store for every later connection), else as the blob
- * read through the credential store (parsed again at each handshake: curl
- * caches no store made from a blob).  A change of the file (inode, size,
+ * before each request: by path when the agent can read ca_file itself
+ * (then curl parses it once and the multi handle keeps the store for every
+ * later connection), else as the blob read through the credential store
+ * (parsed again at each handshake: curl caches no store made from a blob).  A change of the file (inode, size,
  * time) is seen here: the next request spells the path the other way
  * (".../dir/./NAME"), which curl takes for another file and parses once
  * more, and opens a new connection that verifies with the new CA. */
