@@ -99,7 +99,10 @@ cp_wait 'st("g-1")[-1:] == ["applied"]' 30
 cp_wait "any(p['client_cert'] == '$FP1' for p in s['polls'])" 10
 grep -q 'Permission denied\|curl error 58' "$T/daemon.log" && fail "a credential file was refused: $(cat "$T/daemon.log")"
 ca_start=$(opens)
-[ "$ca_start" -eq 1 ] || fail "the root-only ca_file was read $ca_start times at start, want once"
+# without the provider's parse (a libcurl not on OpenSSL 3, logged) each thread reads it
+CA_BY_CURL=
+grep -q "https: ca_file .* is handed to curl" "$T/daemon.log" && CA_BY_CURL=1
+[ -n "$CA_BY_CURL" ] || [ "$ca_start" -eq 1 ] || fail "the root-only ca_file was read $ca_start times at start, want once"
 
 # 3. rotation: new files in place, SIGHUP, the next connection uses them
 install -m 0600 -o root -g root "$CERTS/client2.pem" "$E/client.pem.new"
@@ -130,10 +133,12 @@ PY
 kill -0 $DAEMON_PID || fail "memgrantd is gone after the reload"
 stop_daemon
 ca_reload=$(( $(opens) - ca_start ))
-[ "$ca_reload" -eq 1 ] || fail "the root-only ca_file was read $ca_reload times after the reload, want once"
 parses=$(grep -c "https.*: ca_file $E/ca.pem \(changed; \)\{0,1\}parsed" "$T/daemon.log")
-[ "$parses" -eq 2 ] || fail "the root-only ca_file was parsed $parses times, want 2 (start, reload)"
-echo "root-only ca_file: read $ca_start time at start, $ca_reload after the reload; parses logged: $parses"
+echo "root-only ca_file: read $ca_start time(s) at start, $ca_reload after the reload; parses logged: $parses${CA_BY_CURL:+ (handed to curl: not checked)}"
+if [ -z "$CA_BY_CURL" ]; then
+	[ "$ca_reload" -eq 1 ] || fail "the root-only ca_file was read $ca_reload times after the reload, want once"
+	[ "$parses" -eq 2 ] || fail "the root-only ca_file was parsed $parses times, want 2 (start, reload)"
+fi
 opens_stop # the files are written below
 
 # 4. a key of another pair; a root-only key root does not own
