@@ -8,7 +8,7 @@
  * The code calls each function by an explicit name, sym_NAME
  * (sym_curl_easy_setopt(...)): libcurl's own names keep their meaning, and
  * curl.h's type checks of curl_easy_setopt() and friends stay on.  A build
- * configured with --enable-linked-libs links libcurl and libcrypto instead
+ * configured with --enable-linked-libs links libcurl, libcrypto and libssl instead
  * (sym_NAME is NAME), so that gcc checks every option's argument type there;
  * CI builds it (.ci/run).
  * - curl_dl_load(): loads libcurl and runs curl_global_init() once per
