@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Inside the HTTPS provider: what its threads share (https.c: the poller,
- * the sender, start and stop) and what one request needs (https_http.c:
- * the connection, the bearer token, backoff, classifying an answer).  Not
- * an interface for other modules; see https.h.
+ * the sender, start and stop; https_ca.c: the CA parsed once for both) and
+ * what one request needs (https_http.c: the connection, the bearer token,
+ * backoff, classifying an answer).  Not an interface for other modules; see
+ * https.h.
  */
 #pragma once
 
