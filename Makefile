@@ -51,27 +51,29 @@ WIRE_LIB := $(B)/libwire.a
 AGENT_LIB := $(B)/libagent.a
 
 AGENT_CFLAGS = $(JANSSON_CFLAGS) $(MHD_CFLAGS) $(YAML_CFLAGS) $(SMARTCOLS_CFLAGS) \
-	$(CURL_CFLAGS) $(CRYPTO_CFLAGS) $(SYSTEMD_CFLAGS) $(SECCOMP_CFLAGS)
-# libcurl and libcrypto are not linked: lib/curl_dl.c and lib/crypto_dl.c
-# load them when HTTPS, a webhook, a client certificate or memgrantctl's talk
+	$(CURL_CFLAGS) $(CRYPTO_CFLAGS) $(SSL_CFLAGS) $(SYSTEMD_CFLAGS) $(SECCOMP_CFLAGS)
+# libcurl, libcrypto and libssl are not linked: lib/curl_dl.c, lib/crypto_dl.c
+# and lib/ssl_dl.c load them when HTTPS, a webhook, a client certificate or memgrantctl's talk
 # to the daemon needs them (only their headers are used here)
 # nor libsystemd: lib/sdnotify.c and lib/log_journald.c speak its two
 # protocols (a datagram each) without its dependencies
 AGENT_LIBS = $(JANSSON_LIBS) $(MHD_LIBS) $(YAML_LIBS) $(SMARTCOLS_LIBS) $(SECCOMP_LIBS) -lpthread \
-	$(if $(filter 1,$(LINKED_LIBS)),$(CURL_LIBS) $(CRYPTO_LIBS))
+	$(if $(filter 1,$(LINKED_LIBS)),$(CURL_LIBS) $(CRYPTO_LIBS) $(SSL_LIBS))
 # The loaded libraries' sonames come from lib/dlopen.list (packaging reads it
 # too).  configure --enable-linked-libs links them instead: the code's
 # sym_NAME calls are then libcurl's own, with curl.h's type checks (CI).
 dlopen_soname = $(shell awk -F';' '$$1 == "$(1)" { print $$2 }' lib/dlopen.list)
 $(B)/lib/curl_dl.o: ALL_CFLAGS += -DMEMGRANT_CURL_SONAME='"$(call dlopen_soname,curl)"'
 $(B)/lib/crypto_dl.o: ALL_CFLAGS += -DMEMGRANT_CRYPTO_SONAME='"$(call dlopen_soname,crypto)"'
+$(B)/lib/ssl_dl.o: ALL_CFLAGS += -DMEMGRANT_SSL_SONAME='"$(call dlopen_soname,ssl)"'
 # memgrantctl's client tells libcrypto to skip its cipher tables before libcurl loads
 $(B)/agent/ctl/ctl_client.o: ALL_CFLAGS += -DMEMGRANT_CRYPTO_SONAME='"$(call dlopen_soname,crypto)"'
 ifeq ($(LINKED_LIBS),1)
 ALL_CFLAGS += -DMEMGRANT_LINKED_LIBS
 # curl.h's checks are warnings raised inside a system header's macro: gcc
 # shows them only with -Wsystem-headers (on the files that call libcurl)
-CURL_CALLERS := agent/ctl/ctl_client.c config/keys.c providers/hooks/webhook.c providers/https.c providers/https_http.c
+CURL_CALLERS := agent/ctl/ctl_client.c config/keys.c providers/hooks/webhook.c providers/https.c providers/https_http.c \
+	providers/https_ca.c
 $(patsubst %.c,$(B)/%.o,$(CURL_CALLERS)): ALL_CFLAGS += -Wsystem-headers -Werror=attribute-warning
 endif
 

@@ -8,7 +8,7 @@
  * The code calls each function by an explicit name, sym_NAME
  * (sym_curl_easy_setopt(...)): libcurl's own names keep their meaning, and
  * curl.h's type checks of curl_easy_setopt() and friends stay on.  A build
- * configured with --enable-linked-libs links libcurl and libcrypto instead
+ * configured with --enable-linked-libs links libcurl, libcrypto and libssl instead
  * (sym_NAME is NAME), so that gcc checks every option's argument type there;
  * CI builds it (.ci/run).
  * - curl_dl_load(): loads libcurl and runs curl_global_init() once per
@@ -41,7 +41,7 @@ int curl_dl_load(char *why, size_t whylen);
 	X(curl_multi_remove_handle) X(curl_multi_perform) X(curl_multi_poll) X(curl_multi_wakeup) \
 	X(curl_multi_info_read) X(curl_multi_setopt) X(curl_url) X(curl_url_cleanup)              \
 	X(curl_url_get) X(curl_url_set) X(curl_url_strerror) X(curl_share_init)                   \
-	X(curl_share_setopt) X(curl_share_cleanup) X(curl_share_strerror)
+	X(curl_share_setopt) X(curl_share_cleanup) X(curl_share_strerror) X(curl_version_info)
 
 #ifdef MEMGRANT_LINKED_LIBS
 #define sym_curl_global_init curl_global_init
@@ -75,6 +75,7 @@ int curl_dl_load(char *why, size_t whylen);
 #define sym_curl_share_setopt curl_share_setopt
 #define sym_curl_share_cleanup curl_share_cleanup
 #define sym_curl_share_strerror curl_share_strerror
+#define sym_curl_version_info curl_version_info
 #else
 struct curl_dl {
 #define CURL_DL_MEMBER(f) __typeof__(&f) f;
@@ -115,6 +116,7 @@ const struct curl_dl *curl_dl_fns(void);
 #define sym_curl_share_setopt (curl_dl_fns()->curl_share_setopt)
 #define sym_curl_share_cleanup (curl_dl_fns()->curl_share_cleanup)
 #define sym_curl_share_strerror (curl_dl_fns()->curl_share_strerror)
+#define sym_curl_version_info (curl_dl_fns()->curl_version_info)
 #endif
 
 #endif

@@ -3,7 +3,7 @@
  * A table of functions from a shared library opened with dlopen() when first
  * needed, so that a process maps a library (and everything it depends on)
  * only when its configuration uses it: libcurl (lib/curl_dl.h), libcrypto
- * (lib/crypto_dl.h).
+ * (lib/crypto_dl.h), libssl (lib/ssl_dl.h).
  *
  * dl_table_open() opens SONAME and resolves every name of NAMES into FNS:
  * 0, or -ELIBACC with WHY saying which library or which function is missing

@@ -15,7 +15,7 @@ TEST_DEPS="util-linux curl openssl python3 procps"
 CROSS_DEPS="gcc-s390x-linux-gnu qemu-user-static mmdebstrap"
 
 # what ./configure cannot do without, as pkg-config modules
-REQUIRED_MODULES="jansson cmocka libmicrohttpd yaml-0.1 smartcols libcurl libcrypto libsystemd libseccomp"
+REQUIRED_MODULES="jansson cmocka libmicrohttpd yaml-0.1 smartcols libcurl libcrypto libssl libsystemd libseccomp"
 OPTIONAL_MODULES="fuse3 libvirt libxml-2.0"
 
 # missing_build: prints what configure would miss (nothing when all is there)

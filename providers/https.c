@@ -543,12 +543,15 @@ static int conn_init(struct https_provider *p, struct conn *c, const char *name)
 	return 0;
 }
 
-static void conn_done(struct conn *c)
+static void conn_done(struct https_provider *p, struct conn *c)
 {
 	if (c->easy)
 		sym_curl_easy_cleanup(c->easy);
 	if (c->multi)
 		sym_curl_multi_cleanup(c->multi);
+	/* after the easy handle that used its share */
+	https_ca_put(p, c->ca);
+	c->ca = NULL;
 	https_token_clear(c);
 	https_tls_clear(c);
 	free(c->ca_alias_path);
@@ -578,32 +581,35 @@ static void share_unlock(CURL *e, curl_lock_data data, void *user)
 	pthread_mutex_unlock(&p->share_lock);
 }
 
-static int share_init(struct https_provider *p)
+CURLSH *https_share_new(struct https_provider *p)
 {
-	p->share = sym_curl_share_init();
-	if (!p->share)
-		return -ENOMEM;
-	if (sym_curl_share_setopt(p->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
-	    sym_curl_share_setopt(p->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
-	    sym_curl_share_setopt(p->share, CURLSHOPT_USERDATA, p) != CURLSHE_OK ||
-	    sym_curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
-	    sym_curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK) {
+	CURLSH *s = sym_curl_share_init();
+
+	if (!s)
+		return NULL;
+	if (sym_curl_share_setopt(s, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+	    sym_curl_share_setopt(s, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+	    sym_curl_share_setopt(s, CURLSHOPT_USERDATA, p) != CURLSHE_OK ||
+	    sym_curl_share_setopt(s, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
+	    sym_curl_share_setopt(s, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK) {
 		/* a libcurl without it: each handle keeps its own sessions */
-		sym_curl_share_cleanup(p->share);
-		p->share = NULL;
+		sym_curl_share_cleanup(s);
+		return NULL;
 	}
-	return 0;
+	return s;
 }
 
 static void provider_free(struct https_provider *p)
 {
 	if (!p)
 		return;
-	conn_done(&p->poll);
-	conn_done(&p->send);
-	/* after the easy handles that used it */
+	conn_done(p, &p->poll);
+	conn_done(p, &p->send);
+	/* after the easy handles that used them */
 	if (p->share)
 		sym_curl_share_cleanup(p->share);
+	https_ca_put(p, p->ca);
+	p->ca = NULL;
 	if (p->curl_initialised)
 		sym_curl_global_cleanup();
 	free(p->base);
@@ -616,6 +622,7 @@ static void provider_free(struct https_provider *p)
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->share_lock);
+	pthread_mutex_destroy(&p->ca_lock);
 	free(p);
 }
 
@@ -669,6 +676,7 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_init(&p->share_lock, NULL);
+	pthread_mutex_init(&p->ca_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->cond, &ca);
@@ -727,20 +735,23 @@ int https_provider_start(const struct mg_https_config *cfg, const char *agent_id
 	sym_curl_free(esc);
 	if (!p->agent)
 		goto fail;
-	r = share_init(p);
-	if (r < 0)
-		goto fail;
 	r = conn_init(p, &p->poll, "poll");
 	if (r < 0)
 		goto fail;
 	r = conn_init(p, &p->send, "send");
 	if (r < 0)
 		goto fail;
+	/* ca_file parsed once for both threads when libcurl uses OpenSSL 3;
+	 * each parse has its share then (https_ca.c) */
+	https_ca_init(p);
+	if (!p->ca_store)
+		p->share = https_share_new(p);
 
 	if (p->insecure)
 		log_warn(log, "providers.https: INSECURE: %s is plain http (insecure_http: true): grants, reports and "
 			 "the bearer token travel unencrypted and the server is not authenticated", p->base);
-	check_file(p, "ca_file", p->ca_file);
+	if (!p->ca_store)
+		check_file(p, "ca_file", p->ca_file); /* else https_ca_init() read it */
 	check_file(p, "cert_file", p->cert_file);
 	check_file(p, "key_file", p->key_file);
 	check_file(p, "token_file", p->token_file);

@@ -227,11 +227,12 @@ void https_tls_clear(struct conn *c)
 	c->tls_loaded = false;
 }
 
-/* Decides how the CA reaches curl before each request: by path when the
- * agent can read ca_file itself (then curl parses it once and the multi
- * handle keeps the store for every later connection), else as the blob
- * read through the credential store (parsed again at each handshake: curl
- * caches no store made from a blob).  A change of the file (inode, size,
+/* When the provider does not parse ca_file itself (p->ca_store false:
+ * libcurl not on OpenSSL 3, https_ca.c), decides how the CA reaches curl
+ * before each request: by path when the agent can read ca_file itself
+ * (then curl parses it once and the multi handle keeps the store for every
+ * later connection), else as the blob read through the credential store
+ * (parsed again at each handshake: curl caches no store made from a blob).  A change of the file (inode, size,
  * time) is seen here: the next request spells the path the other way
  * (".../dir/./NAME"), which curl takes for another file and parses once
  * more, and opens a new connection that verifies with the new CA. */
@@ -240,8 +241,8 @@ static void ca_watch(struct https_provider *p, struct conn *c)
 	struct stat st;
 	bool was = c->ca_by_path;
 
-	if (!p->ca_file)
-		return;
+	if (!p->ca_file || p->ca_store)
+		return; /* the provider's parse (https_ca.c) */
 	if (!c->ca_alias_path) {
 		const char *slash = strrchr(p->ca_file, '/');
 
@@ -306,7 +307,7 @@ static int tls_refresh(struct https_provider *p, struct conn *c, char *why, size
 	if (c->tls_loaded && c->tls_gen == gen)
 		return 0;
 	for (size_t i = 0; i < 3 && r == 0; i++) {
-		if (!path[i] || (i == 2 && !p->cert_file) || (i == 0 && c->ca_by_path))
+		if (!path[i] || (i == 2 && !p->cert_file) || (i == 0 && (c->ca_by_path || p->ca_store)))
 			continue;
 		r = cred_read(p->creds, path[i], CRED_FILE_MAX, &buf[i], &len[i]);
 		if (r < 0)
@@ -472,7 +473,14 @@ static void set_common(struct https_provider *p, struct conn *c, struct response
 	 * keeps in the multi handle (the system bundle holds what the folder
 	 * holds where update-ca-certificates writes both) */
 	sym_curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
-	if (c->ca_by_path) {
+	if (p->ca_store) {
+		/* the provider's CA certificates, parsed once per change of the
+		 * file, verify the server at the handshake (https_ca.c); no CA file
+		 * of curl's own, not even its built-in default */
+		sym_curl_easy_setopt(e, CURLOPT_CAINFO, NULL);
+		sym_curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, https_ca_ssl_ctx);
+		sym_curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, c);
+	} else if (c->ca_by_path) {
 		sym_curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_alias ? c->ca_alias_path : p->ca_file);
 	} else if (c->tls[0]) {
 		struct curl_blob b = { .data = c->tls[0], .len = c->tls_len[0], .flags = CURL_BLOB_COPY };
@@ -499,13 +507,18 @@ static void set_common(struct https_provider *p, struct conn *c, struct response
 	/* TLS sessions shared by both threads and kept across reconnects: after
 	 * an outage the agent resumes instead of a full handshake (the storm's
 	 * cost is the server's signatures) */
-	if (p->share)
+	/* with the provider's CA parse, the share that came with it: sessions
+	 * made with an older CA are not in it */
+	if (p->ca_store)
+		sym_curl_easy_setopt(e, CURLOPT_SHARE, c->ca ? c->ca->share : NULL);
+	else if (p->share)
 		sym_curl_easy_setopt(e, CURLOPT_SHARE, p->share);
 #if LIBCURL_VERSION_NUM >= 0x075700
 	/* the parsed CA store kept in the multi handle across connections (a
 	 * CA file; curl parses a CA blob per handshake); ca_watch() sees a
 	 * change of the file, so the store is never older than the file */
-	sym_curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, -1L);
+	if (!p->ca_store)
+		sym_curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, -1L);
 #endif
 }
 
@@ -588,6 +601,11 @@ int https_request(struct https_provider *p, struct conn *c, const char *method, 
 	*resp = (struct response){ .retry_after_s = -1, .spread_ms = -1 };
 	if (p->token_file) {
 		r = token_refresh(p, c, why, whylen);
+		if (r < 0)
+			return r;
+	}
+	if (p->ca_store) {
+		r = https_ca_refresh(p, c, why, whylen);
 		if (r < 0)
 			return r;
 	}

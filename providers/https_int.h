@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Inside the HTTPS provider: what its threads share (https.c: the poller,
- * the sender, start and stop) and what one request needs (https_http.c:
- * the connection, the bearer token, backoff, classifying an answer).  Not
- * an interface for other modules; see https.h.
+ * the sender, start and stop; https_ca.c: the CA parsed once for both) and
+ * what one request needs (https_http.c: the connection, the bearer token,
+ * backoff, classifying an answer).  Not an interface for other modules; see
+ * https.h.
  */
 #pragma once
 
 #include "lib/curl_dl.h"
 #include <jansson.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -36,6 +38,31 @@
 #define JOURNAL_RETRY_MAX_MS 5000u      /* the journal refused to record (disk full): tried again at least this often */
 #define TOKEN_MAX 8192
 
+
+/* One parse of ca_file (https_ca.c): its certificates, the ones the server
+ * is verified with (read only once made), and the curl share that holds the
+ * TLS sessions and DNS answers of the connections verified with them, so
+ * that no session made with an older CA is resumed (a resumption verifies
+ * no certificate).  Shared by both threads; freed by the last of the
+ * provider and the conns to let it go. */
+struct ca_gen {
+	STACK_OF(X509) *certs;
+	CURLSH *share;                  /* NULL: a libcurl without shares */
+	unsigned refs;                  /* under the provider's ca_lock */
+	unsigned n;                     /* which parse: 1, 2, ... (for the log) */
+};
+
+/* The file a CA parse was read from: its stat, or when the agent cannot
+ * stat it (a root-only folder, read through the helper) the credential
+ * generation (reloads) it was read at. */
+struct ca_key {
+	bool stat_ok;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	unsigned cred_gen;
+};
 
 /* One thread's connection: a multi handle with its one easy handle. */
 struct conn {
@@ -68,6 +95,7 @@ struct conn {
 	ino_t ca_ino;
 	off_t ca_size;
 	struct timespec ca_mtime;
+	struct ca_gen *ca;              /* the CA parse this thread verifies with (https_ca.c), NULL none */
 	bool fresh;                     /* the next request opens a new connection */
 	/* backoff (https_backoff.h) and the once-per-change log */
 	struct backoff bo;
@@ -97,8 +125,19 @@ struct https_provider {
 	atomic_bool spread_bad_logged;
 	/* both threads' TLS sessions and DNS answers: a reconnect resumes the
 	 * session instead of a full handshake */
-	CURLSH *share;
+	CURLSH *share;                  /* NULL when the CA parse's share serves (ca_store) */
 	pthread_mutex_t share_lock;
+	/* ca_file parsed once per change of the file for both threads, its
+	 * certificates the ones each handshake verifies the server with
+	 * (https_ca.c): when libcurl is built on OpenSSL 3.  Else (false) each
+	 * thread hands curl the path or the contents (ca_watch(),
+	 * tls_refresh() in https_http.c). */
+	bool ca_store;
+	pthread_mutex_t ca_lock;        /* guards what follows and each ca_gen's refs */
+	struct ca_gen *ca;              /* the newest parse accepted, NULL none yet */
+	struct ca_key ca_key;           /* the file it was parsed from */
+	unsigned ca_parses;             /* parses accepted so far */
+	bool ca_refused;                /* a changed ca_file refused (logged once) */
 	struct engine *d;
 	struct engine_source *source; /* SOURCE, reports to its outbox */
 	const struct mg_log *log;
@@ -149,8 +188,28 @@ void https_token_clear(struct conn *c);
 void https_tls_clear(struct conn *c);
 /* A CA bundle read from a file: 0 when it holds at least one certificate
  * and none cut short, else -EINVAL with WHY saying which (a rotation read
- * half written keeps the CA in use, https_http.c). */
+ * half written keeps the CA in use, https_http.c, https_ca.c); -ENOSYS
+ * without libcrypto.  https_ca_parse()
+ * also appends the certificates to CERTS (NULL: none; -ENOMEM when one
+ * cannot be) and counts them in *COUNT. */
 int https_ca_check(const char *ca, size_t ca_len, char *why, size_t whylen);
+int https_ca_parse(const char *ca, size_t ca_len, STACK_OF(X509) *certs, unsigned *count, char *why, size_t whylen);
+/* A curl share for TLS sessions and DNS answers locked by P's share_lock,
+ * or NULL when libcurl cannot share them (https.c). */
+CURLSH *https_share_new(struct https_provider *p);
+/* The provider's CA certificates (https_ca.c).  https_ca_init(): decides,
+ * once at start, whether P parses ca_file itself (P->ca_store; the reason
+ * when not is logged), and parses it a first time (a failure is logged; the
+ * requests try again).  https_ca_refresh(): before each request of C: a
+ * changed file is parsed again by the first thread to see it; C takes the
+ * newest parse and its share (C->fresh when it changed).  0, or -errno with
+ * WHY when there is no parse at all.  https_ca_ssl_ctx(): the
+ * CURLOPT_SSL_CTX_FUNCTION (its data: the conn).  https_ca_put(): lets a reference go (a conn's
+ * after its easy handle is cleaned up, P's at free). */
+void https_ca_init(struct https_provider *p);
+int https_ca_refresh(struct https_provider *p, struct conn *c, char *why, size_t whylen);
+void https_ca_put(struct https_provider *p, struct ca_gen *g);
+CURLcode https_ca_ssl_ctx(CURL *e, void *sslctx, void *userdata);
 /* 0 when CERT and KEY (PEM, the files' contents) both parse and KEY is
  * CERT's; -EINVAL (or -ENOSYS without libcrypto) with WHY saying which. */
 int https_pair_check(const char *cert, size_t cert_len, const char *key, size_t key_len, char *why, size_t whylen);

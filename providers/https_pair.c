@@ -3,7 +3,9 @@
  * A rotated certificate and key, checked before they are used (contract in
  * https_int.h): both parse and the key is the certificate's.  A reload that
  * read the files half written, or a key of another pair, would otherwise
- * fail every handshake until the next reload.
+ * fail every handshake until the next reload.  Likewise a CA bundle, which
+ * is parsed into the provider's list of CA certificates (https_ca.c) by the
+ * same pass.
  */
 #include "providers/https_int.h"
 
@@ -13,11 +15,12 @@
 
 #include "lib/crypto_dl.h"
 
-int https_ca_check(const char *ca, size_t ca_len, char *why, size_t whylen)
+int https_ca_parse(const char *ca, size_t ca_len, STACK_OF(X509) *certs, unsigned *count, char *why, size_t whylen)
 {
 	char text[200] = "";
 	unsigned long e;
-	size_t n = 0;
+	unsigned n = 0;
+	int added = 1;
 	FILE *f;
 	X509 *x;
 
@@ -29,25 +32,41 @@ int https_ca_check(const char *ca, size_t ca_len, char *why, size_t whylen)
 		return -errno;
 	}
 	sym_ERR_clear_error();
-	while ((x = sym_PEM_read_X509(f, NULL, NULL, NULL))) {
-		sym_X509_free(x);
+	/* _AUX: also "TRUSTED CERTIFICATE" blocks, as curl's own loading of a
+	 * CA file takes them */
+	while (added > 0 && (x = sym_PEM_read_X509_AUX(f, NULL, NULL, NULL))) {
+		if (certs)
+			added = sym_OPENSSL_sk_push((OPENSSL_STACK *)certs, x); /* the list keeps X */
+		if (!certs || added <= 0)
+			sym_X509_free(x);
 		n++;
 	}
 	fclose(f);
+	if (count)
+		*count = n;
 	/* the bundle ends where no PEM block starts any more; any other error
 	 * is a block cut short or damaged (a file read while being written) */
 	e = sym_ERR_get_error();
-	if (n > 0 && (e == 0 || (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE))) {
+	if (added > 0 && n > 0 &&
+	    (e == 0 || (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE))) {
 		sym_ERR_clear_error();
 		return 0;
 	}
 	if (e)
 		sym_ERR_error_string_n(e, text, sizeof(text));
 	sym_ERR_clear_error();
-	snprintf(why, whylen, "%s", n == 0 ? "it holds no whole PEM certificate" : "a certificate in it is cut short");
+	snprintf(why, whylen, "%s",
+		 added <= 0 ? "out of memory for its certificates"
+		 : n == 0   ? "it holds no whole PEM certificate"
+			    : "a certificate in it is cut short");
 	if (text[0])
 		snprintf(why + strlen(why), whylen - strlen(why), " (%s)", text);
-	return -EINVAL;
+	return added <= 0 ? -ENOMEM : -EINVAL;
+}
+
+int https_ca_check(const char *ca, size_t ca_len, char *why, size_t whylen)
+{
+	return https_ca_parse(ca, ca_len, NULL, NULL, why, whylen);
 }
 
 /* No passphrase prompt: memgrantd cannot answer one. */

@@ -6,15 +6,19 @@
 #   cp_wait 'PYTHON-EXPR' [SECS]  wait until the expression over s (the state) is true
 #   https_config [yaml lines]     write_config plus a providers.https section
 #   log_wait REGEX [SECS]         wait for a line in the daemon's log
+#   opens_watch DIR NAME          count the opens of DIR/NAME from now on; opens prints the count,
+#                                 opens_stop ends the count
 CPDIR=$(cd "$(dirname "${0}")/../controlplane" 2>/dev/null && pwd)
 [ -f "$CPDIR/cp.py" ] || CPDIR=$(pwd)/tests/controlplane
 CERTS=$T/certs
 CP_PID=
+OPENS_PID=
 command -v openssl >/dev/null 2>&1 || skip "openssl not installed"
 command -v curl >/dev/null 2>&1 || skip "curl not installed"
 trap 'cp_stop; cleanup' EXIT INT TERM
 
 cp_stop() {
+	opens_stop
 	if [ -n "$CP_PID" ]; then
 		kill "$CP_PID" 2>/dev/null
 		wait "$CP_PID" 2>/dev/null
@@ -113,4 +117,48 @@ for k, e in bad:
     print("schema:", k, e)
 print("checked %d statuses, %d inventories with %s" % (len(s["statuses"]), len(s["inventories"]), s["schema"]))
 sys.exit(1 if bad or not s["statuses"] and not s["inventories"] else 0)' || fail "messages do not match docs/api/messages.schema.json"
+}
+
+# opens_watch DIR NAME: counts the opens of DIR/NAME with inotify on DIR
+# (nothing but the agent, or its helper, may open it meanwhile); `opens`
+# prints the count so far.  The watcher stops with opens_stop or cp_stop.
+opens_watch() {
+	python3 - "$1" "$2" "$T/opens" <<'PY' &
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+IN_OPEN = 0x20
+fd = libc.inotify_init()
+if fd < 0 or libc.inotify_add_watch(fd, sys.argv[1].encode(), IN_OPEN) < 0:
+    sys.exit("inotify: %s" % os.strerror(ctypes.get_errno()))
+n = 0
+open(sys.argv[3] + ".tmp", "w").write("0")
+os.rename(sys.argv[3] + ".tmp", sys.argv[3])
+while True:
+    buf = os.read(fd, 65536)
+    i = 0
+    while i < len(buf):
+        wd, mask, cookie, ln = struct.unpack_from("iIII", buf, i)
+        name = buf[i + 16:i + 16 + ln].rstrip(b"\0").decode()
+        i += 16 + ln
+        if name == sys.argv[2]:
+            n += 1
+    open(sys.argv[3] + ".tmp", "w").write(str(n))
+    os.rename(sys.argv[3] + ".tmp", sys.argv[3])
+PY
+	OPENS_PID=$!
+	i=0
+	while [ ! -s "$T/opens" ]; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || fail "inotify watcher did not start"
+		sleep 0.1
+	done
+}
+
+opens() { cat "$T/opens"; }
+
+opens_stop() {
+	if [ -n "$OPENS_PID" ]; then
+		kill "$OPENS_PID" 2>/dev/null
+		OPENS_PID=
+	fi
 }

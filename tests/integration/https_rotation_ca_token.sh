@@ -6,7 +6,8 @@
 #      completed file is read at the next request, without another reload;
 #   2. ca_file cut in the middle of its PEM block: the CA read before still
 #      verifies the control plane (polls go on, no TLS error), one warning
-#      per thread names the file and why; the completed file is taken at the
+#      (from the thread that saw the change first: the CA is parsed once for
+#      both) names the file and why; the completed file is taken at the
 #      next request.
 # Before, an empty token stopped every request ("token_file ... is empty")
 # and a cut CA failed every handshake until the files were whole again.
@@ -50,14 +51,15 @@ head -c "$(( $(wc -c < "$CERTS/ca.pem") / 2 ))" "$CERTS/ca.pem" > "$K/ca.pem.cut
 mv "$K/ca.pem.cut" "$K/ca.pem"
 n0=$(n_polls)
 cp_wait "s['n_polls'] >= $n0 + 3" 20
-log_wait "https poll: ca_file $K/ca.pem changed: it holds no whole PEM certificate .*still verifying with the CA read before" 5
+log_wait "https (poll|send): ca_file $K/ca.pem changed: it holds no whole PEM certificate .*still verifying with the CA read before" 5
 grep -q 'curl error' "$T/daemon.log" && fail "a cut CA reached curl: $(grep 'curl error' "$T/daemon.log" | head -n 2)"
 cp "$CERTS/ca.pem" "$K/ca.pem.new"
 mv "$K/ca.pem.new" "$K/ca.pem"
-log_wait "https poll: ca_file $K/ca.pem changed; the next connection verifies with it" 20
+# (the wording without the provider's parse, a libcurl not on OpenSSL 3: "the next connection verifies")
+log_wait "https (poll|send): ca_file $K/ca.pem changed; (parsed again: .*)?the next connections? verif(y|ies) with it" 20
 n0=$(n_polls)
 cp_wait "s['n_polls'] >= $n0 + 2" 20
-n=$(grep -c "https poll: ca_file $K/ca.pem changed: it holds no whole PEM certificate" "$T/daemon.log")
-[ "$n" = 1 ] || fail "the poller logged the cut CA $n times, want once"
+n=$(grep -Ec "https (poll|send): ca_file $K/ca.pem changed: it holds no whole PEM certificate" "$T/daemon.log")
+[ "$n" = 1 ] || fail "the cut CA was logged $n times, want once"
 stop_daemon
 echo ok

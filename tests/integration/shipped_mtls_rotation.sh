@@ -12,6 +12,9 @@
 # 3. rotation: a new pair from the same CA written over the files, SIGHUP:
 #    the next requests present the new certificate, without a restart, and a
 #    second grant is applied over it;
+#    the root-only CA, read through the helper, is read and parsed once at
+#    start and once at the reload, not once per connection thread, and
+#    not at each handshake (issue 31);
 # 4. --check-config refuses a key of another pair, naming key and file, and a
 #    root-only key root does not own (the helper, root without capabilities,
 #    could not open it), naming the fix.
@@ -77,6 +80,7 @@ grep -Eq "^providers.https.cert_file: $E/client.pem is valid until .* \([12] day
 	fail "--check-config does not give the days left: $(cat "$T/check.out"; cat "$C")"
 
 # 2. a grant over mTLS
+opens_watch "$E" ca.pem
 # shellcheck disable=SC2086
 "$MEMGRANTD" -c "$C" $OPTS --foreground >> "$T/daemon.log" 2>&1 &
 DAEMON_PID=$!
@@ -94,6 +98,11 @@ cp_admin POST /agents/$AGENT/grants '{"type":"grant","id":"g-1","size":"256M"}' 
 cp_wait 'st("g-1")[-1:] == ["applied"]' 30
 cp_wait "any(p['client_cert'] == '$FP1' for p in s['polls'])" 10
 grep -q 'Permission denied\|curl error 58' "$T/daemon.log" && fail "a credential file was refused: $(cat "$T/daemon.log")"
+ca_start=$(opens)
+# without the provider's parse (a libcurl not on OpenSSL 3, logged) each thread reads it
+CA_BY_CURL=
+grep -q "https: ca_file .* is handed to curl" "$T/daemon.log" && CA_BY_CURL=1
+[ -n "$CA_BY_CURL" ] || [ "$ca_start" -eq 1 ] || fail "the root-only ca_file was read $ca_start times at start, want once"
 
 # 3. rotation: new files in place, SIGHUP, the next connection uses them
 install -m 0600 -o root -g root "$CERTS/client2.pem" "$E/client.pem.new"
@@ -123,6 +132,14 @@ print("polls", len(seen), "old", seen.count(fp1), "new", seen.count(fp2), "switc
 PY
 kill -0 $DAEMON_PID || fail "memgrantd is gone after the reload"
 stop_daemon
+ca_reload=$(( $(opens) - ca_start ))
+parses=$(grep -c "https.*: ca_file $E/ca.pem \(changed; \)\{0,1\}parsed" "$T/daemon.log")
+echo "root-only ca_file: read $ca_start time(s) at start, $ca_reload after the reload; parses logged: $parses${CA_BY_CURL:+ (handed to curl: not checked)}"
+if [ -z "$CA_BY_CURL" ]; then
+	[ "$ca_reload" -eq 1 ] || fail "the root-only ca_file was read $ca_reload times after the reload, want once"
+	[ "$parses" -eq 2 ] || fail "the root-only ca_file was parsed $parses times, want 2 (start, reload)"
+fi
+opens_stop # the files are written below
 
 # 4. a key of another pair; a root-only key root does not own
 install -m 0600 -o root -g root "$CERTS/client.key" "$E/client.key"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Libraries loaded when first needed (lib/dl_table.h, lib/curl_dl.h,
- * lib/crypto_dl.h): a missing library or function is a clear error naming
+ * lib/crypto_dl.h, lib/ssl_dl.h): a missing library or function is a clear error naming
  * it; the loaded tables call the real functions.  And systemd's
  * notification protocol without libsystemd (lib/sdnotify.h).
  */
@@ -23,6 +23,7 @@
 #include "lib/curl_dl.h"
 #include "lib/dl_table.h"
 #include "lib/sdnotify.h"
+#include "lib/ssl_dl.h"
 
 static void test_missing_library(void **state)
 {
@@ -80,6 +81,25 @@ static void test_curl_and_crypto_tables(void **state)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
 	/* RFC 4231-style known answer (Wikipedia's HMAC_SHA256 example) */
 	assert_string_equal(hex, "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8");
+}
+
+/* libssl's table, and the OpenSSL list the HTTPS provider keeps its CA
+ * certificates in (providers/https_ca.c) through libcrypto's */
+static void test_ssl_table_and_stack(void **state)
+{
+	char why[300] = "", item[] = "x";
+	OPENSSL_STACK *sk;
+
+	(void)state;
+	assert_int_equal(ssl_dl_load(why, sizeof(why)), 0);
+	assert_non_null(sym_SSL_CTX_set_cert_verify_callback);
+	assert_int_equal(crypto_dl_load(why, sizeof(why)), 0);
+	sk = sym_OPENSSL_sk_new_null();
+	assert_non_null(sk);
+	assert_true(sym_OPENSSL_sk_push(sk, item) > 0);
+	assert_int_equal(sym_OPENSSL_sk_num(sk), 1);
+	assert_ptr_equal(sym_OPENSSL_sk_value(sk, 0), item);
+	sym_OPENSSL_sk_free(sk);
 }
 
 static void test_notify(void **state)
@@ -143,6 +163,7 @@ int main(void)
 		cmocka_unit_test(test_missing_function),
 		cmocka_unit_test(test_found),
 		cmocka_unit_test(test_curl_and_crypto_tables),
+		cmocka_unit_test(test_ssl_table_and_stack),
 		cmocka_unit_test(test_notify),
 		cmocka_unit_test(test_watchdog),
 	};
