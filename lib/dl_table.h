@@ -33,4 +33,57 @@
 
 int dl_table_open(const char *soname, const char *const *names, void **fns, size_t n, char *why, size_t whylen);
 
+/*
+ * DL_TABLE_LOADER(PREFIX, SONAME, FUNCS, LIBRARY): the loader of a table
+ * struct PREFIX whose members FUNCS(X) names (lib/crypto_dl.h,
+ * lib/ssl_dl.h).  It defines PREFIX_load(why, whylen), crypto_dl_load()
+ * for instance: SONAME opened once per process (pthread_once), 0 or
+ * -ELIBACC with WHY; and the table's accessor, crypto_dl_fns() for
+ * instance: it loads first when nobody did, and stops the process naming
+ * LIBRARY after a failed load (a caller that went on regardless: a bug,
+ * stopped there rather than at a jump through a NULL pointer).  The table
+ * is written once under pthread_once and only read afterwards.
+ */
+#define DL_TABLE_NAME_(f) #f,
+#define DL_TABLE_SET_(f) t->f = (__typeof__(t->f))fns[i++];
+#define DL_TABLE_LOADER(prefix, soname, FUNCS, library)                                                   \
+	static const char *const prefix##_names[] = { FUNCS(DL_TABLE_NAME_) };                           \
+	static struct prefix prefix##_table;                                                              \
+	static int prefix##_result;                                                                       \
+	static char prefix##_why[256];                                                                    \
+	static pthread_once_t prefix##_once = PTHREAD_ONCE_INIT;                                          \
+                                                                                                          \
+	static void prefix##_open(void)                                                                   \
+	{                                                                                                 \
+		enum { N = sizeof(prefix##_names) / sizeof(prefix##_names[0]) };                          \
+		struct prefix *t = &prefix##_table;                                                       \
+		void *fns[N];                                                                             \
+		size_t i = 0;                                                                             \
+                                                                                                          \
+		prefix##_result = dl_table_open(soname, prefix##_names, fns, N, prefix##_why,             \
+						sizeof(prefix##_why));                                     \
+		if (prefix##_result < 0)                                                                  \
+			return;                                                                           \
+		FUNCS(DL_TABLE_SET_)                                                                      \
+	}                                                                                                 \
+                                                                                                          \
+	int prefix##_load(char *why, size_t whylen)                                                       \
+	{                                                                                                 \
+		pthread_once(&prefix##_once, prefix##_open);                                              \
+		if (prefix##_result < 0 && why && whylen)                                                 \
+			snprintf(why, whylen, "%s", prefix##_why);                                        \
+		return prefix##_result;                                                                   \
+	}                                                                                                 \
+                                                                                                          \
+	const struct prefix *prefix##_fns(void)                                                           \
+	{                                                                                                 \
+		pthread_once(&prefix##_once, prefix##_open);                                              \
+		if (prefix##_result < 0) {                                                                \
+			fprintf(stderr, "memgrant: a " library " function was called although " library " did " \
+				"not load: %s\n", prefix##_why);                                         \
+			abort();                                                                          \
+		}                                                                                         \
+		return &prefix##_table;                                                                   \
+	}
+
 #endif
