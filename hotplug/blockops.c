@@ -117,11 +117,11 @@ int block_bring_up_r(struct hp_backend *b, const struct block_reader *rd, uint64
 			}
 			set_memmap = true;
 			res->steps_done |= 1u << STEP_MEMMAP;
-			/* the reader's row takes the new value (no notification
+			/* the reader's row takes the new value: no notification
 			 * tells of it, and the reads after the next writes keep
-			 * it); the write's success already says it */
-			if (rd && read_state(b, rd, id, STEP_MEMMAP, &m) < 0)
-				m.memmap_on_memory = (int8_t)memmap;
+			 * it (a failed read leaves it to the next whole read) */
+			if (rd)
+				(void)read_state(b, rd, id, STEP_MEMMAP, &m);
 		}
 		r = block_configure(b, id); /* C7 */
 		if (r < 0) {
