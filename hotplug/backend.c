@@ -36,6 +36,25 @@ int block_offline(struct hp_backend *b, uint64_t id)
 				      b->has_write_deadline ? &b->write_deadline : NULL);
 }
 
+int hp_write_seq(struct hp_backend *b, uint64_t id, const struct hp_write *w, size_t n, size_t *done)
+{
+	*done = 0;
+	if (n == 0 || n > HP_WRITE_SEQ_MAX)
+		return -EINVAL;
+	if (b->ops->write_seq)
+		return b->ops->write_seq(b, id, w, n, done);
+	for (; *done < n; (*done)++) {
+		const struct hp_write *one = &w[*done];
+		int r = one->attr == HP_ATTR_STATE && streq(one->value, "offline")
+				? block_offline(b, id)
+				: b->ops->write_attr(b, one->attr, id, one->value);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int hp_set_auto_online(struct hp_backend *b, const char *policy)
 {
 	return b->ops->write_attr(b, HP_ATTR_AUTO_ONLINE, 0, policy);

@@ -69,6 +69,15 @@ enum hp_reread {
 
 struct hp_backend;
 
+/* One write of a sequence (hp_write_seq()): VALUE to ATTR. */
+struct hp_write {
+	enum hp_attr attr;
+	const char *value;
+};
+
+/* The longest sequence hp_write_seq() takes: a block's writes up or down. */
+#define HP_WRITE_SEQ_MAX 3
+
 struct hp_backend_ops {
 	const char *name; /* "sysfs", "sim" */
 	/* Whole-machine view (A1-A9, C1-C3). */
@@ -85,6 +94,16 @@ struct hp_backend_ops {
 		      struct mem_block *out);
 	/* Write VALUE to ATTR of block ID, as echo(1) would (with or without newline). */
 	int (*write_attr)(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value);
+	/* Optional: write_attr, only if the write is over at once: an offline
+	 * that would migrate (W6, for as long as it takes) is not started and
+	 * -EWOULDBLOCK is returned, for the caller to write it where it can be
+	 * killed (hp_write_with_deadline()).  sim: an offline without latency
+	 * is over at once.  Absent: every offline is taken to migrate. */
+	int (*write_prompt)(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value);
+	/* Optional: hp_write_seq() (below) in one exchange; a backend that
+	 * writes in another process sends the writes together.  Absent: each
+	 * is written in turn. */
+	int (*write_seq)(struct hp_backend *b, uint64_t id, const struct hp_write *w, size_t n, size_t *done);
 	/* Reads auto_online_blocks into BUF; -ENOENT when the file is absent. */
 	int (*read_auto_online)(struct hp_backend *b, char *buf, size_t len);
 	/*
@@ -181,11 +200,23 @@ int hp_set_write_deadline(struct hp_backend *b, const struct timespec *deadline)
  * left it (read it; it may have gone offline just before).  The child
  * serves one write after another (a revocation's offlines cost no fork
  * each) until hp_offline_writer_end(), a kill at a deadline, or its
- * parent's death (PR_SET_PDEATHSIG).  DEADLINE NULL: the write in the
- * caller, no child.
+ * parent's death (PR_SET_PDEATHSIG).  DEADLINE NULL, or a write the
+ * backend's write_prompt makes at once: the write in the caller, no child.
  */
 int hp_write_with_deadline(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value,
 			   const struct timespec *deadline);
+
+/*
+ * Writes W[0..N) (N at most HP_WRITE_SEQ_MAX) to block ID in this order and
+ * stops at the first that fails: its error, with *DONE the writes that
+ * succeeded before it (N when 0 is returned).  An offline is written under
+ * B's write deadline, as block_offline() writes it.  For writes whose order
+ * the kernel sets (an offline, then the deconfigure) that the caller would
+ * make one after the other anyway: through the privileged helper they cost
+ * one round trip, not one each (hotplug/privsep/helper_client.c).
+ * -EINVAL for N outside 1..HP_WRITE_SEQ_MAX.
+ */
+int hp_write_seq(struct hp_backend *b, uint64_t id, const struct hp_write *w, size_t n, size_t *done);
 
 /* Ends B's writer process, if any (it exits at the end of its requests)
  * and reaps it: when the writes under a deadline are over for now. */

@@ -88,7 +88,10 @@ int block_bring_up_r(struct hp_backend *b, const struct block_reader *rd, uint64
 		     enum online_type type, struct block_result *res)
 {
 	struct mem_block m;
-	bool set_memmap = false, configured_now = false;
+	struct hp_write seq[HP_WRITE_SEQ_MAX];
+	enum block_step step[HP_WRITE_SEQ_MAX];
+	size_t n = 0, done = 0;
+	bool set_memmap, configured_now;
 	int r;
 
 	memset(res, 0, sizeof(*res));
@@ -107,55 +110,48 @@ int block_bring_up_r(struct hp_backend *b, const struct block_reader *rd, uint64
 		return 0;
 	}
 
+	/* One sequence (hp_write_seq(): through the helper, one round trip):
+	 * memmap_on_memory while deconfigured (C12), configure (C7), online
+	 * (W5); the writes stop at the first that fails. */
 	if (!m.configured) {
-		/* C12: memmap_on_memory only changes while deconfigured. */
 		if (memmap >= 0 && m.memmap_on_memory >= 0 && m.memmap_on_memory != memmap) {
-			r = block_set_memmap(b, id, memmap);
-			if (r < 0) {
-				read_after(b, id, res);
-				return failed(res, STEP_MEMMAP, r);
-			}
-			set_memmap = true;
-			res->steps_done |= 1u << STEP_MEMMAP;
-			/* the reader's row takes the new value: no notification
-			 * tells of it, and the reads after the next writes keep
-			 * it (a failed read leaves it to the next whole read) */
-			if (rd)
-				(void)read_state(b, rd, id, STEP_MEMMAP, &m);
+			seq[n] = (struct hp_write){ HP_ATTR_MEMMAP, memmap ? "1" : "0" };
+			step[n++] = STEP_MEMMAP;
 		}
-		r = block_configure(b, id); /* C7 */
-		if (r < 0) {
-			if (set_memmap && can_undo(r))
-				keep_undo_err(res, block_set_memmap(b, id, !memmap));
-			read_after(b, id, res);
-			return failed(res, STEP_CONFIGURE, r);
-		}
-		configured_now = true;
-		res->steps_done |= 1u << STEP_CONFIGURE;
-		r = read_state(b, rd, id, STEP_CONFIGURE, &m);
-		if (r < 0)
-			return failed(res, STEP_READ, r);
+		seq[n] = (struct hp_write){ HP_ATTR_CONFIG, "1" };
+		step[n++] = STEP_CONFIGURE;
+	}
+	seq[n] = (struct hp_write){ HP_ATTR_STATE, online_type_word(type) };
+	step[n++] = STEP_ONLINE;
+	r = hp_write_seq(b, id, seq, n, &done);
+	for (size_t i = 0; i < done; i++)
+		res->steps_done |= 1u << step[i];
+	set_memmap = res->steps_done & (1u << STEP_MEMMAP);
+	configured_now = res->steps_done & (1u << STEP_CONFIGURE);
+	/* the reader's row takes the new memmap_on_memory: no notification
+	 * tells of it, and the reads after the next writes keep it (a failed
+	 * read leaves it to the next whole read) */
+	if (set_memmap && rd)
+		(void)read_state(b, rd, id, STEP_MEMMAP, &m);
+	if (r == 0) {
+		state_after(b, rd, id, STEP_ONLINE, res);
+		return 0;
+	}
+	if (step[done] == STEP_ONLINE && configured_now && r == -EINVAL &&
+	    read_state(b, rd, id, STEP_READ, &m) == 0 && m.configured && m.state == MEM_STATE_ONLINE) {
+		/* W2 after C7: auto_online_blocks onlined it at the configure,
+		 * possibly in another zone than asked; that is reported, not
+		 * fought */
 		res->after = m;
-		/* C7: auto_online_blocks may have onlined it already, possibly in
-		 * another zone than asked; that is reported, not fought. */
-		if (m.state == MEM_STATE_ONLINE) {
-			res->auto_onlined = true;
-			return 0;
-		}
+		res->auto_onlined = true;
+		return 0;
 	}
-
-	r = block_online(b, id, type); /* W5 */
-	if (r < 0) {
-		if (configured_now && can_undo(r))
-			keep_undo_err(res, block_deconfigure(b, id));
-		if (set_memmap && can_undo(r) && res->undo_err == 0)
-			keep_undo_err(res, block_set_memmap(b, id, !memmap));
-		read_after(b, id, res);
-		return failed(res, STEP_ONLINE, r);
-	}
-	res->steps_done |= 1u << STEP_ONLINE;
-	state_after(b, rd, id, STEP_ONLINE, res);
-	return 0;
+	if (configured_now && can_undo(r))
+		keep_undo_err(res, block_deconfigure(b, id));
+	if (set_memmap && can_undo(r) && res->undo_err == 0)
+		keep_undo_err(res, block_set_memmap(b, id, !memmap));
+	read_after(b, id, res);
+	return failed(res, step[done], r);
 }
 
 /* The online type that puts a block back into the zone it was in (A9). */
@@ -170,9 +166,11 @@ static enum online_type type_for_zone(const char *zone)
 
 int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint64_t id, struct block_result *res)
 {
+	static const struct hp_write down[] = { { HP_ATTR_STATE, "offline" }, { HP_ATTR_CONFIG, "0" } };
 	struct mem_block m;
-	bool offlined = false;
+	bool offlined = false, deconfigured = false;
 	char zone[MEM_ZONES_TEXT_MAX];
+	size_t done = 0;
 	int r;
 
 	memset(res, 0, sizeof(*res));
@@ -191,32 +189,36 @@ int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint6
 	mem_zones_format(m.zones, zone, sizeof(zone));
 
 	if (m.state == MEM_STATE_ONLINE) {
-		r = block_offline(b, id); /* W6 */
-		if (r == -EINTR) {
+		/* W6, then C11 in one sequence (hp_write_seq()) */
+		r = hp_write_seq(b, id, down, m.in_firmware ? 2 : 1, &done);
+		if (done == 0 && r == -EINTR) {
 			/* cut at the deadline: the kernel may have finished just
 			 * before, and its word, not the write's, counts */
 			struct mem_block now;
 
 			if (hp_read_block(b, id, &now) == 0 && now.state == MEM_STATE_OFFLINE)
-				r = 0;
+				r = 0, done = 1;
 		}
-		if (r < 0) {
+		if (done == 0) {
 			read_after(b, id, res);
 			return failed(res, STEP_OFFLINE, r);
 		}
 		offlined = true;
 		res->steps_done |= 1u << STEP_OFFLINE;
+		deconfigured = done == 2;
 	}
-	if (m.in_firmware) {
-		r = block_deconfigure(b, id); /* C11 */
+	if (m.in_firmware && !deconfigured) {
+		if (r == 0) /* else the sequence's deconfigure failed */
+			r = block_deconfigure(b, id); /* C11 */
 		if (r < 0) {
 			if (offlined && can_undo(r))
 				keep_undo_err(res, block_online(b, id, type_for_zone(zone)));
 			read_after(b, id, res);
 			return failed(res, STEP_DECONFIGURE, r);
 		}
-		res->steps_done |= 1u << STEP_DECONFIGURE;
 	}
+	if (m.in_firmware)
+		res->steps_done |= 1u << STEP_DECONFIGURE;
 	state_after(b, rd, id, m.in_firmware ? STEP_DECONFIGURE : STEP_OFFLINE, res);
 	return 0;
 }

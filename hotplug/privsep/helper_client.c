@@ -140,47 +140,96 @@ static int helper_gone_locked(struct privsep_backend *p)
 	return -HP_EWRITER_GONE;
 }
 
+/* Sends RQ[0..N) in one call and reads their N replies (p->lock held):
+ * the first failure's errno, *DONE the requests answered 0 before it. */
+static int exchange_locked(struct privsep_backend *p, struct ph_request *rq, size_t n, size_t *done)
+{
+	struct mmsghdr msgs[HP_WRITE_SEQ_MAX];
+	struct iovec iov[HP_WRITE_SEQ_MAX];
+	size_t sent = 0;
+	int first_err = 0;
+
+	if (p->gone)
+		return -HP_EWRITER_GONE;
+	for (size_t i = 0; i < n; i++) {
+		if (rq[i].op == PH_OP_OFFLINE && p->has_deadline)
+			rq[i].deadline_ms = ms_left(&p->deadline);
+		iov[i] = (struct iovec){ .iov_base = &rq[i], .iov_len = sizeof(rq[i]) };
+		msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+	}
+	while (sent < n) {
+		int k = sendmmsg(p->fd, msgs + sent, (unsigned)(n - sent), MSG_NOSIGNAL);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0 || msgs[sent].msg_len != sizeof(rq[0]))
+			/* EPIPE, ECONNRESET, ENOTCONN...: the requests did not
+			 * reach the helper and no later one will (one sent before
+			 * is answered into a socket nobody reads) */
+			return helper_gone_locked(p);
+		sent += (size_t)k;
+	}
+	/* The helper is doing the writes; a signal here changes nothing.  It
+	 * answers each, a chained one after a failure with ECANCELED. */
+	for (size_t i = 0; i < n; i++) {
+		struct ph_reply rp;
+		ssize_t got;
+
+		do
+			got = recv(p->fd, &rp, sizeof(rp), MSG_TRUNC);
+		while (got < 0 && errno == EINTR);
+		if (got <= 0 || got != (ssize_t)sizeof(rp) || rp.magic != PH_MAGIC || rp.err < 0) {
+			/* EOF or a reset: the helper died with the write in its
+			 * hands, which may or may not have reached the kernel */
+			if (!first_err)
+				*done = i;
+			return helper_gone_locked(p);
+		}
+		if (rp.err && !first_err) {
+			/* the kernel's own errno; it never says ESHUTDOWN, which
+			 * would read as the helper's end */
+			first_err = rp.err == HP_EWRITER_GONE ? -EIO : -rp.err;
+			*done = i;
+		}
+	}
+	if (!first_err)
+		*done = n;
+	return first_err;
+}
+
+static int ps_write_seq(struct hp_backend *b, uint64_t id, const struct hp_write *w, size_t n, size_t *done)
+{
+	struct privsep_backend *p = of(b);
+	struct ph_request rq[HP_WRITE_SEQ_MAX];
+	int r;
+
+	*done = 0;
+	if (n == 0 || n > HP_WRITE_SEQ_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		r = encode(w[i].attr, id, w[i].value, &rq[i]);
+		if (r < 0)
+			return r;
+		rq[i].flags = i ? PH_FLAG_CHAINED : 0;
+	}
+	pthread_mutex_lock(&p->lock);
+	r = exchange_locked(p, rq, n, done);
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
 static int ps_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value)
 {
 	struct privsep_backend *p = of(b);
 	struct ph_request rq;
-	struct ph_reply rp;
-	ssize_t n;
+	size_t done;
 	int r;
 
 	r = encode(attr, id, value, &rq);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&p->lock);
-	if (p->gone) {
-		r = -HP_EWRITER_GONE;
-		goto out;
-	}
-	if (rq.op == PH_OP_OFFLINE && p->has_deadline)
-		rq.deadline_ms = ms_left(&p->deadline);
-	do
-		n = send(p->fd, &rq, sizeof(rq), MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)sizeof(rq)) {
-		/* EPIPE, ECONNRESET, ENOTCONN...: whatever the reason, the request
-		 * did not reach the helper and no later one will */
-		r = helper_gone_locked(p);
-		goto out;
-	}
-	/* The helper is doing the write; a signal here changes nothing. */
-	do
-		n = recv(p->fd, &rp, sizeof(rp), MSG_TRUNC);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0 || n != (ssize_t)sizeof(rp) || rp.magic != PH_MAGIC || rp.err < 0) {
-		/* EOF or a reset: the helper died with the write in its hands,
-		 * which may or may not have reached the kernel */
-		r = helper_gone_locked(p);
-		goto out;
-	}
-	/* the kernel's own errno; it never says ESHUTDOWN, which would read as
-	 * the helper's end */
-	r = rp.err == HP_EWRITER_GONE ? -EIO : -rp.err;
-out:
+	r = exchange_locked(p, &rq, 1, &done);
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
@@ -226,6 +275,7 @@ int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out)
 		.read_block = ps_read_block,
 		.reread = ps_reread,
 		.write_attr = ps_write_attr,
+		.write_seq = ps_write_seq,
 		.read_auto_online = ps_read_auto_online,
 		.watch_open = ps_watch_open,
 		.watch_read = ps_watch_read,

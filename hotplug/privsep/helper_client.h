@@ -13,7 +13,9 @@
  * word or "offline" for state, one of the four auto_online_blocks words).
  * Anything else is refused here with -EINVAL without asking the helper,
  * which would end the pair for it.  The online attribute is not written by
- * the agent and is refused the same way.
+ * the agent and is refused the same way.  write_seq sends a block's writes
+ * in one sendmmsg(), each after the first flagged PH_FLAG_CHAINED, and reads
+ * their replies: the helper stops at the first that fails.
  *
  * When the helper is gone (it exited or was killed: EPIPE, ECONNRESET or EOF
  * on the socket; or it broke the protocol), the write in progress and every

@@ -58,8 +58,9 @@ int ph_request_check(const struct ph_request *rq, size_t len, struct hp_path *ro
 		return bad(why, whylen, "request of %zu bytes, expected %zu", len, sizeof(*rq));
 	if (rq->magic != PH_MAGIC)
 		return bad(why, whylen, "request with magic 0x%08" PRIx32 ", expected 0x%08x", rq->magic, PH_MAGIC);
-	if (rq->pad != 0)
-		return bad(why, whylen, "request with non-zero padding 0x%08" PRIx32, rq->pad);
+	if (rq->flags & ~PH_FLAG_CHAINED)
+		return bad(why, whylen, "request with unknown flags 0x%08" PRIx32 ", only 0x%x is defined", rq->flags,
+			   PH_FLAG_CHAINED);
 	switch (rq->op) {
 	case PH_OP_CONFIGURE:
 	case PH_OP_DECONFIGURE:
@@ -142,6 +143,21 @@ int privhelper_hello(int fd, int err)
 	return send_reply(fd, err);
 }
 
+/* Whether the next request on FD is already there and chained to the one
+ * just performed (a look, not a read: the loop reads and checks it). */
+static bool chained_request_waiting(int fd)
+{
+	struct ph_request rq;
+	struct iovec iov = { .iov_base = &rq, .iov_len = sizeof(rq) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	do
+		n = recvmsg(fd, &mh, MSG_PEEK | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof(rq) && (rq.flags & PH_FLAG_CHAINED);
+}
+
 /* How long the offline writer of a revocation outlives its last offline. */
 #define OFFLINE_WRITER_IDLE_MS 1000
 
@@ -150,6 +166,9 @@ int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend
 {
 	int cred_fd = creds ? creds->fd : -1;
 	uint32_t refusals_said = 0; /* by index: a retried request is not logged again */
+	int last_err = 0;           /* the last request's answer, for a chained one */
+	int held[HP_WRITE_SEQ_MAX]; /* answers not sent yet: their sequence goes on */
+	size_t n_held = 0;
 
 	for (;;) {
 		/* one byte more than a request, so that a longer one shows */
@@ -226,10 +245,19 @@ int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend
 		r = ph_request_check(&buf.rq, (size_t)n, root, why, whylen);
 		if (r < 0)
 			return r;
-		r = send_reply(fd, perform(writer, &buf.rq));
-		if (r < 0) {
-			snprintf(why, whylen, "cannot answer: %s", strerror(-r));
-			return r;
+		last_err = (buf.rq.flags & PH_FLAG_CHAINED) && last_err ? -ECANCELED : perform(writer, &buf.rq);
+		held[n_held++] = last_err;
+		/* the answers of a sequence go together, after its last write:
+		 * the peer then wakes once for them */
+		if (n_held < ARRAY_SIZE(held) && chained_request_waiting(fd))
+			continue;
+		for (size_t i = 0; i < n_held; i++) {
+			r = send_reply(fd, held[i]);
+			if (r < 0) {
+				snprintf(why, whylen, "cannot answer: %s", strerror(-r));
+				return r;
+			}
 		}
+		n_held = 0;
 	}
 }

@@ -10,12 +10,16 @@
  * deliberately poor: six typed operations, fixed-size little structs in host
  * byte order (both ends are the same binary), no strings, no file names.
  *
- *   request (24 bytes)  magic op arg deadline_ms pad block
+ *   request (24 bytes)  magic op arg deadline_ms flags block
  *   reply   (8 bytes)   magic err            err: 0 or a positive errno
  *
  * The helper answers one reply per request, in order.  Right after start it
  * sends one unsolicited reply (the hello): err 0 when its backend is open,
- * else why not.
+ * else why not.  A request flagged PH_FLAG_CHAINED is performed only when
+ * the request before it was answered 0; else it is answered ECANCELED and
+ * nothing is written.  So a block's writes in the kernel's order (offline,
+ * deconfigure) are sent together and the helper stops at the first that
+ * fails, as the caller would: one round trip for them, not one each.
  *
  * A request that is not exactly one well-formed struct ph_request, carries
  * anything but bytes (SCM_RIGHTS ...), names an unknown operation, argument,
@@ -36,6 +40,8 @@
 
 #define PH_MAGIC 0x4d475048u /* "MGPH" */
 #define PH_MAX_DEADLINE_MS (24u * 3600u * 1000u)
+/* Performed only if the request before it was answered 0 (see above). */
+#define PH_FLAG_CHAINED 0x1u
 
 enum ph_op {
 	PH_OP_CONFIGURE = 1,   /* firmware config = 1 (C7) */
@@ -51,7 +57,7 @@ struct ph_request {
 	uint16_t op;          /* enum ph_op */
 	uint16_t arg;         /* memmap 0/1, enum online_type, word index; else 0 */
 	uint32_t deadline_ms; /* PH_OP_OFFLINE only: 0 no limit, else at most PH_MAX_DEADLINE_MS */
-	uint32_t pad;         /* 0 */
+	uint32_t flags;       /* 0 or PH_FLAG_CHAINED */
 	uint64_t block;       /* block id; 0 for PH_OP_SET_AUTO_ONLINE */
 };
 

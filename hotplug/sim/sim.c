@@ -56,6 +56,7 @@ struct txn {
 	size_t n_chunks;
 	bool marked;            /* the marker says in flight */
 	bool (*writer_killed)(void); /* sim_set_kill_check() */
+	bool prompt_only;       /* sim_write_prompt(): no offline that migrates */
 };
 
 static void txn_drop_chunks(struct txn *t)
@@ -488,6 +489,8 @@ static int apply(struct txn *t, enum hp_attr attr, uint64_t id, bool val, int ty
 	case HP_ATTR_STATE:
 		if ((type < 0) == (old.state == MEM_STATE_OFFLINE))
 			return -EINVAL; /* W2 */
+		if (type < 0 && t->prompt_only && s->latency_ms > 0)
+			return -EWOULDBLOCK; /* its migration lasts: nothing written */
 		if (type < 0)
 			return do_offline(t, id, &old);
 		(void)sim_sleep(s->latency_ms);
@@ -535,7 +538,7 @@ static int sim_settle(struct hp_backend *hb)
 	return r;
 }
 
-static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id, const char *value)
+static int sim_write(struct hp_backend *hb, enum hp_attr attr, uint64_t id, const char *value, bool prompt_only)
 {
 	struct sim_backend *sb = (struct sim_backend *)hb;
 	_cleanup_close_ int lockfd = -1;
@@ -573,10 +576,25 @@ static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id,
 		return lockfd;
 	r = txn_begin(&t, sb->fs, lockfd);
 	t.writer_killed = sb->writer_killed;
+	t.prompt_only = prompt_only;
 	if (r == 0)
 		r = apply(&t, attr, id, val, type, word);
 	txn_end(&t);
 	return r < 0 ? r : 0;
+}
+
+static int sim_write_attr(struct hp_backend *hb, enum hp_attr attr, uint64_t id, const char *value)
+{
+	return sim_write(hb, attr, id, value, false);
+}
+
+/* The backend's write_prompt (backend.h): an offline migrates only for the
+ * latency the sim's settings give it (W6); without one it is over at once
+ * and needs no writer that can be killed.  Decided under the lock, from the
+ * settings the write itself uses. */
+static int sim_write_prompt(struct hp_backend *hb, enum hp_attr attr, uint64_t id, const char *value)
+{
+	return sim_write(hb, attr, id, value, true);
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -729,6 +747,7 @@ static const struct hp_backend_ops sim_ops = {
 	.discover = sim_discover,
 	.read_block = sim_read_block,
 	.write_attr = sim_write_attr,
+	.write_prompt = sim_write_prompt,
 	.settle = sim_settle,
 	.read_auto_online = sim_read_auto_online,
 	.watch_open = sim_watch_open_op,

@@ -80,7 +80,7 @@ for be in sysfs sim; do
 	bad $be huge "request of 4096 bytes, expected 24"
 	bad $be empty "request of 0 bytes"
 	bad $be magic "magic 0x12345678"
-	bad $be pad "non-zero padding"
+	bad $be pad "unknown flags 0x00000002"
 	bad $be op:0 "unknown operation 0"
 	bad $be op:99 "unknown operation 99"
 	bad $be noblock "block 100000, which this machine does not have"

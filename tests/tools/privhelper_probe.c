@@ -75,7 +75,7 @@ static int build(const char *spec, struct ph_request *rq, char *bytes, size_t *l
 		} else if (streq(word, "magic")) {
 			rq->magic = 0x12345678;
 		} else if (streq(word, "pad")) {
-			rq->pad = 1;
+			rq->flags = 2;
 		} else if (streq(word, "op")) {
 			rq->op = (uint16_t)n; /* op:0, op:99 */
 		} else if (streq(word, "noblock")) {

@@ -402,7 +402,9 @@ static void test_auto_online_detected(void **state)
 	f->rec.log[0] = '\0';
 	assert_int_equal(block_bring_up(f->b, 16, -1, ONLINE_KERNEL, &res), 0);
 	assert_true(res.auto_onlined);
-	assert_string_equal(f->rec.log, "config16=1"); /* not onlined a second time */
+	/* the online write of the sequence is refused (W2) and changes nothing */
+	assert_string_equal(f->rec.log, "config16=1 state16=online_kernel");
+	assert_int_equal(res.steps_done, (1u << STEP_CONFIGURE));
 	assert_int_equal(res.after.state, MEM_STATE_ONLINE);
 	assert_string_equal(MEM_ZONES_TEXT(res.after.zones), "Movable"); /* the kernel's choice, reported */
 }

@@ -133,6 +133,45 @@ static void test_writes(void **state)
 	assert_int_equal(block_configure(f->b, 4), 0); /* the helper is still there */
 }
 
+/* A block's writes in one exchange: the helper stops at the first that
+ * fails (PH_FLAG_CHAINED), the writes before it landed, none after. */
+static void test_write_seq(void **state)
+{
+	struct fx *f = *state;
+	const struct hp_write up[] = { { HP_ATTR_MEMMAP, "0" }, { HP_ATTR_CONFIG, "1" },
+				       { HP_ATTR_STATE, "online_movable" } };
+	const struct hp_write down[] = { { HP_ATTR_STATE, "offline" }, { HP_ATTR_CONFIG, "0" } };
+	const struct hp_write bad_word[] = { { HP_ATTR_CONFIG, "1" }, { HP_ATTR_STATE, "going-offline" } };
+	size_t done = 99;
+
+	/* block 2: online, both writes land in the kernel's order */
+	assert_int_equal(hp_write_seq(f->b, 2, down, 2, &done), 0);
+	assert_int_equal(done, 2);
+	assert_file(f->root, "sys/devices/system/memory/memory2/state", "offline");
+	assert_file(f->root, "sys/firmware/memory/memory2/config", "0");
+	/* block 6: standby, no state file: the offline's ENOENT stops the
+	 * sequence and the deconfigure after it is not written */
+	assert_int_equal(block_configure(f->b, 6), 0);
+	assert_int_equal(hp_write_seq(f->b, 6, down, 2, &done), -ENOENT);
+	assert_int_equal(done, 0);
+	assert_file(f->root, "sys/firmware/memory/memory6/config", "1");
+	/* block 5: memmap and configure land, the online's ENOENT (no devices
+	 * entry in this tree) comes back with done 2 */
+	assert_int_equal(hp_write_seq(f->b, 5, up, 3, &done), -ENOENT);
+	assert_int_equal(done, 2);
+	assert_file(f->root, "sys/firmware/memory/memory5/memmap_on_memory", "0");
+	assert_file(f->root, "sys/firmware/memory/memory5/config", "1");
+	/* a word the helper never takes refuses the whole sequence here */
+	assert_int_equal(hp_write_seq(f->b, 4, bad_word, 2, &done), -EINVAL);
+	assert_int_equal(done, 0);
+	assert_file(f->root, "sys/firmware/memory/memory4/config", "0");
+	assert_int_equal(hp_write_seq(f->b, 4, up, 0, &done), -EINVAL);
+	assert_int_equal(hp_write_seq(f->b, 4, up, HP_WRITE_SEQ_MAX + 1, &done), -EINVAL);
+	/* the chain ends with its sequence: the next write is the helper's again */
+	assert_int_equal(block_configure(f->b, 4), 0);
+	assert_file(f->root, "sys/firmware/memory/memory4/config", "1");
+}
+
 /* Values the typed helpers never write never reach the helper. */
 static void test_refused_locally(void **state)
 {
@@ -330,7 +369,7 @@ static void test_check(void **state)
 		{ ok, 23, "request of 23 bytes, expected 24" },
 		{ ok, 25, "request of 25 bytes" },
 		{ { .magic = 1, .op = PH_OP_CONFIGURE, .block = 4 }, 24, "magic" },
-		{ { .magic = PH_MAGIC, .op = PH_OP_CONFIGURE, .block = 4, .pad = 7 }, 24, "padding" },
+		{ { .magic = PH_MAGIC, .op = PH_OP_CONFIGURE, .block = 4, .flags = 6 }, 24, "unknown flags" },
 		{ { .magic = PH_MAGIC, .op = 0, .block = 4 }, 24, "unknown operation 0" },
 		{ { .magic = PH_MAGIC, .op = 7, .block = 4 }, 24, "unknown operation 7" },
 		{ { .magic = PH_MAGIC, .op = PH_OP_CONFIGURE, .arg = 1, .block = 4 }, 24, "configure with argument 1" },
@@ -368,6 +407,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_writes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_seq, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refused_locally, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deadline_writer_kept, setup, teardown),

@@ -14,6 +14,7 @@
 #include "hotplug/livetable.h"
 #include "hotplug/sim/sim.h"
 #include "lib/fileio.h"
+#include "lib/timeutil.h"
 #include "lib/util.h"
 
 #include <dirent.h>
@@ -436,6 +437,46 @@ static void test_latency_applies_to_changes(void **state)
 	assert_int_equal(block_deconfigure(f->b, 16), -EBUSY);
 	assert_int_equal(f->b->ops->write_attr(f->b, HP_ATTR_CONFIG, 16, "bogus"), -EINVAL);
 	assert_true(now_ms() - t0 < 145);
+}
+
+/* An offline that cannot last is written in the caller, one that migrates
+ * (latency, W6) by a writer that can be killed at the deadline; the sim says
+ * which under its lock (write_prompt), from the settings the write uses. */
+static void test_offline_prompt_or_killable(void **state)
+{
+	struct fx *f = *state;
+	struct timespec deadline;
+	struct mem_block m;
+
+	fx_init(f, NULL);
+	assert_int_equal(block_configure(f->b, 16), 0);
+	assert_int_equal(block_online(f->b, 16, ONLINE_MOVABLE), 0);
+	assert_int_equal(block_configure(f->b, 17), 0);
+	assert_int_equal(block_online(f->b, 17, ONLINE_MOVABLE), 0);
+	/* no latency: over at once, in this process */
+	assert_int_equal(f->b->ops->write_prompt(f->b, HP_ATTR_STATE, 16, "offline"), 0);
+	assert_int_equal(hp_read_block(f->b, 16, &m), 0);
+	assert_int_equal(m.state, MEM_STATE_OFFLINE);
+	/* refusals are the kernel's, prompt or not (W2) */
+	assert_int_equal(f->b->ops->write_prompt(f->b, HP_ATTR_STATE, 16, "offline"), -EINVAL);
+	deadline_after_ms(&deadline, 60000);
+	assert_int_equal(hp_set_write_deadline(f->b, &deadline), 0);
+	assert_int_equal(block_online(f->b, 16, ONLINE_MOVABLE), 0);
+	assert_int_equal(block_offline(f->b, 16), 0);
+	assert_false(hp_offline_writer_running(f->b)); /* no child for it */
+	/* latency: not started, for a writer that can be killed */
+	assert_int_equal(sim_set_faults(f->state, &(struct sim_faults){ .latency_ms = 50 }), 0);
+	assert_int_equal(f->b->ops->write_prompt(f->b, HP_ATTR_STATE, 17, "offline"), -EWOULDBLOCK);
+	assert_int_equal(hp_read_block(f->b, 17, &m), 0);
+	assert_int_equal(m.state, MEM_STATE_ONLINE);
+	/* other writes are prompt whatever they cost */
+	assert_int_equal(f->b->ops->write_prompt(f->b, HP_ATTR_STATE, 16, "online_movable"), 0);
+	assert_int_equal(block_offline(f->b, 17), 0);
+	assert_true(hp_offline_writer_running(f->b)); /* written by the child */
+	assert_int_equal(hp_read_block(f->b, 17, &m), 0);
+	assert_int_equal(m.state, MEM_STATE_OFFLINE);
+	hp_offline_writer_end(f->b);
+	assert_int_equal(hp_set_write_deadline(f->b, NULL), 0);
 }
 
 /* ---- tree ------------------------------------------------------------------ */
@@ -882,6 +923,7 @@ int main(void)
 		T(test_missing_state_file),
 		T(test_faults_persist_and_replace),
 		T(test_latency_applies_to_changes),
+		T(test_offline_prompt_or_killable),
 		T(test_tree_layout),
 		T(test_tree_without_memmap_support),
 		T(test_meminfo_arithmetic),
