@@ -16,6 +16,7 @@
 #include "providers/views/views_json.h"
 #include "lib/timeutil.h"
 #include "lib/fileio.h"
+#include "lib/heap.h"
 #include "lib/util.h"
 
 #include <grp.h>
@@ -52,6 +53,7 @@ MHD_Result_t api_send_json(struct MHD_Connection *c, unsigned status, json_t *j)
 	if (!text)
 		return MHD_NO;
 	n = strlen(text);
+	heap_trim_after_render(n);
 	{
 		char *withnl = realloc(text, n + 2);
 		if (!withnl) {

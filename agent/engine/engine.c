@@ -45,9 +45,9 @@ int engine_new(const struct mg_config *cfg, const struct mg_log *log, int helper
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&e->lock, NULL);
-	pthread_cond_init(&e->cond, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->cond, &ca);
 	pthread_cond_init(&e->outbox_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	e->log = *log;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "agent/engine/events.h"
+#include "lib/heap.h"
 #include "lib/json.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
@@ -139,18 +140,23 @@ static char *kept_text(json_t *ev, unsigned char *how)
  * new string, NULL on ENOMEM. */
 static char *published_text(const char *text, unsigned char how)
 {
-	_cleanup_json_ json_t *ev = json_loads(text, 0, NULL), *wire = NULL;
+	json_t *ev = json_loads(text, 0, NULL), *wire = NULL;
+	char *out = NULL;
 
 	if (!ev)
 		return NULL;
 	if (how == KEPT_RUNS) {
 		wire = report_runs_expand(ev);
-		return wire ? json_dumps(wire, JSON_COMPACT) : NULL;
+		out = wire ? json_dumps(wire, JSON_COMPACT) : NULL;
+	} else {
+		wire = report_runs_expand(json_object_get(ev, "status"));
+		if (wire && json_object_set(ev, "status", wire) == 0)
+			out = json_dumps(ev, JSON_COMPACT);
 	}
-	wire = report_runs_expand(json_object_get(ev, "status"));
-	if (!wire || json_object_set(ev, "status", wire) < 0)
-		return NULL;
-	return json_dumps(ev, JSON_COMPACT);
+	json_decref(wire);
+	json_decref(ev);
+	heap_trim_after_render(out ? strlen(out) : 0);
+	return out;
 }
 
 uint64_t events_publish(struct event_bus *b, json_t *ev)

@@ -281,6 +281,32 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
 	return res->err == 0;
 }
 
+/* How long the executor waits, once the queue is empty, before it gives
+ * the heap's free pages back: the report of the operation that ended is
+ * rendered as JSON meanwhile (the API's waiters, hooks, the control
+ * plane), and those thousands of small chunks are freed after the
+ * executor is done with it. */
+#define TRIM_QUIET_MS 50
+
+/* An operation over thousands of blocks leaves MBs of freed small chunks
+ * between the few that live on; malloc_trim() returns their pages.  Only
+ * when no operation follows, once the renderings of its report are freed.
+ * Called and returns with e->lock held. */
+static void trim_heap_when_quiet(struct engine *e)
+{
+	struct timespec until;
+
+	deadline_after_ms(&until, TRIM_QUIET_MS);
+	while (!e->queue_head && !e->stopping)
+		if (pthread_cond_timedwait(&e->cond, &e->lock, &until) == ETIMEDOUT)
+			break;
+	if (e->queue_head || e->stopping)
+		return;
+	pthread_mutex_unlock(&e->lock);
+	malloc_trim(0);
+	pthread_mutex_lock(&e->lock);
+}
+
 static void *executor_main(void *arg)
 {
 	struct engine *e = arg;
@@ -320,14 +346,7 @@ static void *executor_main(void *arg)
 		e->running = NULL;
 		op_free(o);
 		engine_notify(e);
-		if (!e->queue_head) {
-			/* an operation over thousands of blocks frees tens of MB of
-			 * reports and tables in many arenas' small chunks; give them
-			 * back to the kernel now that the agent goes idle */
-			pthread_mutex_unlock(&e->lock);
-			malloc_trim(0);
-			pthread_mutex_lock(&e->lock);
-		}
+		trim_heap_when_quiet(e);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return NULL;
