@@ -5,9 +5,11 @@
 #     start-up to ready of each; sysfs-shaped trees (bench/mktree.py) of
 #     BENCH_SCALE_TREES blocks (default 65536 262144): start-up to ready
 #   - grants and revocations of BENCH_SCALE_GRANTS blocks (default 512 4096
-#     16384) per block, against the same steps with memgrantctl --sim, and
-#     the system calls per block (strace -f, memgrantd apart from its
-#     helper) at BENCH_SCALE_STRACE (4096; set empty: skipped)
+#     16384) per block, against the same steps with memgrantctl --sim, the
+#     machine's context switches per block (/proc/stat ctxt: the wake-ups
+#     of the agent, its helper and their writer), and the system calls per
+#     block (strace -f, memgrantd apart from its helper) at
+#     BENCH_SCALE_STRACE (4096; set empty: skipped)
 #   - grants and revocations per block on a sim served as a tree over FUSE
 #     (tests/tools/simfs), BENCH_SCALE_FUSE_GRANTS blocks (default 512 4096
 #     16384), against the same steps with memgrantctl --sysroot, and the
@@ -61,6 +63,7 @@ load_of() { awk -v k="$1" '$1 == k { print $2; exit }' "$FIGS.load"; }
 note() { echo "NOTE $*"; }
 val() { awk -v k="$1" '$1 == k { print $2; exit }' "$FIGS"; }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+ctxt() { awk '$1 == "ctxt" { print $2 }' /proc/stat; }
 ms_per() { awk -v s="$1" -v n="$2" 'BEGIN { printf "%.3f", s * 1000 / n }'; }
 # cpu_ns PID: the time PID's threads have run so far, in ns (schedstat: a
 # thread that ended is not counted; memgrantd's threads live as long as it)
@@ -188,8 +191,11 @@ for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
 	name=g$n
 	yaml "$name" $((n + 16))
 	start "$name" || { note "grant of $n: memgrantd did not come up: $(tail -1 "$T/$name.log")"; continue; }
+	c0=$(ctxt)
 	g=$(timed "$name" grant $((n * 128))M --wait)
+	c1=$(ctxt)
 	v=$(timed "$name" revoke $((n * 128))M --wait)
+	c2=$(ctxt)
 	stop "$DPID"
 	rm -rf "$T/$name.d" "$T/$name.state"
 	"$CTL" sim init "$T/r$n.sim" --online 2G --standby $((n * 128))M --block-size 128M >/dev/null
@@ -197,6 +203,8 @@ for n in ${BENCH_SCALE_GRANTS-512 4096 16384}; do
 	rm -rf "$T/r$n.sim"*
 	fig "grant_ms_per_block@$n" "$(ms_per "$g" "$n")" ms "$(ms_per "$rgs" "$n")" "memgrantctl steps"
 	fig "revoke_ms_per_block@$n" "$(ms_per "$v" "$n")" ms "$(ms_per "$rvs" "$n")" "memgrantctl steps"
+	fig "grant_ctxt_per_block@$n" "$(awk -v c=$((c1 - c0)) -v n="$n" 'BEGIN { printf "%.2f", c / n }')" switches
+	fig "revoke_ctxt_per_block@$n" "$(awk -v c=$((c2 - c1)) -v n="$n" 'BEGIN { printf "%.2f", c / n }')" switches
 done
 
 # ---- grants on a tree that behaves like the kernel's: the sysfs backend on a
