@@ -196,8 +196,10 @@ int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint6
 			 * before, and its word, not the write's, counts */
 			struct mem_block now;
 
-			if (hp_read_block(b, id, &now) == 0 && now.state == MEM_STATE_OFFLINE)
-				r = 0, done = 1;
+			if (hp_read_block(b, id, &now) == 0 && now.state == MEM_STATE_OFFLINE) {
+				r = 0;
+				done = 1;
+			}
 		}
 		if (done == 0) {
 			read_after(b, id, res);

@@ -9,15 +9,30 @@
 #include <pthread.h>
 #include <time.h>
 
+#define EVENTS_MAX_BYTES (1u << 20) /* as kept: big reports as runs (EVENTS_RUNS_MIN) */
+
+/* Where an event's text is kept. */
+struct slot {
+	uint32_t off, len;   /* in event_bus.text, when in_text */
+	bool in_text;
+	unsigned char runs;  /* how it keeps block runs (enum kept) */
+	char *own;           /* a text longer than the buffer, kept alone; NULL */
+};
+
 struct event_bus {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	size_t capacity;
 	uint64_t next_seq; /* seq of the next event; the first is 1 */
 	uint64_t oldest;   /* oldest seq still kept */
-	size_t bytes;      /* text kept in the ring */
-	char **ring;       /* ring[seq % capacity] */
-	unsigned char *runs; /* runs[seq % capacity]: how it keeps block runs (enum kept) */
+	/* The kept texts one after the other in one buffer of EVENTS_MAX_BYTES
+	 * that wraps.  As many small strings, each allocated while an
+	 * operation's freed chunks lay around it, they held a page each
+	 * (docs/performance.md, "RSS over cycles").  Its pages are touched
+	 * only as texts reach them. */
+	char *text;
+	size_t wpos;        /* where the next text goes */
+	struct slot *slots; /* slots[seq % capacity] */
 	bool closed;
 	/* the listener has a lock of its own: it runs outside LOCK */
 	pthread_mutex_t listener_lock;
@@ -35,11 +50,11 @@ int events_new(size_t capacity, struct event_bus **out)
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
-	b->ring = calloc(capacity, sizeof(*b->ring));
-	b->runs = calloc(capacity, sizeof(*b->runs));
-	if (!b->ring || !b->runs) {
-		free(b->ring);
-		free(b->runs);
+	b->slots = calloc(capacity, sizeof(*b->slots));
+	b->text = malloc(EVENTS_MAX_BYTES);
+	if (!b->slots || !b->text) {
+		free(b->slots);
+		free(b->text);
 		free(b);
 		return -ENOMEM;
 	}
@@ -61,16 +76,15 @@ void events_free(struct event_bus *b)
 	if (!b)
 		return;
 	for (size_t i = 0; i < b->capacity; i++)
-		free(b->ring[i]);
-	free(b->ring);
-	free(b->runs);
+		free(b->slots[i].own);
+	free(b->slots);
+	free(b->text);
 	pthread_cond_destroy(&b->cond);
 	pthread_mutex_destroy(&b->lock);
 	pthread_mutex_destroy(&b->listener_lock);
 	free(b);
 }
 
-#define EVENTS_MAX_BYTES (1u << 20) /* as kept: big reports as runs (EVENTS_RUNS_MIN) */
 /* an event whose report lists more blocks is kept with them as runs: the
  * final event of a 4,096-block grant is a few hundred bytes, not 700 kB */
 #define EVENTS_RUNS_MIN 16
@@ -93,14 +107,37 @@ void events_set_listener(struct event_bus *b, void (*fn)(void *arg), void *arg)
 
 static void drop_oldest(struct event_bus *b)
 {
-	char **slot = &b->ring[b->oldest % b->capacity];
+	struct slot *s = &b->slots[b->oldest % b->capacity];
 
-	if (*slot) {
-		b->bytes -= strlen(*slot);
-		free(*slot);
-		*slot = NULL;
-	}
+	free(s->own);
+	*s = (struct slot){ 0 };
 	b->oldest++;
+}
+
+/* Makes room for LEN bytes at the write position (the start of the buffer
+ * when they do not fit before its end) by dropping the oldest events up to
+ * the last one whose text is in the way, or a text kept alone: the texts in
+ * the buffer follow each other from the oldest's to the write position,
+ * wrapping, so those in the way are always the oldest.  Returns where the
+ * text goes. */
+static size_t make_room(struct event_bus *b, size_t len)
+{
+	bool wraps = b->wpos + len > EVENTS_MAX_BYTES;
+	size_t at = wraps ? 0 : b->wpos;
+
+	for (uint64_t k = b->oldest; k < b->next_seq - 1; k++) {
+		const struct slot *s = &b->slots[k % b->capacity];
+		bool in_way;
+
+		if (!s->in_text && !s->own)
+			continue; /* lost to ENOMEM: holds nothing */
+		in_way = s->own || (wraps ? s->off >= b->wpos || s->off < len : s->off >= b->wpos && s->off < b->wpos + len);
+		if (!in_way)
+			break;
+		while (b->oldest <= k)
+			drop_oldest(b);
+	}
+	return at;
 }
 
 /* How the ring keeps an event's blocks. */
@@ -171,12 +208,26 @@ uint64_t events_publish(struct event_bus *b, json_t *ev)
 	text = kept_text(ev, &runs);
 	if (seq >= b->oldest + b->capacity)
 		drop_oldest(b);
-	b->ring[seq % b->capacity] = text; /* NULL on ENOMEM: readers skip it */
-	b->runs[seq % b->capacity] = runs;
-	b->bytes += text ? strlen(text) : 0;
-	/* big grants publish big reports: the ring is bounded in bytes too */
-	while (b->bytes > EVENTS_MAX_BYTES && b->oldest < seq)
-		drop_oldest(b);
+	if (text) {
+		size_t len = strlen(text);
+		struct slot s = { .runs = runs };
+
+		if (len <= EVENTS_MAX_BYTES) {
+			s.off = (uint32_t)make_room(b, len);
+			s.len = (uint32_t)len;
+			s.in_text = true;
+			memcpy(b->text + s.off, text, len);
+			b->wpos = s.off + len;
+			free(text);
+		} else {
+			/* kept alone, every older one dropped: the ring is
+			 * bounded in bytes */
+			while (b->oldest < seq)
+				drop_oldest(b);
+			s.own = text;
+		}
+		b->slots[seq % b->capacity] = s;
+	} /* else lost to ENOMEM: readers skip it */
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->lock);
 	call_listener(b);
@@ -212,14 +263,14 @@ int events_wait(struct event_bus *b, uint64_t after, int timeout_ms, char **text
 			want = oldest;
 		}
 		if (want < b->next_seq) {
-			const char *t = b->ring[want % b->capacity];
+			const struct slot *s = &b->slots[want % b->capacity];
 			*seq = want;
-			if (!t) {
+			if (!s->in_text && !s->own) {
 				after = want; /* lost to ENOMEM at publish time */
 				continue;
 			}
-			*text = strdup(t);
-			runs = b->runs[want % b->capacity];
+			*text = s->own ? strdup(s->own) : strndup(b->text + s->off, s->len);
+			runs = s->runs;
 			r = *text ? 1 : -ENOMEM;
 			break;
 		}

@@ -161,14 +161,35 @@ static bool chained_request_waiting(int fd)
 /* How long the offline writer of a revocation outlives its last offline. */
 #define OFFLINE_WRITER_IDLE_MS 1000
 
-int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
-		     char *why, size_t whylen)
+/* Answers not sent yet: their sequence goes on. */
+struct held {
+	int err[HP_WRITE_SEQ_MAX];
+	size_t n;
+};
+
+/* Sends the answers H holds, in order: 0 or -errno with WHY set. */
+static int send_held(int fd, struct held *h, char *why, size_t whylen)
+{
+	size_t n = h->n;
+
+	h->n = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r = send_reply(fd, h->err[i]);
+
+		if (r < 0) {
+			snprintf(why, whylen, "cannot answer: %s", strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int serve_requests(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
+			  struct held *held, char *why, size_t whylen)
 {
 	int cred_fd = creds ? creds->fd : -1;
 	uint32_t refusals_said = 0; /* by index: a retried request is not logged again */
 	int last_err = 0;           /* the last request's answer, for a chained one */
-	int held[HP_WRITE_SEQ_MAX]; /* answers not sent yet: their sequence goes on */
-	size_t n_held = 0;
 
 	for (;;) {
 		/* one byte more than a request, so that a longer one shows */
@@ -246,18 +267,26 @@ int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend
 		if (r < 0)
 			return r;
 		last_err = (buf.rq.flags & PH_FLAG_CHAINED) && last_err ? -ECANCELED : perform(writer, &buf.rq);
-		held[n_held++] = last_err;
+		held->err[held->n++] = last_err;
 		/* the answers of a sequence go together, after its last write:
 		 * the peer then wakes once for them */
-		if (n_held < ARRAY_SIZE(held) && chained_request_waiting(fd))
+		if (held->n < ARRAY_SIZE(held->err) && chained_request_waiting(fd))
 			continue;
-		for (size_t i = 0; i < n_held; i++) {
-			r = send_reply(fd, held[i]);
-			if (r < 0) {
-				snprintf(why, whylen, "cannot answer: %s", strerror(-r));
-				return r;
-			}
-		}
-		n_held = 0;
+		r = send_held(fd, held, why, whylen);
+		if (r < 0)
+			return r;
 	}
+}
+
+int privhelper_serve(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
+		     char *why, size_t whylen)
+{
+	struct held held = { .n = 0 };
+	int r = serve_requests(fd, creds, writer, root, &held, why, whylen);
+	char ignored[64];
+
+	/* a sequence cut short by a refused request, or by the end: every
+	 * request performed is answered all the same */
+	(void)send_held(fd, &held, ignored, sizeof(ignored));
+	return r;
 }

@@ -6,10 +6,12 @@
  * SOCK_SEQPACKET socketpair, whose other end privhelper_serve() serves
  * with a backend that only counts its writes, under a sysfs-shaped tree in
  * /tmp with blocks 0-3 in sys/devices/system/memory and 4-5 in
- * sys/firmware/memory (never the real /sys).  Whatever the bytes: no
- * crash, no leak; the helper answers exactly the requests before the first
- * one ph_request_check() refuses, each with one write, and then stops with
- * -EPROTO and a reason, or returns 0 at end of file.
+ * sys/firmware/memory (never the real /sys); its writes to block 3 fail
+ * with EBUSY.  Whatever the bytes: no crash, no leak; the helper answers
+ * exactly the requests before the first one ph_request_check() refuses, in
+ * order, each with one write and its result, but a chained one after a
+ * failed one (PH_FLAG_CHAINED) with ECANCELED and no write; then it stops
+ * with -EPROTO and a reason, or returns 0 at end of file.
  * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
  * The backend takes an offline's deadline itself (set_write_deadline, as
  * the forwarding backend does), so its offlines are written here, not in a
@@ -35,14 +37,15 @@ struct counting_backend {
 	size_t writes;
 };
 
+#define BUSY_BLOCK 3
+
 static int count_write(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value)
 {
 	(void)attr;
-	(void)id;
 	if (!value || !value[0])
 		abort();
 	((struct counting_backend *)(void *)b)->writes++;
-	return 0;
+	return id == BUSY_BLOCK && attr != HP_ATTR_AUTO_ONLINE ? -EBUSY : 0;
 }
 
 static int take_deadline(struct hp_backend *b, const struct timespec *deadline)
@@ -75,7 +78,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct counting_backend w = { .base = { .ops = &counting_ops } };
-	size_t off = 0, sent = 0, valid = 0, replies = 0;
+	size_t off = 0, sent = 0, valid = 0, replies = 0, writes = 0;
+	int32_t want[DATAGRAMS_MAX], last = 0;
 	bool refused = false, empty = false;
 	char why[256] = "", model_why[256];
 	struct ph_reply rp;
@@ -105,20 +109,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			empty = true;
 		else if (ph_request_check(&dg.rq, len, tree, model_why, sizeof(model_why)) < 0)
 			refused = true;
-		else
-			valid++;
+		else {
+			if ((dg.rq.flags & PH_FLAG_CHAINED) && last) {
+				last = ECANCELED;
+			} else {
+				writes++;
+				last = dg.rq.op != PH_OP_SET_AUTO_ONLINE && dg.rq.block == BUSY_BLOCK ? EBUSY : 0;
+			}
+			want[valid++] = last;
+		}
 	}
 	shutdown(sv[0], SHUT_WR);
 	r = privhelper_serve(sv[1], NULL, &w.base, tree, why, sizeof(why));
 	/* the replies first: closing the helper's end with requests unread resets the other */
 	while (recv(sv[0], &rp, sizeof(rp), MSG_DONTWAIT) == (ssize_t)sizeof(rp)) {
-		if (rp.magic != PH_MAGIC || rp.err != 0)
+		if (rp.magic != PH_MAGIC || replies >= valid || rp.err != want[replies])
 			abort();
 		replies++;
 	}
 	close(sv[0]);
 	close(sv[1]);
-	if (replies != valid || w.writes != valid || !why[0])
+	if (replies != valid || w.writes != writes || !why[0])
 		abort();
 	/* a refused request ends the loop with -EPROTO; an empty datagram
 	 * before the end of file is refused too, or read as the end */

@@ -566,6 +566,25 @@ static void dc_ack(struct ctl *c, struct dom *d, uint64_t seq)
 	dc_send_json(c, d, a);
 }
 
+#define ACK_RETRY_MIN_MS 500
+#define ACK_RETRY_MAX_MS 5000
+
+void dc_ack_when_journaled(struct ctl *c, struct dom *d, int64_t now)
+{
+	if (!d->ack_held || now < d->ack_retry_at)
+		return;
+	if (d->journal_behind && dc_journal(c, d) < 0) {
+		d->ack_retry_ms = d->ack_retry_ms ? d->ack_retry_ms * 2 : ACK_RETRY_MIN_MS;
+		if (d->ack_retry_ms > ACK_RETRY_MAX_MS)
+			d->ack_retry_ms = ACK_RETRY_MAX_MS;
+		d->ack_retry_at = now + d->ack_retry_ms;
+		return;
+	}
+	dc_ack(c, d, d->ack_held);
+	d->ack_held = 0;
+	d->ack_retry_ms = 0;
+}
+
 static void dc_on_agent_status(struct ctl *c, struct dom *d, const struct gmsg *m, int64_t now)
 {
 	d->query_out = false;
@@ -629,7 +648,12 @@ static void dc_on_message(struct ctl *c, struct dom *d, const struct gmsg *m, in
 		} else {
 			dc_late_report(c, d, m, now);
 		}
-		dc_ack(c, d, m->seq); /* after the journal took what it means */
+		/* acknowledged once the journal holds what it means: till then the
+		 * agent keeps it, and a serve that stops meanwhile gets it again */
+		d->ack_held = m->seq;
+		d->ack_retry_at = now;
+		d->ack_retry_ms = 0;
+		dc_ack_when_journaled(c, d, now);
 		return;
 	case GMSG_ERROR:
 		if (d->rec.op_id[0] && streq(m->id, d->rec.op_id)) {
@@ -844,6 +868,7 @@ void ctl_channel_up(struct ctl *c, const char *domain, int64_t now)
 	d->op_sent = false;
 	d->reconciled = false;
 	d->have_status = false;
+	d->ack_held = 0; /* a report of the last session comes again */
 	if (getrandom(&d->nonce, sizeof(d->nonce), 0) != sizeof(d->nonce))
 		d->nonce = (uint64_t)now * 2654435761u;
 	d->nonce &= MSG_GENERATION_MAX - 1;
@@ -862,6 +887,7 @@ void ctl_channel_down(struct ctl *c, const char *domain, int64_t now)
 		return;
 	d->connected = d->synced = false;
 	d->op_sent = false;
+	d->ack_held = 0; /* the agent sends its report again on the next session */
 	dc_emit(c, d, "channel.down", NULL);
 }
 

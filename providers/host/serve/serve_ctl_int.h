@@ -21,6 +21,9 @@ struct dom {
 	bool op_sent;
 	int64_t op_sent_at;
 	bool journal_behind;         /* the last journal write failed: the record on disk is an older one */
+	uint64_t ack_held;           /* a report's seq, acknowledged once the journal holds what it meant (0 none) */
+	int64_t ack_retry_at;        /* when the journal is tried again for it */
+	int64_t ack_retry_ms;        /* 0.5 s, doubling to 5 s */
 	int64_t regrant_at;          /* >0: send the grant again then (its blocks were not there yet) */
 	unsigned regrants;           /* of the operation in flight: the wait doubles from 100 ms to 500 ms */
 	int64_t refused_at;          /* the last shrink.refused without an offer (-1 none) */
@@ -69,6 +72,9 @@ void dc_send_op(struct ctl *c, struct dom *d, int64_t now);
 int dc_new_op_id(struct ctl *c, struct dom *d);
 void dc_set_phase(struct dom *d, enum dom_phase ph, int64_t now, int64_t within);
 void dc_go_idle(struct ctl *c, struct dom *d, int64_t now);
+/* The held ack sent once the journal holds what its report meant (retried
+ * from ctl_tick()). */
+void dc_ack_when_journaled(struct ctl *c, struct dom *d, int64_t now);
 void dc_start_grant(struct ctl *c, struct dom *d, uint64_t bytes, int64_t now);
 void dc_start_unplug(struct ctl *c, struct dom *d, uint64_t bytes, int64_t now);
 void dc_start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char *why_grow, int64_t now);

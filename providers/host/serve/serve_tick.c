@@ -146,6 +146,7 @@ void ctl_tick(struct ctl *c, int64_t now)
 		struct law_input in;
 		struct law_out lo;
 
+		dc_ack_when_journaled(c, d, now);
 		if (d->rec.phase != PH_IDLE && d->deadline >= 0 && now >= d->deadline)
 			deadline_passed(c, d, now);
 		if (d->rec.phase == PH_PLUGGING)

@@ -88,6 +88,66 @@ static void test_bounded_in_bytes(void **state)
 	events_free(b);
 }
 
+/* The kept texts share one buffer that wraps: after thousands of events of
+ * every size, the kept ones are the newest, each read back as published,
+ * their seqs consecutive, their bytes within the bound. */
+static void test_text_buffer_wraps(void **state)
+{
+	static char pad[50 * 1024 + 1];
+	struct event_bus *b;
+	char *text = NULL;
+	uint64_t seq = 0, missed = 0, after = 0, expect;
+	size_t kept_bytes = 0;
+	unsigned rnd = 7;
+
+	(void)state;
+	assert_int_equal(events_new(1024, &b), 0);
+	for (int i = 0; i < 3000; i++) {
+		size_t n = (rnd = rnd * 1103515245u + 12345u) % (i % 7 ? 900 : 50 * 1024);
+		json_t *ev, *got;
+
+		memset(pad, 'a' + i % 26, n);
+		pad[n] = '\0';
+		ev = json_pack("{s:i,s:s}", "i", i, "pad", pad);
+		events_publish(b, ev);
+		json_decref(ev);
+		/* the newest, whole */
+		assert_int_equal(events_wait(b, (uint64_t)i, 100, &text, &seq, &missed), 1);
+		assert_int_equal(seq, (uint64_t)i + 1);
+		got = json_loads(text, 0, NULL);
+		assert_non_null(got);
+		assert_int_equal(json_integer_value(json_object_get(got, "i")), i);
+		assert_int_equal(strlen(json_string_value(json_object_get(got, "pad"))), n);
+		json_decref(got);
+		free(text);
+	}
+	/* every one kept, from the oldest: consecutive, intact */
+	assert_int_equal(events_wait(b, 0, 100, &text, &seq, &missed), 1);
+	expect = seq;
+	assert_int_equal(missed, seq - 1);
+	for (after = 0;; after = seq) {
+		json_t *got;
+
+		if (after) {
+			if (events_wait(b, after, 0, &text, &seq, &missed) != 1)
+				break;
+			assert_int_equal(missed, 0);
+		}
+		assert_int_equal(seq, expect++);
+		got = json_loads(text, 0, NULL);
+		assert_non_null(got);
+		assert_int_equal(json_integer_value(json_object_get(got, "i")), (json_int_t)seq - 1);
+		assert_int_equal(json_integer_value(json_object_get(got, "seq")), (json_int_t)seq);
+		kept_bytes += strlen(text);
+		json_decref(got);
+		free(text);
+	}
+	assert_int_equal(expect, 3001);
+	assert_true(kept_bytes <= 1u << 20);
+	assert_true(kept_bytes > 1u << 19); /* the buffer is used, not one text at a time */
+	events_free(b);
+}
+
 /* The final event of a grant of 4,096 blocks (its whole report): readers get
  * the bytes published, and the ring keeps 32 of them (kept as runs: a few
  * hundred bytes each, where the text of one is 700 kB). */
@@ -226,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_in_order_with_seq),
 		cmocka_unit_test(test_slow_reader_is_told_what_it_missed),
 		cmocka_unit_test(test_bounded_in_bytes),
+		cmocka_unit_test(test_text_buffer_wraps),
 		cmocka_unit_test(test_big_reports_kept_as_runs),
 		cmocka_unit_test(test_close_wakes_readers),
 		cmocka_unit_test(test_close_keeps_what_was_published),

@@ -291,6 +291,38 @@ static void test_take_back_state_unwritable(void **state)
 	assert_int_equal(d->plugged, 0);
 }
 
+/* A grant's final report that comes while the state folder takes no write
+ * is acknowledged only once the journal holds what it meant: till then the
+ * agent keeps it, and a serve that stopped meanwhile would get it again. */
+static void test_report_acked_once_journaled(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	unsigned acks;
+
+	d->online_ms = 3000;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 256 * M);
+	for (int i = 0; i < 200 && !(fh_view(f, "vm").phase == PH_GRANTING && d->grants_seen); i++)
+		fh_step(f);
+	assert_int_equal(fh_view(f, "vm").phase, PH_GRANTING);
+	acks = d->acks_seen;
+	state_dir_unwritable(t);
+	fh_run(f, 5000); /* the guest applies it and reports */
+	assert_int_equal(d->online_granted, 256 * M);
+	assert_int_equal(fh_events_named(f, "vm", "grant.applied"), 1);
+	assert_int_equal(d->acks_seen, acks); /* not on disk: not acknowledged */
+	fh_run(f, 10000);
+	assert_int_equal(d->acks_seen, acks); /* tried again, still not */
+	state_dir_back(t);
+	fh_run(f, 6000); /* the next try, at most 5 s later */
+	assert_int_equal(d->acks_seen, acks + 1);
+	assert_int_equal(fh_view(f, "vm").granted, 256 * M);
+	assert_int_equal(fh_view(f, "vm").phase, PH_IDLE);
+}
+
 /* The same when the device kept part of an unplug: its grant back waits for
  * a state folder that takes the generation, and says nothing meanwhile. */
 static void test_partial_unplug_state_unwritable(void **state)
@@ -822,6 +854,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_take_back_state_unwritable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_unplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_unplug_state_unwritable, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_report_acked_once_journaled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guest_dies_mid_revocation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_guests_too_little, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_mid_grow, setup, teardown),
