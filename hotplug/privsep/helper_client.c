@@ -220,18 +220,9 @@ static int ps_write_seq(struct hp_backend *b, uint64_t id, const struct hp_write
 
 static int ps_write_attr(struct hp_backend *b, enum hp_attr attr, uint64_t id, const char *value)
 {
-	struct privsep_backend *p = of(b);
-	struct ph_request rq;
 	size_t done;
-	int r;
 
-	r = encode(attr, id, value, &rq);
-	if (r < 0)
-		return r;
-	pthread_mutex_lock(&p->lock);
-	r = exchange_locked(p, &rq, 1, &done);
-	pthread_mutex_unlock(&p->lock);
-	return r;
+	return ps_write_seq(b, id, &(struct hp_write){ attr, value }, 1, &done);
 }
 
 static void ps_close(struct hp_backend *b)
