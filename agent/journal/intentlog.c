@@ -51,9 +51,17 @@ static bool exists_at(int dir_fd, const char *name)
 }
 
 
+/* The state as a snapshot holds it: the tree with the history in place. */
+static char *state_text(struct intentlog *il)
+{
+	_cleanup_json_ json_t *all = ilog_history_merged(il->root, &il->history);
+
+	return all ? json_dumps(all, JSON_COMPACT) : NULL;
+}
+
 static int write_snapshot(struct intentlog *il, bool create)
 {
-	_cleanup_free_ char *data = json_dumps(il->root, JSON_COMPACT);
+	_cleanup_free_ char *data = state_text(il);
 	struct recordlog_rec rec;
 	int r;
 
@@ -75,6 +83,7 @@ void intentlog_close(struct intentlog *il)
 	free(il->batch);
 	json_decref(il->batch_saved);
 	json_decref(il->root);
+	ilog_history_free(&il->history);
 	idmap_free(&il->owners);
 	recordlog_close(il->log);
 	if (il->dir_fd >= 0)
@@ -98,6 +107,16 @@ static int advise(char *err, size_t errlen, int r)
 		 "then starts with a fresh journal and names the standby blocks it finds online: `memgrantctl adopt` "
 		 "them into a grant)");
 	return r;
+}
+
+/* The current tree's finished operations to the history (history.c). */
+static void settle(struct intentlog *il)
+{
+	bool moved = false;
+
+	ilog_history_settle(&il->history, il->root, il->history_max, &moved);
+	if (moved)
+		il->owners_valid = false;
 }
 
 int intentlog_open(const char *state_dir, const struct intentlog_options *opts, struct intentlog **out,
@@ -165,7 +184,8 @@ int intentlog_open(const char *state_dir, const struct intentlog_options *opts, 
 		info.torn_offset = scan.valid_end;
 		snprintf(info.torn_why, sizeof(info.torn_why), "%s", scan.torn_why);
 		info.records = scan.records;
-		data = json_dumps(il->root, JSON_COMPACT);
+		settle(il);
+		data = state_text(il);
 		il->snapshot_size = data ? strlen(data) : 0;
 	} else {
 		il->root = ilog_empty_root();
@@ -268,7 +288,7 @@ static json_t *state_copy(json_t *root)
  * queues it in the open batch), then current.  Errors leave everything as it was. */
 static int commit(struct intentlog *il, unsigned type, json_t *rec)
 {
-	struct apply_ctx c = { .history_max = il->history_max, .outbox_max = il->outbox_max };
+	struct apply_ctx c = { .history_max = il->history_max, .history = &il->history, .outbox_max = il->outbox_max };
 	json_t *next;
 	char *data;
 	int r;
@@ -312,8 +332,10 @@ static int commit(struct intentlog *il, unsigned type, json_t *rec)
 	json_decref(il->root);
 	il->root = next;
 	il->owners_valid = false;
-	if (!il->in_batch)
+	if (!il->in_batch) {
+		settle(il);
 		(void)maybe_compact(il); /* a failed compaction leaves the log valid: retried next time */
+	}
 	return 0;
 }
 
@@ -358,8 +380,10 @@ int intentlog_batch_end(struct intentlog *il)
 		json_decref(il->batch_saved);
 	}
 	il->batch_saved = NULL;
-	if (r == 0)
+	if (r == 0) {
+		settle(il);
 		(void)maybe_compact(il);
+	}
 	return r;
 }
 
@@ -375,6 +399,19 @@ void intentlog_batch_abort(struct intentlog *il)
 	il->root = il->batch_saved;
 	il->owners_valid = false;
 	il->batch_saved = NULL;
+}
+
+/* ID's grant object from the tree or the history, a new reference; NULL
+ * when neither has it. */
+static json_t *grant_ref(struct intentlog *il, const char *id)
+{
+	json_t *g = ilog_find_grant(il->root, id, NULL);
+	ssize_t k;
+
+	if (g)
+		return json_incref(g);
+	k = ilog_history_find(&il->history, id);
+	return k < 0 ? NULL : ilog_history_get(&il->history, (size_t)k);
 }
 
 /* Whether a record that puts G in STATE tells subscribers: an event is a
@@ -449,7 +486,7 @@ int intentlog_accept(struct intentlog *il, const char *source, const struct msg 
 		return -EINVAL;
 	if (m->generation <= intentlog_last_generation(il, source))
 		return -ESTALE;
-	if (ilog_find_grant(il->root, m->id, NULL))
+	if (ilog_find_grant(il->root, m->id, NULL) || ilog_history_find(&il->history, m->id) >= 0)
 		return -EEXIST;
 	req = msg_to_json(m);
 	if (!req)
@@ -471,7 +508,8 @@ int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state sta
 
 	if (report && !status)
 		return -ENOMEM;
-	json_t *g = ilog_find_grant(il->root, id, NULL), *rec;
+	_cleanup_json_ json_t *g = grant_ref(il, id);
+	json_t *rec;
 	int r;
 
 	if (status && !json_is_object(status))
@@ -497,11 +535,12 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
 
 	if (report && !status)
 		return -ENOMEM;
+	_cleanup_json_ json_t *g = msg_id_valid(op) ? grant_ref(il, op) : NULL;
 	json_t *rec, *list;
 	int r;
 
 	if (!msg_id_valid(op) || (dir != ILOG_UP && dir != ILOG_DOWN) || n == 0 || !blocks ||
-	    (outbox_dest && !status && !json_is_object(json_object_get(ilog_find_grant(il->root, op, NULL), "status"))))
+	    (outbox_dest && !status && !json_is_object(json_object_get(g, "status"))))
 		return -EINVAL;
 	list = json_array();
 	for (size_t i = 0; list && i < n; i++) {
@@ -558,21 +597,22 @@ int intentlog_result(struct intentlog *il, const char *op, enum msg_state state,
 	if (report && !status)
 		return -ENOMEM;
 	json_t *it = ilog_find_intent(il->root, op, NULL), *rec, *list;
+	_cleanup_json_ json_t *g = msg_id_valid(op) ? grant_ref(il, op) : NULL;
 	bool up = it && streq(ilog_str_of(it, "dir"), "up");
 	int r;
 
 	if (!msg_id_valid(op) || applied_bytes > INT64_MAX || (n && !done))
 		return -EINVAL;
-	if (!ilog_find_grant(il->root, op, NULL))
+	if (!g)
 		return -ENOENT;
-	if (outbox_dest && !status && !json_is_object(json_object_get(ilog_find_grant(il->root, op, NULL), "status")))
+	if (outbox_dest && !status && !json_is_object(json_object_get(g, "status")))
 		return -EINVAL;
 	list = done_list(done, n, up);
 	if (!list)
 		return -EINVAL;
 	rec = json_pack("{s:s, s:s, s:I, s:o, s:o}", "op", op, "state", msg_state_name(state), "applied_bytes",
 			(json_int_t)applied_bytes, "blocks", list, "time", ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest, state_news(ilog_find_grant(il->root, op, NULL), state));
+	r = add_report(il, rec, status, outbox_dest, state_news(g, state));
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -614,7 +654,7 @@ int intentlog_adopt(struct intentlog *il, const char *grant_id, const struct int
 
 	if (!msg_id_valid(grant_id) || n == 0 || !blocks)
 		return -EINVAL;
-	if (!ilog_find_grant(il->root, grant_id, NULL))
+	if (!ilog_find_grant(il->root, grant_id, NULL) && ilog_history_find(&il->history, grant_id) < 0)
 		return -ENOENT;
 	list = done_list(blocks, n, true);
 	if (!list)
@@ -654,7 +694,7 @@ int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64
 			      bool memmap, uint64_t *seq)
 {
 	struct intentlog_done d = { .block = block, .zone = zone, .memmap = memmap };
-	json_t *g = ilog_find_grant(il->root, grant_id, NULL);
+	_cleanup_json_ json_t *g = grant_ref(il, grant_id);
 
 	if (!ilog_zone_word(zone) || block > INT64_MAX)
 		return -EINVAL;
@@ -758,14 +798,36 @@ int intentlog_lookup_generation(struct intentlog *il, const char *source, uint64
 			return ILOG_GEN_REPLAY;
 		}
 	}
+	for (i = 0; i < il->history.n; i++) {
+		const struct ilog_past *p = &il->history.v[i];
+
+		if (streq(p->source, source) && p->generation == generation) {
+			_cleanup_json_ json_t *old = recorded ? ilog_history_get(&il->history, i) : NULL;
+
+			if (recorded) {
+				int r = old ? grant_fill(old, recorded) : -ENOMEM;
+				if (r < 0)
+					return r;
+			}
+			return ILOG_GEN_REPLAY;
+		}
+	}
 	return ILOG_GEN_STALE;
 }
 
 int intentlog_get_grant(struct intentlog *il, const char *id, struct intentlog_grant *out)
 {
 	json_t *g = ilog_find_grant(il->root, id, NULL);
+	_cleanup_json_ json_t *old = NULL;
+	ssize_t k;
 
-	return g ? grant_fill(g, out) : -ENOENT;
+	if (g)
+		return grant_fill(g, out);
+	k = ilog_history_find(&il->history, id);
+	if (k < 0)
+		return -ENOENT;
+	old = ilog_history_get(&il->history, (size_t)k);
+	return old ? grant_fill(old, out) : -ENOMEM;
 }
 
 void intentlog_grants_free(struct intentlog_grant *g, size_t n)
@@ -777,9 +839,10 @@ void intentlog_grants_free(struct intentlog_grant *g, size_t n)
 
 int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, size_t *n)
 {
-	json_t *grants = json_object_get(il->root, "grants"), *g;
+	_cleanup_json_ json_t *all = ilog_history_merged(il->root, &il->history);
+	json_t *grants = json_object_get(all, "grants"), *g;
 	size_t count = json_array_size(grants), i;
-	struct intentlog_grant *list = calloc(count ? count : 1, sizeof(*list));
+	struct intentlog_grant *list = all ? calloc(count ? count : 1, sizeof(*list)) : NULL;
 
 	if (!list)
 		return -ENOMEM;
@@ -797,7 +860,9 @@ int intentlog_list_grants(struct intentlog *il, struct intentlog_grant **out, si
 
 json_t *intentlog_state_json(struct intentlog *il)
 {
-	return json_deep_copy(il->root);
+	_cleanup_json_ json_t *all = ilog_history_merged(il->root, &il->history);
+
+	return all ? json_deep_copy(all) : NULL;
 }
 
 static void block_fill(const json_t *g, const json_t *b, struct intentlog_block *out)

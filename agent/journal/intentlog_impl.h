@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define STATE_VERSION 1
 #define LOG_FILE "journal.log"
@@ -48,6 +49,23 @@ struct intentlog_subscriber {
 	void *ctx;
 };
 
+/* A finished operation out of the tree (history.c): its grant object as
+ * compact JSON at TEXT + OFF in struct ilog_history. */
+struct ilog_past {
+	uint64_t order;
+	uint64_t generation;
+	uint32_t off, len;
+	char id[MSG_ID_MAX + 1];
+	char source[MSG_ID_MAX + 1];
+};
+
+struct ilog_history {
+	struct ilog_past *v;    /* by order, oldest first */
+	size_t n, cap;
+	char *text;             /* the texts back to back */
+	size_t used, cap_text;
+};
+
 struct intentlog {
 	char *dir;
 	int dir_fd;
@@ -56,6 +74,9 @@ struct intentlog {
 	unsigned outbox_max;
 	uint64_t compact_min;
 	json_t *root;
+	/* the finished operations the tree no longer holds; together with
+	 * ROOT's grants they are the state's (ilog_history_merged()) */
+	struct ilog_history history;
 	/* block -> (index of its grant in root's "grants") << 32 | its index
 	 * in that grant's "blocks"; rebuilt on demand after root changed */
 	struct idmap owners;
@@ -74,6 +95,10 @@ struct intentlog {
 /* What an apply function needs besides the tree. */
 struct apply_ctx {
 	unsigned history_max;
+	/* finished operations out of the tree, which a record may name again
+	 * (revived into the tree it applies to); NULL at replay, where the
+	 * tree holds them all */
+	const struct ilog_history *history;
 	size_t outbox_max;
 	char *err;
 	size_t errlen;
@@ -106,5 +131,23 @@ bool ilog_phase_valid(const char *s);
 int ilog_target_from_json(const json_t *b, struct intentlog_target *t);
 int ilog_check_root(json_t *root, char *err, size_t errlen);
 int ilog_apply(json_t **rootp, unsigned type, json_t *rec, struct apply_ctx *c);
+/* ---- history.c: finished operations out of the tree ---- */
+void ilog_history_free(struct ilog_history *h);
+ssize_t ilog_history_find(const struct ilog_history *h, const char *id);
+/* Entry I as a grant object (a new reference), NULL on ENOMEM. */
+json_t *ilog_history_get(const struct ilog_history *h, size_t i);
+/* Final, owning no block, no open intent: the history's, not the tree's. */
+bool ilog_grant_retirable(json_t *root, const json_t *g);
+/* After a record is current (never inside a batch, which may roll back):
+ * entries ROOT holds again leave H, ROOT's retirable grants move to H, the
+ * oldest beyond HISTORY_MAX go; *MOVED when ROOT's grants changed. */
+void ilog_history_settle(struct ilog_history *h, json_t *root, unsigned history_max, bool *moved);
+/* ID from H put back into ROOT's grants, in order (*IDX); NULL when H has none. */
+json_t *ilog_history_revive(json_t *root, const struct ilog_history *h, const char *id, size_t *idx);
+/* ilog_find_grant(), or else ilog_history_revive() (H may be NULL). */
+json_t *ilog_grant_find_or_revive(json_t *root, const struct ilog_history *h, const char *id, size_t *idx);
+/* A shallow copy of ROOT whose grants are the tree's and H's, in order:
+ * the state as a snapshot holds it. */
+json_t *ilog_history_merged(json_t *root, const struct ilog_history *h);
 int ilog_replay_cb(void *ctx, uint64_t offset, uint16_t type, const void *data, size_t len);
 

@@ -705,6 +705,98 @@ static void test_compaction_preserves_state(void **state)
 	assert_int_equal(stat(tmp, &sb), -1);
 }
 
+static void assert_listed(struct intentlog *il, const char *const *ids, size_t n)
+{
+	struct intentlog_grant *gs = NULL;
+	size_t count = 0;
+
+	assert_int_equal(intentlog_list_grants(il, &gs, &count), 0);
+	assert_int_equal(count, n);
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(gs[i].id, ids[i]);
+	intentlog_grants_free(gs, count);
+}
+
+/* Finished operations are kept out of the live tree (history.c) and the
+ * state is the same: the newest history_max of them listed in order, found
+ * by id and by generation, older ones gone; a record naming a kept one
+ * applies to it; a batch that names one and rolls back leaves it kept; the
+ * live state equals a replay of the disk, whose tree holds them all. */
+static void test_history_kept_in_order(void **state)
+{
+	struct fixture *f = *state;
+	struct intentlog_options o = { .history_max = 3 };
+	struct intentlog *il = iopen(f, &o, NULL);
+	struct intentlog_grant g;
+	struct intentlog_block ob;
+	struct report rep;
+	char id[16];
+
+	accept_grant(il, "https", "g-1", 1, NULL);
+	grant_blocks(il, "g-1", 100, 2); /* owns blocks: live, not history */
+	for (uint64_t i = 2; i <= 6; i++) {
+		snprintf(id, sizeof(id), "g-%" PRIu64, i);
+		accept_grant(il, "https", id, i, NULL);
+		struct report s = status_of(id, i, MSG_STATE_FAILED, 0);
+		assert_int_equal(intentlog_set_state(il, id, MSG_STATE_FAILED, &s, NULL), 0);
+	}
+	assert_listed(il, (const char *const[]){ "g-1", "g-4", "g-5", "g-6" }, 4);
+	assert_int_equal(intentlog_get_grant(il, "g-3", &g), -ENOENT);
+	assert_int_equal(intentlog_get_grant(il, "g-5", &g), 0);
+	assert_int_equal(g.state, MSG_STATE_FAILED);
+	assert_int_equal(g.generation, 5);
+	assert_int_equal(intentlog_grant_report(&g, &rep), 0);
+	assert_string_equal(rep.id, "g-5");
+	report_clear(&rep);
+	intentlog_grant_done(&g);
+	assert_int_equal(intentlog_lookup_generation(il, "https", 4, &g), ILOG_GEN_REPLAY);
+	assert_string_equal(g.id, "g-4");
+	intentlog_grant_done(&g);
+	assert_int_equal(intentlog_lookup_generation(il, "https", 2, NULL), ILOG_GEN_STALE);
+	{
+		_cleanup_msg_ struct msg *again = mkmsg("{\"type\":\"grant\",\"id\":\"g-5\",\"generation\":7,\"size\":\"1G\"}");
+		assert_int_equal(intentlog_accept(il, "https", again, MSG_STATE_ACCEPTED, NULL, NULL), -EEXIST);
+	}
+
+	/* records that name kept ones: a state, an adoption, a release */
+	assert_int_equal(intentlog_set_state(il, "g-4", MSG_STATE_CANCELLED, NULL, NULL), 0);
+	assert_int_equal(intentlog_adopt(il, "g-5", &(struct intentlog_done){ .block = 200, .zone = MEM_ZONE_MOVABLE }, 1, NULL), 0);
+	assert_int_equal(intentlog_find_owned_block(il, 200, &ob), 0);
+	assert_string_equal(ob.grant_id, "g-5");
+	assert_listed(il, (const char *const[]){ "g-1", "g-4", "g-5", "g-6" }, 4);
+	assert_int_equal(intentlog_get_grant(il, "g-4", &g), 0);
+	assert_int_equal(g.state, MSG_STATE_CANCELLED);
+	intentlog_grant_done(&g);
+	assert_int_equal(intentlog_release(il, (uint64_t[]){ 200 }, 1), 0);
+
+	/* a batch that revives one and is dropped leaves it as it was */
+	json_auto_t *before = intentlog_state_json(il);
+	assert_int_equal(intentlog_batch_begin(il), 0);
+	assert_int_equal(intentlog_adopt(il, "g-6", &(struct intentlog_done){ .block = 300, .zone = MEM_ZONE_MOVABLE }, 1, NULL), 0);
+	intentlog_batch_abort(il);
+	json_auto_t *aborted = intentlog_state_json(il);
+	assert_json_equal(before, aborted);
+	assert_int_equal(intentlog_find_owned_block(il, 300, NULL), -ENOENT);
+
+	/* one more finished: the oldest kept goes */
+	accept_grant(il, "https", "g-7", 7, NULL);
+	assert_int_equal(intentlog_set_state(il, "g-7", MSG_STATE_FAILED, NULL, NULL), 0);
+	assert_listed(il, (const char *const[]){ "g-1", "g-5", "g-6", "g-7" }, 4);
+
+	json_auto_t *live = intentlog_state_json(il);
+	intentlog_close(il);
+	il = iopen(f, &o, NULL);
+	json_auto_t *replayed = intentlog_state_json(il);
+	assert_json_equal(live, replayed);
+	assert_listed(il, (const char *const[]){ "g-1", "g-5", "g-6", "g-7" }, 4);
+	assert_int_equal(intentlog_compact(il), 0);
+	intentlog_close(il);
+	il = iopen(f, &o, NULL);
+	json_auto_t *compacted = intentlog_state_json(il);
+	assert_json_equal(live, compacted);
+	intentlog_close(il);
+}
+
 /* O(1) durable writes per operation: fsyncs do not grow with the block count. */
 static void test_syncs_per_operation(void **state)
 {
@@ -1007,6 +1099,7 @@ int main(void)
 		cmocka_unit_test(test_longest_record_reads_back),
 		cmocka_unit_test_setup_teardown(test_largest_generation_recorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_compaction_preserves_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_history_kept_in_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syncs_per_operation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_changes_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_subscribed_events_share_the_record, setup, teardown),
