@@ -9,13 +9,6 @@
 #include "lib/util.h"
 #include "hotplug/words.h"
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
 static int cmp_owned_ptr_id(const void *a, const void *b)
 {
 	const struct owned_block *x = *(const struct owned_block *const *)a;
@@ -437,7 +430,7 @@ int plan_grant(const struct mem_table *t, const struct grant_request *req,
 	}
 
 	/* By blocks or ranges: sorted, each once, each a free candidate. */
-	qsort(p->blocks, p->n, sizeof(*p->blocks), cmp_u64);
+	qsort(p->blocks, p->n, sizeof(*p->blocks), u64_cmp);
 	for (size_t i = 1; i < p->n; i++)
 		if (p->blocks[i] == p->blocks[i - 1]) {
 			r = reject(p, -EINVAL, "block %" PRIu64 " is given twice%s", p->blocks[i],
@@ -568,7 +561,7 @@ int plan_revoke(const struct mem_table *t, const struct revoke_request *req,
 			goto done;
 		}
 		memcpy(asked, req->ids, req->n_ids * sizeof(*asked));
-		qsort(asked, req->n_ids, sizeof(*asked), cmp_u64);
+		qsort(asked, req->n_ids, sizeof(*asked), u64_cmp);
 		for (size_t i = 0; i < req->n_ids; i++) {
 			if (i > 0 && asked[i] == asked[i - 1]) {
 				r = reject(p, -EINVAL, "block %" PRIu64 " is given twice", asked[i]);
@@ -594,7 +587,7 @@ int plan_revoke(const struct mem_table *t, const struct revoke_request *req,
 			goto done;
 		}
 		for (size_t i = 0; i < n_owned; i++)
-			if (bsearch(&order[i]->id, asked, req->n_ids, sizeof(*asked), cmp_u64))
+			if (bsearch(&order[i]->id, asked, req->n_ids, sizeof(*asked), u64_cmp))
 				p->blocks[p->n++] = order[i]->id;
 		p->want_bytes = p->n * t->block_size;
 		size_format(p->want_bytes, want, sizeof(want));

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,14 @@ static inline bool streq(const char *a, const char *b)
 static inline bool startswith(const char *s, const char *prefix)
 {
 	return s && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* qsort()/bsearch() order of uint64_t values. */
+static inline int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
 }
 
 static inline void freep(void *p)

@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <time.h>
 
-#define EVENTS_MAX_BYTES (1u << 20) /* as kept: big reports as runs (EVENTS_RUNS_MIN) */
 
 /* Where an event's text is kept. */
 struct slot {
@@ -25,7 +24,7 @@ struct event_bus {
 	size_t capacity;
 	uint64_t next_seq; /* seq of the next event; the first is 1 */
 	uint64_t oldest;   /* oldest seq still kept */
-	/* The kept texts one after the other in one buffer of EVENTS_MAX_BYTES
+	/* The kept texts one after the other in one buffer of EVENTS_TEXT_BYTES
 	 * that wraps.  As many small strings, each allocated while an
 	 * operation's freed chunks lay around it, they held a page each
 	 * (docs/performance.md, "RSS over cycles").  Its pages are touched
@@ -51,7 +50,7 @@ int events_new(size_t capacity, struct event_bus **out)
 	if (!b)
 		return -ENOMEM;
 	b->slots = calloc(capacity, sizeof(*b->slots));
-	b->text = malloc(EVENTS_MAX_BYTES);
+	b->text = malloc(EVENTS_TEXT_BYTES);
 	if (!b->slots || !b->text) {
 		free(b->slots);
 		free(b->text);
@@ -122,7 +121,7 @@ static void drop_oldest(struct event_bus *b)
  * text goes. */
 static size_t make_room(struct event_bus *b, size_t len)
 {
-	bool wraps = b->wpos + len > EVENTS_MAX_BYTES;
+	bool wraps = b->wpos + len > EVENTS_TEXT_BYTES;
 	size_t at = wraps ? 0 : b->wpos;
 
 	for (uint64_t k = b->oldest; k < b->next_seq - 1; k++) {
@@ -212,7 +211,7 @@ uint64_t events_publish(struct event_bus *b, json_t *ev)
 		size_t len = strlen(text);
 		struct slot s = { .runs = runs };
 
-		if (len <= EVENTS_MAX_BYTES) {
+		if (len <= EVENTS_TEXT_BYTES) {
 			s.off = (uint32_t)make_room(b, len);
 			s.len = (uint32_t)len;
 			s.in_text = true;

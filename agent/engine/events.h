@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Event bus: a bounded ring of recent events (JSON text; at most CAPACITY
- * events and 1 MiB as kept: reports of many blocks with them as runs), each with a
+ * events and EVENTS_TEXT_BYTES as kept: reports of many blocks with them as
+ * runs), each with a
  * sequence number, for GET /v1/events (server-sent events) and `--wait`.
  * Publishers never block on readers; a reader that falls more than the ring's
  * capacity behind is told how many events it missed.  Thread-safe.
@@ -15,6 +16,12 @@
 /* the reader's half (events_wait(), events_last_seq(), events_set_listener())
  * is the port's: agent/engine/engine.h */
 #include "agent/engine/engine.h"
+
+/* The kept texts' bound.  A 4,096-block grant and its revocation keep some
+ * 35 kB (51 events as runs): 256 KiB holds several such cycles, ample for
+ * a stream that reconnects with Last-Event-ID, and its pages, touched as
+ * texts reach them, are not a megabyte that fills over tens of cycles. */
+#define EVENTS_TEXT_BYTES (256u << 10)
 
 struct event_bus;
 

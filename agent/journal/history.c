@@ -183,3 +183,44 @@ json_t *ilog_history_merged(json_t *root, const struct ilog_history *h)
 	}
 	return out;
 }
+
+char *ilog_history_state_text(json_t *root, const struct ilog_history *h)
+{
+	_cleanup_json_ json_t *rest = json_copy(root);
+	_cleanup_free_ char *head = NULL, *buf = NULL;
+	json_t *grants = json_object_get(root, "grants");
+	size_t i = 0, k = 0, n = json_array_size(grants), len = 0, hl;
+	bool first = true;
+	FILE *f;
+
+	/* the tree's members but the grants, then the grants merged in order:
+	 * the kept texts are copied, not parsed again */
+	if (!rest || json_object_del(rest, "grants") < 0 || !(head = json_dumps(rest, JSON_COMPACT)))
+		return NULL;
+	hl = strlen(head);
+	if (hl < 2 || head[hl - 1] != '}')
+		return NULL;
+	f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	fprintf(f, "%.*s%s\"grants\":[", (int)(hl - 1), head, hl > 2 ? "," : "");
+	while (i < n || k < h->n) {
+		json_t *g = json_array_get(grants, i);
+
+		if (!first)
+			fputc(',', f);
+		first = false;
+		if (k < h->n && (i == n || h->v[k].order < ilog_u64_of(g, "order"))) {
+			fwrite(h->text + h->v[k].off, 1, h->v[k].len, f);
+			k++;
+		} else {
+			if (json_dumpf(g, f, JSON_COMPACT) < 0)
+				break;
+			i++;
+		}
+	}
+	fputs("]}", f);
+	if (fclose(f) != 0 || i < n || k < h->n)
+		return NULL;
+	return TAKE_PTR(buf);
+}

@@ -54,9 +54,7 @@ static bool exists_at(int dir_fd, const char *name)
 /* The state as a snapshot holds it: the tree with the history in place. */
 static char *state_text(struct intentlog *il)
 {
-	_cleanup_json_ json_t *all = ilog_history_merged(il->root, &il->history);
-
-	return all ? json_dumps(all, JSON_COMPACT) : NULL;
+	return ilog_history_state_text(il->root, &il->history);
 }
 
 static int write_snapshot(struct intentlog *il, bool create)

@@ -149,5 +149,7 @@ json_t *ilog_grant_find_or_revive(json_t *root, const struct ilog_history *h, co
 /* A shallow copy of ROOT whose grants are the tree's and H's, in order:
  * the state as a snapshot holds it. */
 json_t *ilog_history_merged(json_t *root, const struct ilog_history *h);
+/* The same as compact JSON text, without parsing H's texts again (a snapshot). */
+char *ilog_history_state_text(json_t *root, const struct ilog_history *h);
 int ilog_replay_cb(void *ctx, uint64_t offset, uint16_t type, const void *data, size_t len);
 

@@ -185,12 +185,6 @@ static void idset_free(struct idset *s)
 	s->n = 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* The block numbers of LIST (objects with "block", or plain integers), sorted. */
 static int idset_of(const json_t *list, struct idset *out)
 {
@@ -203,7 +197,7 @@ static int idset_of(const json_t *list, struct idset *out)
 		return -ENOMEM;
 	json_array_foreach(list, i, b)
 		out->v[out->n++] = json_is_integer(b) ? (uint64_t)json_integer_value(b) : ilog_u64_of(b, "block");
-	qsort(out->v, out->n, sizeof(*out->v), cmp_u64);
+	qsort(out->v, out->n, sizeof(*out->v), u64_cmp);
 	return 0;
 }
 
@@ -222,7 +216,7 @@ static int idset_owned(json_t *root, struct idset *out)
 	json_array_foreach(json_object_get(root, "grants"), i, g)
 		json_array_foreach(json_object_get(g, "blocks"), k, b)
 			out->v[out->n++] = ilog_u64_of(b, "block");
-	qsort(out->v, out->n, sizeof(*out->v), cmp_u64);
+	qsort(out->v, out->n, sizeof(*out->v), u64_cmp);
 	return 0;
 }
 
@@ -237,7 +231,7 @@ static int64_t idset_dup(const struct idset *s)
 
 static bool idset_has(const struct idset *s, uint64_t id)
 {
-	return s->n && bsearch(&id, s->v, s->n, sizeof(*s->v), cmp_u64);
+	return s->n && bsearch(&id, s->v, s->n, sizeof(*s->v), u64_cmp);
 }
 
 /* ---- validation of a whole state (a snapshot) ----------------------- */

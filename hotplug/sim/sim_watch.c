@@ -153,13 +153,6 @@ static int idset_add(struct idset *v, uint64_t id)
 	return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Compares records file K with the cache: changed ids into V, cache updated. */
 /* Whether B counts in its zone's span (sim_summary_compute()'s rule). */
 static bool in_span(const struct sim_block *b)
@@ -327,7 +320,7 @@ int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bo
 		bool dirty[MEM_ZONE_COUNT] = { false };
 
 		if (n_chunks)
-			qsort(chunks, n_chunks, sizeof(*chunks), cmp_u64);
+			qsort(chunks, n_chunks, sizeof(*chunks), u64_cmp);
 		for (size_t i = 0; r == 0 && i < n_chunks; i++)
 			if (i == 0 || chunks[i] != chunks[i - 1])
 				r = diff_chunk(w, chunks[i], &v, dirty);
@@ -344,7 +337,7 @@ int sim_watch_read(struct sim_watch *w, uint64_t *ids, size_t max, size_t *n, bo
 		lost = r < 0; /* a records file that did not read: re-read all */
 	}
 	if (!lost && v.n) {
-		qsort(v.ids, v.n, sizeof(*v.ids), cmp_u64);
+		qsort(v.ids, v.n, sizeof(*v.ids), u64_cmp);
 		for (size_t i = 0; i < v.n && !lost; i++) {
 			if (i && v.ids[i] == v.ids[i - 1])
 				continue;

@@ -33,13 +33,6 @@ static void idlist_done(struct idlist *l)
 	free(l->ids);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * One attribute: openat + one read + close.  The buffer is large enough for
  * any of the attributes read here; a value that fills it is taken as the
@@ -104,7 +97,7 @@ static int list_blocks(int dirfd, struct idlist *l)
 			l->ids[l->n++] = id;
 		}
 	}
-	qsort(l->ids, l->n, sizeof(*l->ids), cmp_u64);
+	qsort(l->ids, l->n, sizeof(*l->ids), u64_cmp);
 	return 0;
 }
 

@@ -67,18 +67,18 @@ static void test_slow_reader_is_told_what_it_missed(void **state)
 static void test_bounded_in_bytes(void **state)
 {
 	struct event_bus *b;
-	char *text = NULL, *pad = malloc(600 * 1024 + 1);
+	char *text = NULL, *pad = malloc(100 * 1024 + 1);
 	uint64_t seq = 0, missed = 0;
 
 	(void)state;
 	assert_non_null(pad);
-	memset(pad, 'x', 600 * 1024);
-	pad[600 * 1024] = '\0';
+	memset(pad, 'x', 100 * 1024);
+	pad[100 * 1024] = '\0';
 	assert_int_equal(events_new(1024, &b), 0);
-	publish_n(b, 20, pad); /* 12 MB of events: only about 1 MiB stays */
+	publish_n(b, 20, pad); /* 2 MB of events: only EVENTS_TEXT_BYTES (two of them) stay */
 	assert_int_equal(events_wait(b, 0, 100, &text, &seq, &missed), 1);
-	assert_true(missed >= 12);
-	assert_true(seq > 12 && seq <= 20);
+	assert_true(missed >= 17);
+	assert_true(seq >= 18 && seq <= 20);
 	free(text);
 	/* the newest is always there */
 	assert_int_equal(events_wait(b, 19, 100, &text, &seq, &missed), 1);
@@ -143,8 +143,8 @@ static void test_text_buffer_wraps(void **state)
 		free(text);
 	}
 	assert_int_equal(expect, 3001);
-	assert_true(kept_bytes <= 1u << 20);
-	assert_true(kept_bytes > 1u << 19); /* the buffer is used, not one text at a time */
+	assert_true(kept_bytes <= EVENTS_TEXT_BYTES);
+	assert_true(kept_bytes > EVENTS_TEXT_BYTES / 2); /* the buffer is used, not one text at a time */
 	events_free(b);
 }
 
