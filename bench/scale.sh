@@ -340,6 +340,9 @@ elif start "$name"; then
 			fig "rss_after_${last}_cycles_kb@$n" "$(rss_kb "$DPID")" kB "$first" "after the first"
 		i=$((i + 1))
 	done
+	# the view of the last grant, whose every block went back: it names
+	# the revocation that took each (a decode per block was 20 s)
+	fig "view_revoked_grant_s@$n" "$(timed "$name" grants --json "local-$((2 * last - 1))")" s
 	stop "$DPID"
 else
 	note "cycles: memgrantd did not come up"

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The intent log's parts share this (agent/journal/intentlog.h is the contract):
- * intentlog.c the API (open, the durable calls, batches, compaction, the
- * readers), replay.c the live state tree and the records applied
- * to it (validation, replay).  Not for use outside agent/journal/.
+ * intentlog.c the API (open, the durable calls, batches, compaction),
+ * readers.c the readers, replay.c the live state tree and the records
+ * applied to it (validation, replay), history.c the finished operations
+ * kept out of that tree.  Not for use outside agent/journal/.
  *
  * The live state is a JSON tree shaped like the snapshot record (docs/journal.md):
  * {version, next_order, next_block_seq, sources, grants, outbox, intents}.
@@ -131,6 +132,11 @@ bool ilog_phase_valid(const char *s);
 int ilog_target_from_json(const json_t *b, struct intentlog_target *t);
 int ilog_check_root(json_t *root, char *err, size_t errlen);
 int ilog_apply(json_t **rootp, unsigned type, json_t *rec, struct apply_ctx *c);
+/* ---- intentlog.c ---- */
+/* The owner of BLOCK in IL's current tree, its place in the owner's
+ * "blocks" in *BIDX (may be NULL); an index built once per state. */
+json_t *ilog_owner_of(struct intentlog *il, uint64_t block, size_t *bidx);
+
 /* ---- history.c: finished operations out of the tree ---- */
 void ilog_history_free(struct ilog_history *h);
 ssize_t ilog_history_find(const struct ilog_history *h, const char *id);

@@ -10,7 +10,7 @@
  *   - a replayed state written back as one snapshot record replays to the
  *     same state (what compaction relies on).
  * Built by tests/fuzz/build.sh; make check replays its seeds (tests/fuzz_corpus.sh).
- * Sources: agent/journal/intentlog.c agent/journal/replay.c agent/journal/history.c agent/journal/recordlog.c lib/wire/message.c lib/wire/report.c lib/wire/report_json.c lib/wire/report_runs.c lib/crc32c.c lib/idmap.c
+ * Sources: agent/journal/intentlog.c agent/journal/replay.c agent/journal/history.c agent/journal/readers.c agent/journal/recordlog.c lib/wire/message.c lib/wire/report.c lib/wire/report_json.c lib/wire/report_runs.c lib/crc32c.c lib/idmap.c
  */
 #include <ctype.h>
 #include <errno.h>
