@@ -63,6 +63,10 @@ load_of() { awk -v k="$1" '$1 == k { print $2; exit }' "$FIGS.load"; }
 note() { echo "NOTE $*"; }
 val() { awk -v k="$1" '$1 == k { print $2; exit }' "$FIGS"; }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+# RSS once the agent is idle: its executor gives freed heap back 50 ms
+# after the last operation (agent/exec/executor.c); read right at the
+# answer, RSS is whichever side of that trim the reader lands on
+rss_settled() { sleep 0.2; rss_kb "$1"; }
 ctxt() { awk '$1 == "ctxt" { print $2 }' /proc/stat; }
 ms_per() { awk -v s="$1" -v n="$2" 'BEGIN { printf "%.3f", s * 1000 / n }'; }
 # cpu_ns PID: the time PID's threads have run so far, in ns (schedstat: a
@@ -334,10 +338,10 @@ elif start "$name"; then
 	[ -n "$CL" ] && [ "$CL" -gt "$C" ] && last=$CL
 	while [ $i -le "$last" ]; do
 		timed "$name" grant $((n * 128))M --wait >/dev/null && timed "$name" revoke $((n * 128))M --wait >/dev/null
-		[ $i -eq 1 ] && first=$(rss_kb "$DPID")
-		[ $i -eq "$C" ] && fig "rss_after_${C}_cycles_kb@$n" "$(rss_kb "$DPID")" kB "$first" "after the first"
+		[ $i -eq 1 ] && first=$(rss_settled "$DPID")
+		[ $i -eq "$C" ] && fig "rss_after_${C}_cycles_kb@$n" "$(rss_settled "$DPID")" kB "$first" "after the first"
 		[ $i -eq "$last" ] && [ "$last" -ne "$C" ] &&
-			fig "rss_after_${last}_cycles_kb@$n" "$(rss_kb "$DPID")" kB "$first" "after the first"
+			fig "rss_after_${last}_cycles_kb@$n" "$(rss_settled "$DPID")" kB "$first" "after the first"
 		i=$((i + 1))
 	done
 	# the view of the last grant, whose every block went back: it names
