@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <time.h>
 
-
 /* Where an event's text is kept. */
 struct slot {
 	uint32_t off, len;   /* in event_bus.text, when in_text */

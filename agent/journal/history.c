@@ -105,13 +105,13 @@ bool ilog_grant_retirable(json_t *root, const json_t *g)
 	       json_array_size(json_object_get(g, "blocks")) == 0 && !ilog_find_intent(root, ilog_str_of(g, "id"), NULL);
 }
 
-void ilog_history_settle(struct ilog_history *h, json_t *root, unsigned history_max, bool *moved)
+void ilog_history_settle(struct ilog_history *h, json_t *root, unsigned history_max, bool revived, bool *moved)
 {
 	json_t *grants = json_object_get(root, "grants"), *g;
 	size_t i;
 
 	/* a record named a finished operation: the tree holds it again */
-	for (i = h->n; i-- > 0;)
+	for (i = h->n; revived && i-- > 0;)
 		if (ilog_find_grant(root, h->v[i].id, NULL))
 			drop(h, i);
 	for (i = 0; i < json_array_size(grants);) {
@@ -148,11 +148,31 @@ json_t *ilog_history_revive(json_t *root, const struct ilog_history *h, const ch
 	return g;
 }
 
-json_t *ilog_grant_find_or_revive(json_t *root, const struct ilog_history *h, const char *id, size_t *idx)
+json_t *ilog_grant_find_or_revive(json_t *root, struct apply_ctx *c, const char *id, size_t *idx)
 {
 	json_t *g = ilog_find_grant(root, id, idx);
 
-	return g || !h ? g : ilog_history_revive(root, h, id, idx);
+	if (g || !c->history)
+		return g;
+	g = ilog_history_revive(root, c->history, id, idx);
+	c->revived |= g != NULL;
+	return g;
+}
+
+bool ilog_grant_known(json_t *root, const struct ilog_history *h, const char *id)
+{
+	return ilog_find_grant(root, id, NULL) || ilog_history_find(h, id) >= 0;
+}
+
+json_t *ilog_grant_ref(json_t *root, const struct ilog_history *h, const char *id)
+{
+	json_t *g = ilog_find_grant(root, id, NULL);
+	ssize_t k;
+
+	if (g)
+		return json_incref(g);
+	k = ilog_history_find(h, id);
+	return k < 0 ? NULL : ilog_history_get(h, (size_t)k);
 }
 
 json_t *ilog_history_merged(json_t *root, const struct ilog_history *h)

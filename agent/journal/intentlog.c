@@ -112,7 +112,8 @@ static void settle(struct intentlog *il)
 {
 	bool moved = false;
 
-	ilog_history_settle(&il->history, il->root, il->history_max, &moved);
+	ilog_history_settle(&il->history, il->root, il->history_max, il->revived, &moved);
+	il->revived = false;
 	if (moved)
 		il->owners_valid = false;
 }
@@ -330,6 +331,7 @@ static int commit(struct intentlog *il, unsigned type, json_t *rec)
 	json_decref(il->root);
 	il->root = next;
 	il->owners_valid = false;
+	il->revived |= c.revived;
 	if (!il->in_batch) {
 		settle(il);
 		(void)maybe_compact(il); /* a failed compaction leaves the log valid: retried next time */
@@ -397,19 +399,6 @@ void intentlog_batch_abort(struct intentlog *il)
 	il->root = il->batch_saved;
 	il->owners_valid = false;
 	il->batch_saved = NULL;
-}
-
-/* ID's grant object from the tree or the history, a new reference; NULL
- * when neither has it. */
-static json_t *grant_ref(struct intentlog *il, const char *id)
-{
-	json_t *g = ilog_find_grant(il->root, id, NULL);
-	ssize_t k;
-
-	if (g)
-		return json_incref(g);
-	k = ilog_history_find(&il->history, id);
-	return k < 0 ? NULL : ilog_history_get(&il->history, (size_t)k);
 }
 
 /* Whether a record that puts G in STATE tells subscribers: an event is a
@@ -484,7 +473,7 @@ int intentlog_accept(struct intentlog *il, const char *source, const struct msg 
 		return -EINVAL;
 	if (m->generation <= intentlog_last_generation(il, source))
 		return -ESTALE;
-	if (ilog_find_grant(il->root, m->id, NULL) || ilog_history_find(&il->history, m->id) >= 0)
+	if (ilog_grant_known(il->root, &il->history, m->id))
 		return -EEXIST;
 	req = msg_to_json(m);
 	if (!req)
@@ -506,7 +495,7 @@ int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state sta
 
 	if (report && !status)
 		return -ENOMEM;
-	_cleanup_json_ json_t *g = grant_ref(il, id);
+	_cleanup_json_ json_t *g = ilog_grant_ref(il->root, &il->history, id);
 	json_t *rec;
 	int r;
 
@@ -533,7 +522,7 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
 
 	if (report && !status)
 		return -ENOMEM;
-	_cleanup_json_ json_t *g = msg_id_valid(op) ? grant_ref(il, op) : NULL;
+	_cleanup_json_ json_t *g = msg_id_valid(op) ? ilog_grant_ref(il->root, &il->history, op) : NULL;
 	json_t *rec, *list;
 	int r;
 
@@ -595,7 +584,7 @@ int intentlog_result(struct intentlog *il, const char *op, enum msg_state state,
 	if (report && !status)
 		return -ENOMEM;
 	json_t *it = ilog_find_intent(il->root, op, NULL), *rec, *list;
-	_cleanup_json_ json_t *g = msg_id_valid(op) ? grant_ref(il, op) : NULL;
+	_cleanup_json_ json_t *g = msg_id_valid(op) ? ilog_grant_ref(il->root, &il->history, op) : NULL;
 	bool up = it && streq(ilog_str_of(it, "dir"), "up");
 	int r;
 
@@ -652,7 +641,7 @@ int intentlog_adopt(struct intentlog *il, const char *grant_id, const struct int
 
 	if (!msg_id_valid(grant_id) || n == 0 || !blocks)
 		return -EINVAL;
-	if (!ilog_find_grant(il->root, grant_id, NULL) && ilog_history_find(&il->history, grant_id) < 0)
+	if (!ilog_grant_known(il->root, &il->history, grant_id))
 		return -ENOENT;
 	list = done_list(blocks, n, true);
 	if (!list)
@@ -692,7 +681,7 @@ int intentlog_add_owned_block(struct intentlog *il, const char *grant_id, uint64
 			      bool memmap, uint64_t *seq)
 {
 	struct intentlog_done d = { .block = block, .zone = zone, .memmap = memmap };
-	_cleanup_json_ json_t *g = grant_ref(il, grant_id);
+	_cleanup_json_ json_t *g = ilog_grant_ref(il->root, &il->history, grant_id);
 
 	if (!ilog_zone_word(zone) || block > INT64_MAX)
 		return -EINVAL;

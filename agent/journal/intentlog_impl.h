@@ -78,6 +78,7 @@ struct intentlog {
 	/* the finished operations the tree no longer holds; together with
 	 * ROOT's grants they are the state's (ilog_history_merged()) */
 	struct ilog_history history;
+	bool revived;             /* since the last settle (history.c) */
 	/* block -> (index of its grant in root's "grants") << 32 | its index
 	 * in that grant's "blocks"; rebuilt on demand after root changed */
 	struct idmap owners;
@@ -100,6 +101,7 @@ struct apply_ctx {
 	 * (revived into the tree it applies to); NULL at replay, where the
 	 * tree holds them all */
 	const struct ilog_history *history;
+	bool revived;           /* set when a record put one of them back */
 	size_t outbox_max;
 	char *err;
 	size_t errlen;
@@ -145,13 +147,20 @@ json_t *ilog_history_get(const struct ilog_history *h, size_t i);
 /* Final, owning no block, no open intent: the history's, not the tree's. */
 bool ilog_grant_retirable(json_t *root, const json_t *g);
 /* After a record is current (never inside a batch, which may roll back):
- * entries ROOT holds again leave H, ROOT's retirable grants move to H, the
- * oldest beyond HISTORY_MAX go; *MOVED when ROOT's grants changed. */
-void ilog_history_settle(struct ilog_history *h, json_t *root, unsigned history_max, bool *moved);
+ * when REVIVED (a record since the last call put one back), entries ROOT
+ * holds again leave H; ROOT's retirable grants move to H, the oldest beyond
+ * HISTORY_MAX go; *MOVED when ROOT's grants changed. */
+void ilog_history_settle(struct ilog_history *h, json_t *root, unsigned history_max, bool revived, bool *moved);
 /* ID from H put back into ROOT's grants, in order (*IDX); NULL when H has none. */
 json_t *ilog_history_revive(json_t *root, const struct ilog_history *h, const char *id, size_t *idx);
-/* ilog_find_grant(), or else ilog_history_revive() (H may be NULL). */
-json_t *ilog_grant_find_or_revive(json_t *root, const struct ilog_history *h, const char *id, size_t *idx);
+/* ilog_find_grant(), or else ilog_history_revive() from C->history (may
+ * be NULL), which sets C->revived. */
+json_t *ilog_grant_find_or_revive(json_t *root, struct apply_ctx *c, const char *id, size_t *idx);
+/* ID is a grant of ROOT's or kept in H (may be NULL). */
+bool ilog_grant_known(json_t *root, const struct ilog_history *h, const char *id);
+/* ID's grant object from ROOT or H, a new reference; NULL when neither
+ * has it (or it cannot be read back: ENOMEM). */
+json_t *ilog_grant_ref(json_t *root, const struct ilog_history *h, const char *id);
 /* A shallow copy of ROOT whose grants are the tree's and H's, in order:
  * the state as a snapshot holds it. */
 json_t *ilog_history_merged(json_t *root, const struct ilog_history *h);

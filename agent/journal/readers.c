@@ -51,6 +51,7 @@ int intentlog_lookup_generation(struct intentlog *il, const char *source, uint64
 {
 	json_t *g;
 	size_t i;
+	int r;
 
 	if (!msg_id_valid(source))
 		return -EINVAL;
@@ -58,44 +59,30 @@ int intentlog_lookup_generation(struct intentlog *il, const char *source, uint64
 		return ILOG_GEN_NEW;
 	json_array_foreach(json_object_get(il->root, "grants"), i, g) {
 		if (streq(ilog_str_of(g, "source"), source) && ilog_u64_of(g, "generation") == generation) {
-			if (recorded) {
-				int r = grant_fill(g, recorded);
-				if (r < 0)
-					return r;
-			}
-			return ILOG_GEN_REPLAY;
+			r = recorded ? grant_fill(g, recorded) : 0;
+			return r < 0 ? r : ILOG_GEN_REPLAY;
 		}
 	}
 	for (i = 0; i < il->history.n; i++) {
 		const struct ilog_past *p = &il->history.v[i];
+		_cleanup_json_ json_t *old = NULL;
 
-		if (streq(p->source, source) && p->generation == generation) {
-			_cleanup_json_ json_t *old = recorded ? ilog_history_get(&il->history, i) : NULL;
-
-			if (recorded) {
-				int r = old ? grant_fill(old, recorded) : -ENOMEM;
-				if (r < 0)
-					return r;
-			}
+		if (!streq(p->source, source) || p->generation != generation)
+			continue;
+		if (!recorded)
 			return ILOG_GEN_REPLAY;
-		}
+		old = ilog_history_get(&il->history, i);
+		r = old ? grant_fill(old, recorded) : -ENOMEM;
+		return r < 0 ? r : ILOG_GEN_REPLAY;
 	}
 	return ILOG_GEN_STALE;
 }
 
 int intentlog_get_grant(struct intentlog *il, const char *id, struct intentlog_grant *out)
 {
-	json_t *g = ilog_find_grant(il->root, id, NULL);
-	_cleanup_json_ json_t *old = NULL;
-	ssize_t k;
+	_cleanup_json_ json_t *g = ilog_grant_ref(il->root, &il->history, id);
 
-	if (g)
-		return grant_fill(g, out);
-	k = ilog_history_find(&il->history, id);
-	if (k < 0)
-		return -ENOENT;
-	old = ilog_history_get(&il->history, (size_t)k);
-	return old ? grant_fill(old, out) : -ENOMEM;
+	return g ? grant_fill(g, out) : -ENOENT;
 }
 
 void intentlog_grants_free(struct intentlog_grant *g, size_t n)

@@ -588,7 +588,7 @@ static int apply_accept(json_t *root, const json_t *rec, struct apply_ctx *c)
 	if (m->generation <= ilog_u64_of(json_object_get(root, "sources"), source))
 		return fail(c, -ESTALE, "generation %" PRIu64 " of \"%s\" is not above the last of source \"%s\"",
 			    m->generation, m->id, source);
-	if (ilog_find_grant(root, m->id, NULL) || ilog_history_find(c->history, m->id) >= 0)
+	if (ilog_grant_known(root, c->history, m->id))
 		return fail(c, -EEXIST, "id \"%s\" is already recorded", m->id);
 	t = time_of(rec);
 	if (!t)
@@ -609,7 +609,7 @@ static int apply_state(json_t *root, const json_t *rec, struct apply_ctx *c)
 {
 	const char *id = ilog_str_of(rec, "id");
 	size_t idx = 0;
-	json_t *g = ilog_grant_find_or_revive(root, c->history, id, &idx);
+	json_t *g = ilog_grant_find_or_revive(root, c, id, &idx);
 	enum msg_state st;
 	int r;
 
@@ -628,7 +628,7 @@ static int apply_intent(json_t *root, const json_t *rec, struct apply_ctx *c)
 {
 	const char *op = ilog_str_of(rec, "op"), *dir = ilog_str_of(rec, "dir");
 	size_t idx = 0;
-	json_t *g = ilog_grant_find_or_revive(root, c->history, op, &idx), *blocks = json_object_get(rec, "blocks"), *it, *b, *t;
+	json_t *g = ilog_grant_find_or_revive(root, c, op, &idx), *blocks = json_object_get(rec, "blocks"), *it, *b, *t;
 	struct intentlog_target tg;
 	size_t k;
 	int r;
@@ -753,7 +753,7 @@ static int apply_result(json_t *root, const json_t *rec, struct apply_ctx *c)
 {
 	const char *op = ilog_str_of(rec, "op");
 	size_t gidx = 0;
-	json_t *g = ilog_grant_find_or_revive(root, c->history, op, &gidx), *done = json_object_get(rec, "blocks"), *it, *b;
+	json_t *g = ilog_grant_find_or_revive(root, c, op, &gidx), *done = json_object_get(rec, "blocks"), *it, *b;
 	enum msg_state st;
 	uint64_t applied;
 	size_t idx = 0, k;
@@ -807,7 +807,7 @@ static int apply_adopt(json_t *root, const json_t *rec, struct apply_ctx *c)
 {
 	const char *id = ilog_str_of(rec, "grant");
 	size_t idx = 0;
-	json_t *g = ilog_grant_find_or_revive(root, c->history, id, &idx), *list = json_object_get(rec, "blocks"), *b;
+	json_t *g = ilog_grant_find_or_revive(root, c, id, &idx), *list = json_object_get(rec, "blocks"), *b;
 	size_t k;
 	int r;
 

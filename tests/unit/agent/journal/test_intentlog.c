@@ -173,6 +173,25 @@ static void assert_json_equal(json_t *a, json_t *b)
 	}
 }
 
+/* Closes IL; its state must come back from a replay of the disk and again
+ * after a compaction.  Returns that state. */
+static json_t *close_replay_compact(struct fixture *f, const struct intentlog_options *o, struct intentlog *il)
+{
+	json_t *live = intentlog_state_json(il);
+
+	intentlog_close(il);
+	il = iopen(f, o, NULL);
+	json_auto_t *replayed = intentlog_state_json(il);
+	assert_json_equal(live, replayed);
+	assert_int_equal(intentlog_compact(il), 0);
+	intentlog_close(il);
+	il = iopen(f, o, NULL);
+	json_auto_t *compacted = intentlog_state_json(il);
+	assert_json_equal(live, compacted);
+	intentlog_close(il);
+	return live;
+}
+
 /* ---- tests ----------------------------------------------------------------------- */
 
 static void test_crc32c_check_value(void **state)
@@ -682,17 +701,7 @@ static void test_compaction_preserves_state(void **state)
 	assert_true(st.compactions > 0);
 	print_message("300 grants: %" PRIu64 " compactions, log %" PRIu64 " bytes now, at most %" PRIu64 "\n",
 		      st.compactions, st.log_bytes, max_size);
-	json_auto_t *live = intentlog_state_json(il);
-	intentlog_close(il);
-	il = iopen(f, &o, NULL);
-	json_auto_t *replayed = intentlog_state_json(il);
-	assert_json_equal(live, replayed);
-	assert_int_equal(intentlog_compact(il), 0);
-	intentlog_close(il);
-	il = iopen(f, &o, NULL);
-	json_auto_t *compacted = intentlog_state_json(il);
-	assert_json_equal(live, compacted);
-	intentlog_close(il);
+	json_auto_t *live = close_replay_compact(f, &o, il);
 	/* a crash during a compaction leaves a temporary, never read, removed */
 	char tmp[256];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.999", f->log);
@@ -783,17 +792,9 @@ static void test_history_kept_in_order(void **state)
 	assert_int_equal(intentlog_set_state(il, "g-7", MSG_STATE_FAILED, NULL, NULL), 0);
 	assert_listed(il, (const char *const[]){ "g-1", "g-5", "g-6", "g-7" }, 4);
 
-	json_auto_t *live = intentlog_state_json(il);
-	intentlog_close(il);
+	json_decref(close_replay_compact(f, &o, il));
 	il = iopen(f, &o, NULL);
-	json_auto_t *replayed = intentlog_state_json(il);
-	assert_json_equal(live, replayed);
 	assert_listed(il, (const char *const[]){ "g-1", "g-5", "g-6", "g-7" }, 4);
-	assert_int_equal(intentlog_compact(il), 0);
-	intentlog_close(il);
-	il = iopen(f, &o, NULL);
-	json_auto_t *compacted = intentlog_state_json(il);
-	assert_json_equal(live, compacted);
 	intentlog_close(il);
 }
 
