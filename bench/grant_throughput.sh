@@ -10,7 +10,7 @@ T=$(mktemp -d /tmp/memgrant-bench.XXXXXX)
 trap 'kill $PID 2>/dev/null; rm -rf "$T"' EXIT
 CTL="$BUILD/memgrantctl --socket $T/api.sock"
 cat > "$T/memgrant.yaml" <<YAML
-agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: warning, user: $(id -un)}
+agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: warning, user: $(id -un), api_group: $(id -gn)}
 backend:
   type: sim
   sim: {state: $T/sim.json, online: 4G, standby: $((N * 128))M, block_size: 128M}

@@ -56,7 +56,7 @@ start() {
 	mkdir -p "$T/$name.d"
 	{
 		cat <<YAML
-agent: {id: idle-$name, state_dir: $T/$name.state, api_socket: $T/$name.sock, log_level: warning, user: $(id -un)}
+agent: {id: idle-$name, state_dir: $T/$name.state, api_socket: $T/$name.sock, log_level: warning, user: $(id -un), api_group: $(id -gn)}
 backend:
   type: sim
   sim: {state: $T/$name.d/$name.sim, online: 2G, standby: 2G, block_size: 128M}

@@ -33,7 +33,7 @@ for N in $SIZES; do
 	ref=$(echo "$t0 $t1 $N" | awk '{printf "%.3f", ($2-$1)*1000/$3}')
 
 	cat > "$T/memgrant.yaml" <<YAML
-agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: warning, user: $(id -un)}
+agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: warning, user: $(id -un), api_group: $(id -gn)}
 backend:
   type: sim
   sim: {state: $T/sim.json, online: 4G, standby: $((N * 128))M, block_size: 128M}

@@ -14,7 +14,7 @@ trap '[ -n "$CURL_PID" ] && kill $CURL_PID 2>/dev/null; [ -n "$PID" ] && kill $P
 CTL="$BUILD/memgrantctl --socket $T/api.sock"
 "$BUILD/memgrantctl" sim init "$T/sim.json" --online 2G --standby 17G --block-size 128M > /dev/null
 cat > "$T/memgrant.yaml" <<YAML
-agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: notice, user: $(id -un)}
+agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: notice, user: $(id -un), api_group: $(id -gn)}
 backend:
   type: sim
   sim: {state: $T/sim.json}

@@ -129,7 +129,7 @@ sim_yaml() { # NAME STANDBY_BYTES BLOCK [extra lines]: writes $T/NAME.yaml
 	shift 3
 	{
 	cat <<YAML
-agent: {id: bench-$name, state_dir: $T/$name.state, api_socket: $T/$name.sock, log_level: warning, user: $(id -un)}
+agent: {id: bench-$name, state_dir: $T/$name.state, api_socket: $T/$name.sock, log_level: warning, user: $(id -un), api_group: $(id -gn)}
 backend:
   type: sim
   sim: {state: $T/$name.sim, online: 2G, standby: $standby, block_size: $bs}

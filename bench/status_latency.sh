@@ -18,7 +18,7 @@ t0=$(now)
 t1=$(now)
 "$BUILD/memgrantctl" sim fault "$T/sim.json" --latency 20 > /dev/null
 cat > "$T/memgrant.yaml" <<YAML
-agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: warning, user: $(id -un)}
+agent: {id: bench, state_dir: $T/state, api_socket: $T/api.sock, log_level: warning, user: $(id -un), api_group: $(id -gn)}
 backend:
   type: sim
   sim: {state: $T/sim.json}

@@ -4,7 +4,8 @@
  *
  * The guard thread accepts on the listening socket itself (MHD never sees
  * it) and attributes each connection to its peer's uid (SO_PEERCRED) and
- * class: root, the operators (the daemon's user and the API group), or
+ * class: root, the operators (the daemon's user and the API group, by the
+ * peer's own gid or groups: SO_PEERGROUPS), or
  * everyone else.  Each class has slots of its own, so no uid outside it
  * can take them; within a class each uid has a share (api_limits_init).
  *
@@ -24,15 +25,11 @@
 #include "lib/timeutil.h"
 #include "lib/util.h"
 
-#include <grp.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#define API_CLASS_TTL_MS 10000 /* a group change is seen this late at most */
 
 void api_limits_init(struct api *a, unsigned others_max)
 {
@@ -91,49 +88,39 @@ void api_ratelog(struct api *a, struct api_ratelog *rl, const char *fmt, ...)
 
 /* --- who is asking -------------------------------------------------------- */
 
-static bool uid_in_group(uid_t uid, gid_t gid)
+/* The peer's groups as the kernel holds them for it (SO_PEERGROUPS, the
+ * supplementary groups when it connected): the same credentials the socket
+ * file's mode was checked against, read without the user database (NSS
+ * modules, userdb), so a connecting loop costs no lookup and loads nothing. */
+static bool peer_in_group(int fd, gid_t gid)
 {
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-	gid_t groups[256];
-	int n = ARRAY_SIZE(groups);
+	gid_t small[64];
+	_cleanup_free_ gid_t *big = NULL;
+	gid_t *groups = small;
+	socklen_t len = sizeof(small);
 
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
-		return false;
-	if (pw.pw_gid == gid)
-		return true;
-	if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
-		return false;
-	for (int i = 0; i < n; i++)
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		if (errno != ERANGE || len == 0 || !(big = malloc(len)))
+			return false;
+		groups = big;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+			return false;
+	}
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
 		if (groups[i] == gid)
 			return true;
 	return false;
 }
 
-/* The user database may be slow (NSS, userdb): a connecting loop must not
- * make the guard look a uid up again and again. */
-static enum api_class class_of(struct api *a, uid_t uid, gid_t gid)
+static enum api_class class_of(const struct api *a, int fd, uid_t uid, gid_t gid)
 {
-	uint64_t now = mono_ms();
-	struct api_class_cache *slot = &a->cache[0];
-	enum api_class cls;
-
 	if (uid == 0)
 		return API_ROOT;
-	if (uid == geteuid() || (a->have_group && gid == a->group_gid))
+	if (uid == geteuid())
 		return API_OPERATOR;
 	if (!a->have_group)
 		return API_OTHER;
-	for (int i = 0; i < API_CLASS_CACHE; i++) {
-		struct api_class_cache *c = &a->cache[i];
-		if (c->at_ms && c->uid == uid && c->gid == gid && now - c->at_ms < API_CLASS_TTL_MS)
-			return c->cls;
-		if (c->at_ms < slot->at_ms)
-			slot = c; /* the oldest (or an empty one) makes room */
-	}
-	cls = uid_in_group(uid, a->group_gid) ? API_OPERATOR : API_OTHER;
-	*slot = (struct api_class_cache){ .uid = uid, .gid = gid, .cls = cls, .at_ms = now ? now : 1 };
-	return cls;
+	return gid == a->group_gid || peer_in_group(fd, a->group_gid) ? API_OPERATOR : API_OTHER;
 }
 
 /* --- the connection list --------------------------------------------------- */
@@ -362,7 +349,7 @@ static void accept_one(struct api *a, int fd)
 	}
 	n->fd = fd;
 	n->uid = cred.uid;
-	n->cls = class_of(a, cred.uid, cred.gid);
+	n->cls = class_of(a, fd, cred.uid, cred.gid);
 	n->privileged = n->cls != API_OTHER;
 	n->state = CONN_PENDING;
 	n->accepted_ms = n->since_ms = mono_ms();

@@ -80,14 +80,6 @@ struct api_ratelog {
 	uint64_t last_ms, since;
 };
 
-#define API_CLASS_CACHE 64
-struct api_class_cache {
-	uid_t uid;
-	gid_t gid;
-	enum api_class cls;
-	uint64_t at_ms; /* 0: empty */
-};
-
 struct api {
 	struct MHD_Daemon *mhd;
 	struct engine *e;
@@ -100,7 +92,6 @@ struct api {
 	struct api_limits lim[API_CLASSES];
 	int listen_fd;                     /* accepted by the guard, not by MHD */
 	char *peek;                        /* API_HEAD_PEEK bytes: the guard's */
-	struct api_class_cache cache[API_CLASS_CACHE]; /* the guard's */
 
 	pthread_mutex_t lock;              /* guards what follows */
 	struct conn *conns;                /* newest first */

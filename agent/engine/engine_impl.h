@@ -108,6 +108,7 @@ struct engine {
 	int machine_stop_fd;
 	pthread_t machine_thread;
 	bool machine_started;
+	unsigned write_sync_skip;   /* the executor's: steps that re-read before trying a sync again */
 	uint64_t boot_end;          /* blocks below it, online at start and not owned: boot memory */
 };
 

@@ -345,13 +345,15 @@ static bool reread_of(enum block_step step, enum hp_reread *what)
 	}
 }
 
+#define WRITE_SYNC_SKIP 63
+
 int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum block_step after,
 			struct mem_block *out)
 {
 	struct engine *e = engine;
 	struct mem_block m;
 	enum hp_reread what;
-	bool have;
+	bool have, synced = false;
 	int r = -ESTALE;
 
 	if (!e->live)
@@ -359,14 +361,28 @@ int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum
 	/* Before the first write the table's row decides, so the
 	 * notifications already queued are taken first.  After a write the
 	 * row is the kernel's word only once it shows that write (a
-	 * notification since said so), and no wait for later ones helps. */
-	if (after == STEP_NONE)
+	 * notification since said so), and no wait for later ones helps.
+	 * That notification is mostly queued already (the sim's; a kernel's
+	 * uevent goes out before the write returns): taken now, it spares a
+	 * re-read of the block.  A tree that never notifies (FUSE, a plain
+	 * folder) would make that a poll for nothing at every step, so a
+	 * miss lets the next WRITE_SYNC_SKIP steps re-read at once. */
+	if (after == STEP_NONE) {
 		machine_sync(e);
+	} else if (after != STEP_MEMMAP) { /* no row shows a memmap write */
+		synced = e->write_sync_skip == 0;
+		if (synced)
+			machine_sync(e);
+		else
+			e->write_sync_skip--;
+	}
 	have = livetable_find(e->live, block, &m) == 0;
 	if (have && shows_write(&m, after)) {
 		*out = m;
 		return 0;
 	}
+	if (synced)
+		e->write_sync_skip = WRITE_SYNC_SKIP;
 	/* the kernel's word, which the table takes too: its notification
 	 * may come later, or never (a tree served over FUSE) */
 	pthread_mutex_lock(&e->machine_update_lock);

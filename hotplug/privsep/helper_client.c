@@ -146,6 +146,7 @@ static int exchange_locked(struct privsep_backend *p, struct ph_request *rq, siz
 {
 	struct mmsghdr msgs[HP_WRITE_SEQ_MAX];
 	struct iovec iov[HP_WRITE_SEQ_MAX];
+	struct ph_reply rp[HP_WRITE_SEQ_MAX];
 	size_t sent = 0;
 	int first_err = 0;
 
@@ -170,26 +171,36 @@ static int exchange_locked(struct privsep_backend *p, struct ph_request *rq, siz
 		sent += (size_t)k;
 	}
 	/* The helper is doing the writes; a signal here changes nothing.  It
-	 * answers each, a chained one after a failure with ECANCELED. */
+	 * answers each, a chained one after a failure with ECANCELED, all of
+	 * a sequence together: one call takes them. */
 	for (size_t i = 0; i < n; i++) {
-		struct ph_reply rp;
-		ssize_t got;
+		iov[i] = (struct iovec){ .iov_base = &rp[i], .iov_len = sizeof(rp[i]) };
+		msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+	}
+	for (size_t i = 0; i < n;) {
+		int k = recvmmsg(p->fd, msgs + i, (unsigned)(n - i), MSG_TRUNC | MSG_WAITFORONE, NULL);
 
-		do
-			got = recv(p->fd, &rp, sizeof(rp), MSG_TRUNC);
-		while (got < 0 && errno == EINTR);
-		if (got <= 0 || got != (ssize_t)sizeof(rp) || rp.magic != PH_MAGIC || rp.err < 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
 			/* EOF or a reset: the helper died with the write in its
 			 * hands, which may or may not have reached the kernel */
 			if (!first_err)
 				*done = i;
 			return helper_gone_locked(p);
 		}
-		if (rp.err && !first_err) {
-			/* the kernel's own errno; it never says ESHUTDOWN, which
-			 * would read as the helper's end */
-			first_err = rp.err == HP_EWRITER_GONE ? -EIO : -rp.err;
-			*done = i;
+		for (size_t end = i + (size_t)k; i < end; i++) {
+			if (msgs[i].msg_len != sizeof(rp[i]) || rp[i].magic != PH_MAGIC || rp[i].err < 0) {
+				if (!first_err)
+					*done = i;
+				return helper_gone_locked(p);
+			}
+			if (rp[i].err && !first_err) {
+				/* the kernel's own errno; it never says ESHUTDOWN,
+				 * which would read as the helper's end */
+				first_err = rp[i].err == HP_EWRITER_GONE ? -EIO : -rp[i].err;
+				*done = i;
+			}
 		}
 	}
 	if (!first_err)

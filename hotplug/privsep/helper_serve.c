@@ -167,19 +167,33 @@ struct held {
 	size_t n;
 };
 
-/* Sends the answers H holds, in order: 0 or -errno with WHY set. */
+/* Sends the answers H holds, in order, in one call (the peer takes them
+ * in one, helper_client.c): 0 or -errno with WHY set. */
 static int send_held(int fd, struct held *h, char *why, size_t whylen)
 {
-	size_t n = h->n;
+	struct ph_reply rp[HP_WRITE_SEQ_MAX];
+	struct iovec iov[HP_WRITE_SEQ_MAX];
+	struct mmsghdr msgs[HP_WRITE_SEQ_MAX];
+	size_t n = h->n, sent = 0;
 
 	h->n = 0;
 	for (size_t i = 0; i < n; i++) {
-		int r = send_reply(fd, h->err[i]);
+		rp[i] = (struct ph_reply){ .magic = PH_MAGIC, .err = h->err[i] < 0 ? -h->err[i] : h->err[i] };
+		iov[i] = (struct iovec){ .iov_base = &rp[i], .iov_len = sizeof(rp[i]) };
+		msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+	}
+	while (sent < n) {
+		int k = sendmmsg(fd, msgs + sent, (unsigned)(n - sent), MSG_NOSIGNAL);
 
-		if (r < 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0 || msgs[sent].msg_len != sizeof(rp[0])) {
+			int r = k < 0 ? -errno : -EIO;
+
 			snprintf(why, whylen, "cannot answer: %s", strerror(-r));
 			return r;
 		}
+		sent += (size_t)k;
 	}
 	return 0;
 }

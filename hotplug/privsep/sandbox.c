@@ -378,14 +378,15 @@ static int init_failed(enum mg_seccomp_action act, char *err, size_t errlen)
 }
 
 /*
- * The helper: receive a request, open one file, write it, answer.  The sim
+ * The helper: receive a request, open one file, write it, answer (a
+ * sequence's answers in one sendmmsg).  The sim
  * (a model kept in files) additionally loads and saves its state file and
  * rewrites its tree, under a lock, sleeping to model latency.  send and recv
  * are named for s390x, where they are socketcall's SYS_SEND and SYS_RECV
  * (elsewhere glibc makes them sendto and recvfrom).
  */
 static const char *const helper_calls[] = {
-	"recvmsg", "recv", "send", "sendto", "sendmsg", "poll", "ppoll", "openat", "write", "close", "newfstatat",
+	"recvmsg", "recv", "send", "sendto", "sendmsg", "sendmmsg", "poll", "ppoll", "openat", "write", "close", "newfstatat",
 	"fstatat64", "fstat", "rt_sigreturn", "sigreturn", "brk", "mmap", "munmap", "exit_group", "exit",
 	"clock_gettime", "clock_nanosleep", "restart_syscall", "madvise",
 	/* ph_cred_open_walk: links followed by hand, folders checked against its own uid */

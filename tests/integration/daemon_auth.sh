@@ -19,6 +19,12 @@ fi
 as_nobody test -x "$MEMGRANTCTL" || skip "uid 65534 cannot run $MEMGRANTCTL (build directory not reachable)"
 chmod 0755 "$T" # the socket's directory must be reachable; the state dir stays 0700
 
+# as_member CMD...: uid/gid 65534 with the API group (root's) among its
+# supplementary groups only: the kernel's credentials of the peer decide
+# (SO_PEERGROUPS), as they decide whether it may open a 0660 socket
+as_member() { setpriv --reuid=65534 --regid=65534 --groups=0 "$@"; }
+as_member true 2>/dev/null || skip "setpriv cannot set supplementary groups"
+
 # config MODE: the test config with this socket mode; root's group is the API group
 config() {
 	rm -f "$T/memgrant.yaml"
@@ -38,11 +44,11 @@ req() {
 	fi
 	set -- curl -s -o "$T/reply" -w '%{http_code}' --unix-socket "$SOCK" -X "$method" "$@" \
 		"http://memgrantd$path"
-	if [ "$who" = nobody ]; then
+	if [ "$who" != root ]; then
 		# the reply file is written by the unprivileged curl: give it a place it may write
 		: > "$T/reply"
 		chmod 0666 "$T/reply"
-		as_nobody "$@" || true
+		as_$who "$@" || true
 	else
 		"$@" || true
 	fi
@@ -93,6 +99,11 @@ expect_eq "auth-dry-run-403: HTTP" "$(req nobody POST '/v1/grants?dry_run=1' '{"
 kill -0 "$DAEMON_PID" || fail "memgrantd died"
 echo "ok auth-post-403: POST as uid 65534 gets 403 EPERM (grants, cancel, dry run)"
 
+# a member of the API group through a supplementary group may change things
+expect_eq "auth-member-post: HTTP" "$(req member POST '/v1/grants?dry_run=1' '{"type":"grant","size":"128M"}')" 200
+expect_eq "auth-member-cancel: HTTP" "$(req member POST /v1/grants/g-nobody/cancel)" 404
+echo "ok auth-member: uid 65534 with the API group as a supplementary group may POST"
+
 # memgrantctl as a reader: reads work, a grant is refused with the daemon's reason
 as_nobody "$MEMGRANTCTL" --socket "$SOCK" status > /dev/null 2>&1 || fail "auth-ctl-read: memgrantctl status as uid 65534 failed"
 rc=0
@@ -116,6 +127,10 @@ as_nobody "$MEMGRANTCTL" --socket "$SOCK" status > "$T/out" 2> "$T/err" || rc=$?
 expect_eq "auth-connect-0660: memgrantctl exit" "$rc" 1
 grep -q "permission denied on memgrantd's socket $SOCK (mode 0660" "$T/err" || fail "auth-connect-0660: stderr: $(cat "$T/err")"
 echo "ok auth-connect-0660: uid 65534 cannot connect: $(cat "$T/err")"
+
+# a supplementary member connects and changes things; a reader cannot connect
+expect_eq "auth-member-0660: HTTP" "$(req member POST '/v1/grants?dry_run=1' '{"type":"grant","size":"128M"}')" 200
+echo "ok auth-member-0660: a supplementary member of the API group connects and may POST"
 
 # root still reads and changes
 expect_eq "auth-root-read: HTTP" "$(req root GET /v1/status)" 200

@@ -3,7 +3,7 @@
  * The seccomp filters as built for s390x, checked on any machine: s390x's
  * glibc makes every socket call through socketcall(CALL, ARGS), so each
  * filter must allow socketcall for exactly the calls its process makes
- * (the helper: send, recv, sendto, sendmsg, recvmsg; never socket) and
+ * (the helper: send, recv, sendto, sendmsg, sendmmsg, recvmsg; never socket) and
  * nothing else.  The filters are written as libseccomp's pseudo filter code
  * (sandbox_filter_pfc()) and the values socketcall's first argument may take
  * are read from it.
@@ -82,7 +82,8 @@ static long long socketcall_calls(const char *text)
 static void helper_s390x_socketcall_only_its_calls(void **state)
 {
 	(void)state;
-	long long want = BIT(SYS_SEND) | BIT(SYS_RECV) | BIT(SYS_SENDTO) | BIT(SYS_SENDMSG) | BIT(SYS_RECVMSG);
+	long long want = BIT(SYS_SEND) | BIT(SYS_RECV) | BIT(SYS_SENDTO) | BIT(SYS_SENDMSG) | BIT(SYS_RECVMSG) |
+			 BIT(SYS_SENDMMSG);
 
 	for (int sim = 0; sim < 2; sim++) {
 		_cleanup_free_ char *text = pfc(sim ? SANDBOX_FILTER_HELPER_SIM : SANDBOX_FILTER_HELPER, "s390x");
@@ -90,7 +91,7 @@ static void helper_s390x_socketcall_only_its_calls(void **state)
 
 		if (got != want)
 			fail_msg("helper%s filter for s390x allows socketcall calls %#llx, want %#llx (send, recv, "
-				 "sendto, sendmsg, recvmsg):\n%s", sim ? " (sim)" : "", got, want, text);
+				 "sendto, sendmsg, recvmsg, sendmmsg):\n%s", sim ? " (sim)" : "", got, want, text);
 		assert_false(got & BIT(SYS_SOCKET));
 	}
 }
