@@ -64,9 +64,10 @@ note() { echo "NOTE $*"; }
 val() { awk -v k="$1" '$1 == k { print $2; exit }' "$FIGS"; }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 # RSS once the agent is idle: its executor gives freed heap back 50 ms
-# after the last operation (agent/exec/executor.c); read right at the
-# answer, RSS is whichever side of that trim the reader lands on
-rss_settled() { sleep 0.2; rss_kb "$1"; }
+# after the last operation and again 1 s later, for what other threads
+# freed meanwhile (agent/exec/executor.c); read before the second, RSS is
+# whichever side of it the reader lands on
+rss_settled() { sleep 1.3; rss_kb "$1"; }
 ctxt() { awk '$1 == "ctxt" { print $2 }' /proc/stat; }
 ms_per() { awk -v s="$1" -v n="$2" 'BEGIN { printf "%.3f", s * 1000 / n }'; }
 # cpu_ns PID: the time PID's threads have run so far, in ns (schedstat: a

@@ -287,24 +287,32 @@ int exec_block_step(struct engine *e, const struct exec_step *s, struct block_re
  * plane), and those thousands of small chunks are freed after the
  * executor is done with it. */
 #define TRIM_QUIET_MS 50
+#define TRIM_LATE_MS 1000
 
 /* An operation over thousands of blocks leaves MBs of freed small chunks
  * between the few that live on; malloc_trim() returns their pages.  Only
- * when no operation follows, once the renderings of its report are freed.
- * Called and returns with e->lock held. */
+ * when no operation follows, once the renderings of its report are freed;
+ * and once more TRIM_LATE_MS later, for what other threads freed after
+ * that (a waiter's last event, a watcher's late notifications): else a
+ * heap of MBs stays until the next operation.  Called and returns with
+ * e->lock held. */
 static void trim_heap_when_quiet(struct engine *e)
 {
-	struct timespec until;
+	static const unsigned after_ms[] = { TRIM_QUIET_MS, TRIM_LATE_MS };
 
-	deadline_after_ms(&until, TRIM_QUIET_MS);
-	while (!e->queue_head && !e->stopping)
-		if (pthread_cond_timedwait(&e->cond, &e->lock, &until) == ETIMEDOUT)
-			break;
-	if (e->queue_head || e->stopping)
-		return;
-	pthread_mutex_unlock(&e->lock);
-	malloc_trim(0);
-	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < ARRAY_SIZE(after_ms); i++) {
+		struct timespec until;
+
+		deadline_after_ms(&until, after_ms[i]);
+		while (!e->queue_head && !e->stopping)
+			if (pthread_cond_timedwait(&e->cond, &e->lock, &until) == ETIMEDOUT)
+				break;
+		if (e->queue_head || e->stopping)
+			return;
+		pthread_mutex_unlock(&e->lock);
+		malloc_trim(0);
+		pthread_mutex_lock(&e->lock);
+	}
 }
 
 static void *executor_main(void *arg)
