@@ -68,8 +68,11 @@ expect_exit() {
 		"$T/daemon.log" || fail "no line saying why memgrantd stopped"
 }
 
-# 1. a grant's result and a queued grant's intent
-$MEMGRANTCTL sim fault "$SIM" --latency 400 > /dev/null || fail "sim fault"
+# 1. a grant's result and a queued grant's intent: its four blocks take
+# 8 s, time for the disk to fill and for the grants below to be refused
+# on a loaded machine and a sanitizer build (with 400 ms a write, the
+# grant once recorded its result first)
+$MEMGRANTCTL sim fault "$SIM" --latency 1000 > /dev/null || fail "sim fault"
 start_daemon
 $CTL grant 512M > /dev/null || fail "grant local-1"
 $CTL grant 256M > /dev/null || fail "grant local-2"
