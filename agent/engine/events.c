@@ -181,8 +181,7 @@ static char *published_text(const char *text, unsigned char how)
 	if (!ev)
 		return NULL;
 	if (how == KEPT_RUNS) {
-		wire = report_runs_expand(ev);
-		out = wire ? json_dumps(wire, JSON_COMPACT) : NULL;
+		out = report_runs_expand_text(ev);
 	} else {
 		wire = report_runs_expand(json_object_get(ev, "status"));
 		if (wire && json_object_set(ev, "status", wire) == 0)
@@ -194,16 +193,18 @@ static char *published_text(const char *text, unsigned char how)
 	return out;
 }
 
-uint64_t events_publish(struct event_bus *b, json_t *ev)
+/* Publishes EV, kept as kept_text() says or, when AS_RUNS, as it is (a
+ * report whose blocks are runs already). */
+static uint64_t publish(struct event_bus *b, json_t *ev, bool as_runs)
 {
 	char *text;
 	uint64_t seq;
-	unsigned char runs;
+	unsigned char runs = KEPT_RUNS;
 
 	pthread_mutex_lock(&b->lock);
 	seq = b->next_seq++;
 	json_object_set_new(ev, "seq", json_integer((json_int_t)seq));
-	text = kept_text(ev, &runs);
+	text = as_runs ? json_dumps(ev, JSON_COMPACT) : kept_text(ev, &runs);
 	if (seq >= b->oldest + b->capacity)
 		drop_oldest(b);
 	if (text) {
@@ -230,6 +231,16 @@ uint64_t events_publish(struct event_bus *b, json_t *ev)
 	pthread_mutex_unlock(&b->lock);
 	call_listener(b);
 	return seq;
+}
+
+uint64_t events_publish(struct event_bus *b, json_t *ev)
+{
+	return publish(b, ev, false);
+}
+
+uint64_t events_publish_runs(struct event_bus *b, json_t *ev)
+{
+	return publish(b, ev, true);
 }
 
 uint64_t events_last_seq(struct event_bus *b)

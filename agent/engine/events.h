@@ -30,6 +30,9 @@ void events_free(struct event_bus *b);
 
 /* Publishes EV (a JSON object; a "seq" member is added).  Takes no reference. */
 uint64_t events_publish(struct event_bus *b, json_t *ev);
+/* The same for a status report whose blocks are runs already
+ * (report_runs_of_report()): kept so, read with them listed. */
+uint64_t events_publish_runs(struct event_bus *b, json_t *ev);
 
 /* Wakes every waiter, which then returns -EPIPE, as do later waits. */
 void events_close(struct event_bus *b);

@@ -10,6 +10,7 @@
 
 #include "lib/json.h"
 #include "lib/wire/report_json.h"
+#include "lib/wire/report_runs.h"
 #include "lib/timeutil.h"
 #include "lib/util.h"
 #include "agent/engine/engine_impl.h"
@@ -343,13 +344,20 @@ void op_announce_locked(struct engine *e, struct op *o, const struct report *rep
 {
 	json_t *ev;
 
+	bool progress = o->state == MSG_STATE_IN_PROGRESS;
+
 	op_tell_locked(e, o, report);
-	ev = o->state == MSG_STATE_IN_PROGRESS ? progress_event(o, report) : report_to_json(report);
+	/* a whole report goes on the bus with its blocks as runs, made from
+	 * the typed blocks: not one object per block */
+	ev = progress ? progress_event(o, report) : report_runs_of_report(report);
 	for (size_t k = 0; k < o->n_changed; k++)
 		o->outcomes[o->changed_at[k]].changed = false;
 	o->n_changed = o->live_synced = 0;
 	if (ev) {
-		events_publish(e->events, ev);
+		if (progress)
+			events_publish(e->events, ev);
+		else
+			events_publish_runs(e->events, ev);
 		json_decref(ev);
 	}
 	pthread_cond_broadcast(&e->outbox_cond);

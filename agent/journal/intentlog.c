@@ -410,16 +410,22 @@ static bool state_news(const json_t *g, enum msg_state state)
 }
 
 /* "status" and "outbox" members of a record, and "events": what each
- * subscriber queues for that status, in the same record (when NEWS). */
-static int add_report(struct intentlog *il, json_t *rec, json_t *status, const char *outbox_dest, bool news)
+ * subscriber queues for REPORT, in the same record (when NEWS).  The
+ * record keeps the report with its blocks as runs, built from the typed
+ * blocks; the whole list is written only for a subscriber. */
+static int add_report(struct intentlog *il, json_t *rec, const struct report *report, const char *outbox_dest,
+		      bool news)
 {
+	_cleanup_json_ json_t *status = NULL;
 	json_t *events = NULL;
 
 	if (!rec)
 		return -ENOMEM;
-	if ((status && !json_is_object(status)) || (outbox_dest && !msg_id_valid(outbox_dest)))
+	if (outbox_dest && !msg_id_valid(outbox_dest))
 		return -EINVAL;
-	for (size_t i = 0; status && news && i < il->n_subs; i++) {
+	if (report && news && il->n_subs && !(status = report_to_json(report)))
+		return -ENOMEM;
+	for (size_t i = 0; status && i < il->n_subs; i++) {
 		json_t *doc = il->subs[i].fn(il->subs[i].ctx, status);
 
 		if (!doc)
@@ -430,7 +436,7 @@ static int add_report(struct intentlog *il, json_t *rec, json_t *status, const c
 			return -ENOMEM;
 		}
 	}
-	if (json_object_set_new(rec, "status", status ? report_runs_compact(status) : json_null()) < 0 ||
+	if (json_object_set_new(rec, "status", report ? report_runs_of_report(report) : json_null()) < 0 ||
 	    json_object_set_new(rec, "outbox", outbox_dest ? json_string(outbox_dest) : json_null()) < 0 ||
 	    (events && json_object_set_new(rec, "events", events) < 0))
 		return -ENOMEM;
@@ -461,15 +467,11 @@ void intentlog_unsubscribe(struct intentlog *il, intentlog_event_fn fn, void *ct
 int intentlog_accept(struct intentlog *il, const char *source, const struct msg *m, enum msg_state state,
 		     const struct report *report, const char *outbox_dest)
 {
-	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
-
-	if (report && !status)
-		return -ENOMEM;
 	json_t *rec, *req;
 	int r;
 
 	if (!m || m->type == MSG_SYNC || !msg_id_valid(source) || !msg_id_valid(m->id) || m->generation == 0 ||
-	    m->generation > MSG_GENERATION_MAX || (status && !json_is_object(status)) || (outbox_dest && !status))
+	    m->generation > MSG_GENERATION_MAX || (outbox_dest && !report))
 		return -EINVAL;
 	if (m->generation <= intentlog_last_generation(il, source))
 		return -ESTALE;
@@ -480,7 +482,7 @@ int intentlog_accept(struct intentlog *il, const char *source, const struct msg 
 		return -ENOMEM;
 	rec = json_pack("{s:s, s:s, s:o, s:o}", "source", source, "state", msg_state_name(state), "request", req,
 			"time", ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest, true);
+	r = add_report(il, rec, report, outbox_dest, true);
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -491,22 +493,16 @@ int intentlog_accept(struct intentlog *il, const char *source, const struct msg 
 int intentlog_set_state(struct intentlog *il, const char *id, enum msg_state state, const struct report *report,
 			const char *outbox_dest)
 {
-	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
-
-	if (report && !status)
-		return -ENOMEM;
 	_cleanup_json_ json_t *g = ilog_grant_ref(il->root, &il->history, id);
 	json_t *rec;
 	int r;
 
-	if (status && !json_is_object(status))
-		return -EINVAL;
 	if (!g)
 		return -ENOENT;
-	if (outbox_dest && !status && !json_is_object(json_object_get(g, "status")))
+	if (outbox_dest && !report && !json_is_object(json_object_get(g, "status")))
 		return -EINVAL;
 	rec = json_pack("{s:s, s:s, s:o}", "id", id, "state", msg_state_name(state), "time", ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest, state_news(g, state));
+	r = add_report(il, rec, report, outbox_dest, state_news(g, state));
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -518,16 +514,12 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
 		     const struct intentlog_target *blocks, size_t n, const struct report *report,
 		     const char *outbox_dest)
 {
-	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
-
-	if (report && !status)
-		return -ENOMEM;
 	_cleanup_json_ json_t *g = msg_id_valid(op) ? ilog_grant_ref(il->root, &il->history, op) : NULL;
 	json_t *rec, *list;
 	int r;
 
 	if (!msg_id_valid(op) || (dir != ILOG_UP && dir != ILOG_DOWN) || n == 0 || !blocks ||
-	    (outbox_dest && !status && !json_is_object(json_object_get(g, "status"))))
+	    (outbox_dest && !report && !json_is_object(json_object_get(g, "status"))))
 		return -EINVAL;
 	list = json_array();
 	for (size_t i = 0; list && i < n; i++) {
@@ -546,7 +538,7 @@ int intentlog_intent(struct intentlog *il, const char *op, enum intentlog_dir di
 	}
 	rec = json_pack("{s:s, s:s, s:o, s:o}", "op", op, "dir", dir == ILOG_UP ? "up" : "down", "blocks", list, "time",
 			ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest, true);
+	r = add_report(il, rec, report, outbox_dest, true);
 	if (r < 0) {
 		json_decref(rec);
 		return r;
@@ -579,10 +571,6 @@ int intentlog_result(struct intentlog *il, const char *op, enum msg_state state,
 		     const struct intentlog_done *done, size_t n, const struct report *report,
 		     const char *outbox_dest)
 {
-	_cleanup_json_ json_t *status = report ? report_to_json(report) : NULL;
-
-	if (report && !status)
-		return -ENOMEM;
 	json_t *it = ilog_find_intent(il->root, op, NULL), *rec, *list;
 	_cleanup_json_ json_t *g = msg_id_valid(op) ? ilog_grant_ref(il->root, &il->history, op) : NULL;
 	bool up = it && streq(ilog_str_of(it, "dir"), "up");
@@ -592,14 +580,14 @@ int intentlog_result(struct intentlog *il, const char *op, enum msg_state state,
 		return -EINVAL;
 	if (!g)
 		return -ENOENT;
-	if (outbox_dest && !status && !json_is_object(json_object_get(g, "status")))
+	if (outbox_dest && !report && !json_is_object(json_object_get(g, "status")))
 		return -EINVAL;
 	list = done_list(done, n, up);
 	if (!list)
 		return -EINVAL;
 	rec = json_pack("{s:s, s:s, s:I, s:o, s:o}", "op", op, "state", msg_state_name(state), "applied_bytes",
 			(json_int_t)applied_bytes, "blocks", list, "time", ilog_now_json());
-	r = add_report(il, rec, status, outbox_dest, state_news(g, state));
+	r = add_report(il, rec, report, outbox_dest, state_news(g, state));
 	if (r < 0) {
 		json_decref(rec);
 		return r;

@@ -5,10 +5,14 @@
 #include "lib/wire/report_runs.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 
+#include "lib/json.h"
 #include "lib/util.h"
 #include "lib/wire/blockjson.h"
 #include "lib/wire/message.h"
+#include "lib/wire/report_json.h"
 
 static uint64_t u64_of(const json_t *o, const char *key)
 {
@@ -128,6 +132,95 @@ json_t *report_runs_compact(const json_t *status)
 	return out;
 }
 
+/* Whether A and B have the same entry but for "block" and "range", as
+ * report_to_json() writes them (an unknown memmap is null, an error's
+ * message is written only with its code). */
+static bool same_entry(const struct report_block *a, const struct report_block *b)
+{
+	int ma = a->memmap_on_memory < 0 ? -1 : !!a->memmap_on_memory;
+	int mb = b->memmap_on_memory < 0 ? -1 : !!b->memmap_on_memory;
+
+	return a->configured == b->configured && ma == mb && streq(a->state, b->state) && streq(a->zone, b->zone) &&
+	       streq(a->error_code, b->error_code) && (!a->error_code[0] || streq(a->error_message, b->error_message));
+}
+
+/* The run of COUNT blocks from FIRST's entry (downwards when DOWN), as
+ * runs_of() makes it. */
+static json_t *typed_run(const struct report_block *first, uint64_t count, bool down, uint64_t block_size)
+{
+	_cleanup_json_ json_t *e = report_block_json(first, block_size);
+	json_t *run = e ? run_new(e) : NULL;
+
+	if (run && (json_object_set_new(run, "count", u64_json(count)) < 0 ||
+		    (down && json_object_set_new(run, "down", json_true()) < 0))) {
+		json_decref(run);
+		return NULL;
+	}
+	return run;
+}
+
+/* runs_of() over R's blocks as report_to_json() would write them. */
+static json_t *typed_runs(const struct report *r)
+{
+	json_t *runs = json_array();
+	const struct report_block *head = NULL;
+	uint64_t first = 0, count = 0;
+	bool down = false;
+
+	for (size_t i = 0; runs && i <= r->n_blocks; i++) {
+		const struct report_block *b = i < r->n_blocks ? &r->blocks[i] : NULL;
+
+		if (head && b) {
+			bool d = down, cont;
+
+			if (count == 1 && first > 0 && b->block == first - 1)
+				cont = d = true;
+			else
+				cont = d ? first >= count && b->block == first - count : b->block == first + count;
+			if (cont && same_entry(head, b)) {
+				count++;
+				down = d;
+				continue;
+			}
+		}
+		if (head && json_array_append_new(runs, typed_run(head, count, down, r->block_size)) < 0) {
+			json_decref(runs);
+			return NULL;
+		}
+		head = b;
+		first = b ? b->block : 0;
+		count = 1;
+		down = false;
+	}
+	return runs;
+}
+
+json_t *report_runs_of_report(const struct report *r)
+{
+	struct report head = *r;
+	_cleanup_json_ json_t *whole = NULL, *runs = NULL;
+	json_t *out, *v;
+	const char *key;
+
+	/* the report's members with an empty list, which the runs replace */
+	head.blocks = NULL;
+	head.n_blocks = 0;
+	whole = report_to_json(&head);
+	runs = typed_runs(r);
+	out = whole && runs ? json_object() : NULL;
+	if (!out)
+		return NULL;
+	json_object_foreach(whole, key, v) {
+		bool list = streq(key, lists[0][0]);
+
+		if (json_object_set(out, list ? lists[0][1] : key, list ? runs : v) < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
 size_t report_runs_blocks(const json_t *status)
 {
 	size_t n = 0;
@@ -236,4 +329,78 @@ json_t *report_runs_expand(const json_t *status)
 		}
 	}
 	return out;
+}
+
+/* Writes the JSON of V (any value) as json_dumps(..., JSON_COMPACT) would
+ * inside an object or list. */
+static int dump_value(FILE *f, const json_t *v)
+{
+	return json_dumpf(v, f, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+static int dump_key(FILE *f, const char *key)
+{
+	_cleanup_json_ json_t *k = json_string(key);
+
+	if (!k || dump_value(f, k) < 0)
+		return -ENOMEM;
+	return fputc(':', f) == EOF ? -EIO : 0;
+}
+
+/* RUNS as the list of block entries they stand for. */
+static int dump_entries(FILE *f, const json_t *runs, uint64_t block_size)
+{
+	const json_t *run;
+	bool first = true;
+	size_t i;
+
+	if (fputc('[', f) == EOF)
+		return -EIO;
+	json_array_foreach(runs, i, run)
+		for (uint64_t n = 0; n < u64_of(run, "count"); n++) {
+			_cleanup_json_ json_t *e = run_entry(run, n, block_size);
+
+			if (!e || (!first && fputc(',', f) == EOF) || dump_value(f, e) < 0)
+				return -ENOMEM;
+			first = false;
+		}
+	return fputc(']', f) == EOF ? -EIO : 0;
+}
+
+char *report_runs_expand_text(const json_t *status)
+{
+	uint64_t bs = u64_of(json_object_get(status, "memory"), "block_size");
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	const char *key;
+	bool first = true;
+	json_t *v;
+	FILE *f;
+	int r = 0;
+
+	if (!json_is_object(status) || report_runs_check(status, NULL, 0) < 0)
+		return NULL;
+	f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	if (fputc('{', f) == EOF)
+		r = -EIO;
+	json_object_foreach((json_t *)status, key, v) {
+		int l = list_at(key, 1);
+
+		if (r < 0)
+			break;
+		if (!first && fputc(',', f) == EOF)
+			r = -EIO;
+		first = false;
+		if (r == 0)
+			r = dump_key(f, l >= 0 ? lists[l][0] : key);
+		if (r == 0)
+			r = l >= 0 ? dump_entries(f, v, bs) : dump_value(f, v) < 0 ? -ENOMEM : 0;
+	}
+	if (r == 0 && fputc('}', f) == EOF)
+		r = -EIO;
+	if (fclose(f) != 0 || r < 0)
+		return NULL;
+	return TAKE_PTR(buf);
 }
