@@ -35,6 +35,7 @@
 #include "providers/pressure.h"
 #include "agent/engine/engine.h"
 #include "agent/engine/events.h"
+#include "lib/heap.h"
 #include "lib/log.h"
 #include "agent/reload.h"
 #include "lib/log_journald.h"
@@ -436,6 +437,10 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int c, r, rc = 0;
 
+	/* without per-thread caches (lib/heap.h): their chunks would keep
+	 * pages of the heap that malloc_trim() hands back; on failure the
+	 * agent runs with them, as before */
+	heap_without_thread_caches(argv);
 	/* one heap for the few threads: with an arena per thread, the blocks
 	 * an operation frees stay spread over arenas that malloc_trim() cannot
 	 * empty, and RSS creeps up over grant+revocation cycles

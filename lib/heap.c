@@ -1,10 +1,51 @@
 /* SPDX-License-Identifier: MIT */
 #include "lib/heap.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/util.h"
 
 void heap_trim_after_render(size_t text_bytes)
 {
 	if (text_bytes >= HEAP_TRIM_RENDER_MIN)
 		malloc_trim(0);
+}
+
+int heap_without_thread_caches(char *const *argv)
+{
+	const char *had = getenv(HEAP_TUNABLES_ENV);
+	_cleanup_free_ char *saved = had ? strdup(had) : NULL, *want = NULL;
+	char exe[PATH_MAX];
+	ssize_t n;
+	int r;
+
+	if (had && strstr(had, HEAP_TCACHE_TUNABLE "="))
+		return 0;
+	if (had && !saved)
+		return -ENOMEM;
+	/* the binary's path, not /proc/self/exe itself: under an emulator
+	 * (qemu-user) that link is the emulator's */
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = '\0';
+	if (asprintf(&want, "%s%s" HEAP_TCACHE_TUNABLE "=0", saved ?: "", saved && *saved ? ":" : "") < 0) {
+		want = NULL;
+		return -ENOMEM;
+	}
+	if (setenv(HEAP_TUNABLES_ENV, want, 1) < 0)
+		return -errno;
+	execv(exe, argv);
+	r = -errno;
+	if (saved)
+		setenv(HEAP_TUNABLES_ENV, saved, 1);
+	else
+		unsetenv(HEAP_TUNABLES_ENV);
+	return r;
 }
