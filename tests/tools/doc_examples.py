@@ -264,8 +264,10 @@ def inner_script(ex, steps, before, work, stage, top, build, as_user):
         if is_daemon(cmd):
             sock = socket_of(cmd)
             cmd = re.sub(r"\s*&\s*$", "", cmd)
-            out.append("{ %s%s ; } >%s 2>&1 & bg=\"$bg $!\"; d=$!" % (run_as, cmd if not run_as else
-                                                                      "sh -c " + q(cmd), o))
+            # exec: $! is the daemon itself, which the TERM at the end
+            # stops (not a shell whose child, another user's, lives on)
+            out.append("{ exec %s%s ; } >%s 2>&1 & bg=\"$bg $!\"; d=$!" % (run_as, cmd if not run_as else
+                                                                           "sh -c " + q("exec " + cmd), o))
             # up (it answers on its socket) or gone (its log says why)
             probe = "%s/memgrantctl --socket %s status >/dev/null 2>&1" % (q(build), q(sock))
             out.append("i=0; while ! %s && kill -0 $d 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; "
@@ -310,10 +312,14 @@ def run_example(ex, args, as_user):
         try:
             p.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
-            # everything it started goes; what ran so far is reported below
-            os.killpg(p.pid, 9)
-            p.wait()
             problems.append("timed out after %d s (--timeout)" % args.timeout)
+        # everything it started goes, whatever the script's end stopped;
+        # what ran so far is reported below
+        try:
+            os.killpg(p.pid, 9)
+        except ProcessLookupError:
+            pass
+        p.wait()
         unchecked = bool(ex.mark("output"))
         for i, cmd in enumerate(before):
             rc = read(stage + "/rc.b%d" % i)
