@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/util.h"
@@ -22,6 +23,7 @@ int heap_without_thread_caches(char *const *argv)
 	const char *had = getenv(HEAP_TUNABLES_ENV);
 	_cleanup_free_ char *saved = had ? strdup(had) : NULL, *want = NULL;
 	char exe[PATH_MAX];
+	struct stat self, named;
 	ssize_t n;
 	int r;
 
@@ -35,6 +37,12 @@ int heap_without_thread_caches(char *const *argv)
 	if (n < 0)
 		return -errno;
 	exe[n] = '\0';
+	/* only the very file that runs: not a binary put in its place since
+	 * (an upgrade), nor what an emulator (qemu-user, valgrind) says runs */
+	if (stat("/proc/self/exe", &self) < 0 || stat(exe, &named) < 0)
+		return -errno;
+	if (self.st_dev != named.st_dev || self.st_ino != named.st_ino)
+		return -ESTALE;
 	if (asprintf(&want, "%s%s" HEAP_TCACHE_TUNABLE "=0", saved ?: "", saved && *saved ? ":" : "") < 0) {
 		want = NULL;
 		return -ENOMEM;
