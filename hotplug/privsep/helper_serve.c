@@ -125,24 +125,6 @@ static int perform(struct hp_backend *w, const struct ph_request *rq)
 	return -EINVAL; /* not reached: checked */
 }
 
-static int send_reply(int fd, int err)
-{
-	struct ph_reply rp = { .magic = PH_MAGIC, .err = err < 0 ? -err : err };
-	ssize_t n;
-
-	do
-		n = send(fd, &rp, sizeof(rp), MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	return n == sizeof(rp) ? 0 : -EIO;
-}
-
-int privhelper_hello(int fd, int err)
-{
-	return send_reply(fd, err);
-}
-
 /* Whether the next request on FD is already there and chained to the one
  * just performed (a look, not a read: the loop reads and checks it). */
 static bool chained_request_waiting(int fd)
@@ -196,6 +178,14 @@ static int send_held(int fd, struct held *h, char *why, size_t whylen)
 		sent += (size_t)k;
 	}
 	return 0;
+}
+
+int privhelper_hello(int fd, int err)
+{
+	struct held h = { .err = { err }, .n = 1 };
+	char why[64];
+
+	return send_held(fd, &h, why, sizeof(why));
 }
 
 static int serve_requests(int fd, const struct ph_cred_list *creds, struct hp_backend *writer, struct hp_path *root,
