@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,11 @@ int heap_without_thread_caches(char *const *argv)
 
 	if (had && strstr(had, HEAP_TCACHE_TUNABLE "="))
 		return 0;
+	/* a secure-execution start (setuid, file capabilities, an LSM's
+	 * transition): glibc drops the tunable from the environment it
+	 * passes on, so this would run the program again and again */
+	if (getauxval(AT_SECURE))
+		return -EPERM;
 	if (had && !saved)
 		return -ENOMEM;
 	/* the binary's path, not /proc/self/exe itself: under an emulator

@@ -37,6 +37,7 @@ void heap_trim_after_render(size_t text_bytes);
  * glibc's per-thread caches off, added to the environment's tunables, unless
  * the environment sets HEAP_TCACHE_TUNABLE already (the operator's choice,
  * or this was done).  Only when the file /proc/self/exe names is the one
- * running (-ESTALE: replaced since, or an emulator's).  Returns only when it
+ * running (-ESTALE: replaced since, or an emulator's), and not in secure
+ * execution (-EPERM: AT_SECURE, where glibc drops the tunable).  Returns only when it
  * did not run it again: 0, or -errno, the environment as it was. */
 int heap_without_thread_caches(char *const *argv);
