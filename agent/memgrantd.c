@@ -351,29 +351,21 @@ static int other_agent_runs(const struct mg_config *cfg, const struct mg_log *lo
  * standby memory, only blocks the kernel has and keeps offline. */
 static void log_memory_interface(struct engine *d, const struct mg_log *log)
 {
-	struct engine_blocks eb;
-	size_t standby = 0, offline = 0;
+	struct engine_memory m;
+	uint64_t blocks;
 	char sz[16];
 
-	if (engine_blocks(d, &eb) < 0)
+	if (engine_memory(d, &m) < 0 || m.block_size == 0)
 		return;
-	for (size_t i = 0; i < eb.table->n; i++) {
-		const struct mem_block *b = &eb.table->blocks[i];
-
-		standby += mem_block_is_standby(b);
-		offline += b->configured && b->state == MEM_STATE_OFFLINE;
-	}
-	if (eb.table->has_firmware) {
-		size_format(standby * eb.table->block_size, sz, sizeof(sz));
-		log_notice(log, "memory interface: sys/firmware/memory (s390 standby memory): %s standby in %zu block%s "
-			   "for grants", sz, standby, standby == 1 ? "" : "s");
-	} else {
-		size_format(offline * eb.table->block_size, sz, sizeof(sz));
+	blocks = m.standby_bytes / m.block_size;
+	size_format(m.standby_bytes, sz, sizeof(sz));
+	if (m.has_firmware)
+		log_notice(log, "memory interface: sys/firmware/memory (s390 standby memory): %s standby in %llu block%s "
+			   "for grants", sz, (unsigned long long)blocks, blocks == 1 ? "" : "s");
+	else
 		log_notice(log, "memory interface: no sys/firmware/memory (no standby memory on this kernel): grants can "
-			   "only online blocks the kernel keeps offline, %s in %zu block%s now", sz, offline,
-			   offline == 1 ? "" : "s");
-	}
-	engine_blocks_done(&eb);
+			   "only online blocks the kernel keeps offline, %s in %llu block%s now", sz,
+			   (unsigned long long)blocks, blocks == 1 ? "" : "s");
 }
 
 static int drop_privileges(const struct mg_config *cfg, const struct mg_log *log, pid_t helper_pid)

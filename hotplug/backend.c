@@ -71,3 +71,26 @@ int hp_set_write_deadline(struct hp_backend *b, const struct timespec *deadline)
 		b->write_deadline = *deadline;
 	return 0;
 }
+
+int hp_read_memmap(struct hp_backend *b, struct mem_block *rows, size_t n)
+{
+	int n_read = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct mem_block m;
+		int r;
+
+		if (rows[i].memmap_on_memory != MEM_MEMMAP_UNREAD)
+			continue;
+		r = hp_reread(b, HP_REREAD_MEMMAP, &rows[i], &m);
+		if (r == -EOPNOTSUPP)
+			r = hp_read_block(b, rows[i].id, &m);
+		if (r == -ESTALE || r == -ENOENT)
+			continue;
+		if (r < 0)
+			return r;
+		rows[i].memmap_on_memory = m.memmap_on_memory;
+		n_read++;
+	}
+	return n_read;
+}

@@ -82,6 +82,11 @@ struct hp_backend_ops {
 	const char *name; /* "sysfs", "sim" */
 	/* Whole-machine view (A1-A9, C1-C3). */
 	int (*discover)(struct hp_backend *b, struct mem_table **out);
+	/* Optional: discover, but a deconfigured block's memmap_on_memory may
+	 * be MEM_MEMMAP_UNREAD, its firmware entry not opened (on a big
+	 * machine most blocks are standby, and their files most of the cost);
+	 * hp_read_memmap() reads it.  Absent: discover. */
+	int (*discover_lazy)(struct hp_backend *b, struct mem_table **out);
 	/* One block; -ENOENT when neither directory exists. */
 	int (*read_block)(struct hp_backend *b, uint64_t id, struct mem_block *out);
 	/* Optional: block KNOWN->id read again after a write that succeeded,
@@ -234,6 +239,15 @@ static inline int hp_discover(struct hp_backend *b, struct mem_table **out)
 {
 	return b->ops->discover(b, out);
 }
+static inline int hp_discover_lazy(struct hp_backend *b, struct mem_table **out)
+{
+	return b->ops->discover_lazy ? b->ops->discover_lazy(b, out) : b->ops->discover(b, out);
+}
+/* The memmap_on_memory of each of the N ROWS that is MEM_MEMMAP_UNREAD,
+ * read (HP_REREAD_MEMMAP); a row whose entry is gone stays unread (the
+ * block's notification or the next re-scan tells).  The number read, or
+ * -errno (the rows read before it keep their values). */
+int hp_read_memmap(struct hp_backend *b, struct mem_block *rows, size_t n);
 static inline int hp_watch_open(struct hp_backend *b)
 {
 	return b->ops->watch_open ? b->ops->watch_open(b) : -EOPNOTSUPP;

@@ -184,20 +184,32 @@ void mem_table_sort(struct mem_table *t)
 		qsort(t->blocks, t->n, sizeof(*t->blocks), cmp_block);
 }
 
-struct mem_block *mem_blocks_search(struct mem_block *blocks, size_t n, uint64_t id)
+/* The index of the first of the N sorted BLOCKS whose id is at least ID (N if none). */
+static size_t lower_bound(const struct mem_block *blocks, size_t n, uint64_t id)
 {
 	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (blocks[mid].id == id)
-			return &blocks[mid];
+
 		if (blocks[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return NULL;
+	return lo;
+}
+
+struct mem_block *mem_blocks_search(struct mem_block *blocks, size_t n, uint64_t id)
+{
+	size_t i = lower_bound(blocks, n, id);
+
+	return i < n && blocks[i].id == id ? &blocks[i] : NULL;
+}
+
+size_t mem_table_lower_bound(const struct mem_table *t, uint64_t id)
+{
+	return lower_bound(t->blocks, t->n, id);
 }
 
 struct mem_block *mem_table_find(const struct mem_table *t, uint64_t id)

@@ -81,9 +81,13 @@ struct mem_block {
 	enum mem_state state;    /* MEM_STATE_OFFLINE when deconfigured */
 	bool in_firmware;        /* has sys/firmware/memory/memoryN */
 	bool configured;         /* has sys/devices/system/memory/memoryN */
-	int8_t memmap_on_memory; /* 0/1, -1 when there is no firmware entry */
+	int8_t memmap_on_memory; /* 0/1, -1 when there is no firmware entry, MEM_MEMMAP_UNREAD */
 	int8_t removable;        /* 0/1, -1 unknown */
 };
+
+/* memmap_on_memory of a deconfigured block whose firmware entry was not
+ * opened (hp_discover_lazy()): read it with hp_read_memmap() before use. */
+#define MEM_MEMMAP_UNREAD ((int8_t)-2)
 
 /* The zones of a valid_zones text (words apart by blanks; a word memgrant
  * does not know is MEM_ZONE_UNKNOWN; words past MEM_ZONES_MAX dropped). */
@@ -146,6 +150,8 @@ struct mem_block *mem_table_add(struct mem_table *t, uint64_t id);
 void mem_table_sort(struct mem_table *t);
 /* Binary search; NULL when the id is not in the table. */
 struct mem_block *mem_table_find(const struct mem_table *t, uint64_t id);
+/* The index of the first block whose id is at least ID (t->n when none). */
+size_t mem_table_lower_bound(const struct mem_table *t, uint64_t id);
 /* The same over the first N blocks of a sorted array (a table being built). */
 struct mem_block *mem_blocks_search(struct mem_block *blocks, size_t n, uint64_t id);
 

@@ -98,6 +98,8 @@ int block_bring_up_r(struct hp_backend *b, const struct block_reader *rd, uint64
 	r = read_state(b, rd, id, STEP_NONE, &m);
 	if (r == 0 && rd && m.configured && m.state == MEM_STATE_ONLINE)
 		r = read_state(b, rd, id, STEP_READ, &m); /* nothing to do: the kernel's word, not a row's */
+	if (r == 0 && !m.configured && m.memmap_on_memory == MEM_MEMMAP_UNREAD)
+		r = read_state(b, rd, id, STEP_MEMMAP, &m); /* what it is, to set it and to undo */
 	if (r < 0)
 		return failed(res, STEP_READ, r);
 	res->after = m;
@@ -148,8 +150,11 @@ int block_bring_up_r(struct hp_backend *b, const struct block_reader *rd, uint64
 	}
 	if (configured_now && can_undo(r))
 		keep_undo_err(res, block_deconfigure(b, id));
-	if (set_memmap && can_undo(r) && res->undo_err == 0)
+	if (set_memmap && can_undo(r) && res->undo_err == 0) {
 		keep_undo_err(res, block_set_memmap(b, id, !memmap));
+		if (rd) /* as after the write it undoes: the row takes it back */
+			(void)read_state(b, rd, id, STEP_MEMMAP, &m);
+	}
 	read_after(b, id, res);
 	return failed(res, step[done], r);
 }
@@ -177,6 +182,8 @@ int block_take_down_r(struct hp_backend *b, const struct block_reader *rd, uint6
 	r = read_state(b, rd, id, STEP_NONE, &m);
 	if (r == 0 && rd && (!m.configured || (!m.in_firmware && m.state == MEM_STATE_OFFLINE)))
 		r = read_state(b, rd, id, STEP_READ, &m); /* nothing to do: the kernel's word, not a row's */
+	if (r == 0 && !m.configured && m.memmap_on_memory == MEM_MEMMAP_UNREAD)
+		r = read_state(b, rd, id, STEP_MEMMAP, &m); /* what it is, to set it and to undo */
 	if (r < 0)
 		return failed(res, STEP_READ, r);
 	res->after = m;

@@ -11,7 +11,9 @@
  * before the first write and after each write that changes it; the plain
  * block_bring_up()/block_take_down() read the backend every time.  The
  * reader is also told of a memmap_on_memory write (STEP_MEMMAP), which no
- * notification reports, so that the rows it keeps carry the new value.  A block
+ * notification reports, so that the rows it keeps carry the new value, and
+ * asked the same for a deconfigured row whose memmap_on_memory is
+ * MEM_MEMMAP_UNREAD (a lazily discovered table), which it reads.  A block
  * the caller's reader finds already up (or down) is asked for again with
  * STEP_READ, where the reader must read the backend: "nothing to do" is
  * the kernel's word, never a cached row's.  After a failed step the backend

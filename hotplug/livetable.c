@@ -175,7 +175,7 @@ int livetable_open(struct hp_backend *b, struct livetable **out)
 	pthread_rwlock_init(&lt->lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
 	lt->fd = hp_watch_open(b); /* first: a change during the discover is still seen */
-	r = lt->fd < 0 ? lt->fd : hp_discover(b, &lt->t);
+	r = lt->fd < 0 ? lt->fd : hp_discover_lazy(b, &lt->t);
 	if (r < 0) {
 		livetable_free(lt);
 		return r;
@@ -208,7 +208,7 @@ int livetable_rescan(struct livetable *lt, lt_change_fn fn, void *data)
 	size_t i = 0, j = 0;
 	int r;
 
-	r = hp_discover(lt->b, &nt);
+	r = hp_discover_lazy(lt->b, &nt);
 	if (r < 0) {
 		lt->need_rescan = true;
 		return r;
@@ -216,7 +216,14 @@ int livetable_rescan(struct livetable *lt, lt_change_fn fn, void *data)
 	/* both sorted by id: one merge walk */
 	while (r == 0 && (i < old->n || j < nt->n)) {
 		const struct mem_block *a = i < old->n ? &old->blocks[i] : NULL;
-		const struct mem_block *b = j < nt->n ? &nt->blocks[j] : NULL;
+		struct mem_block *b = j < nt->n ? &nt->blocks[j] : NULL;
+
+		/* a standby block's memmap_on_memory already read stays: the
+		 * re-scan did not look (no notification tells of its change
+		 * either way) */
+		if (a && b && a->id == b->id && b->memmap_on_memory == MEM_MEMMAP_UNREAD && !a->configured &&
+		    !b->configured && a->in_firmware)
+			b->memmap_on_memory = a->memmap_on_memory;
 
 		if (a && (!b || a->id < b->id)) {
 			r = changes_add(&c, a, NULL);
@@ -379,6 +386,37 @@ int livetable_update(struct livetable *lt, lt_change_fn fn, void *data)
 	}
 	changes_free(&c);
 	return r;
+}
+
+/* Rows read per turn of livetable_read_memmap(): the updates wait no longer. */
+#define LT_MEMMAP_BATCH 1024
+
+int livetable_read_memmap(struct livetable *lt, uint64_t *from)
+{
+	struct mem_block rows[LT_MEMMAP_BATCH];
+	const struct mem_table *t = lt->t;
+	size_t n = 0, i;
+	int r;
+
+	/* the caller owns the updates: the rows cannot change under this walk */
+	for (i = mem_table_lower_bound(t, *from); i < t->n && n < LT_MEMMAP_BATCH; i++)
+		if (t->blocks[i].memmap_on_memory == MEM_MEMMAP_UNREAD)
+			rows[n++] = t->blocks[i];
+	*from = i < t->n ? t->blocks[i].id : UINT64_MAX;
+	if (n == 0)
+		return 0;
+	r = hp_read_memmap(lt->b, rows, n);
+	if (r < 0)
+		return r;
+	pthread_rwlock_wrlock(&lt->lock);
+	for (size_t k = 0; k < n; k++) {
+		struct mem_block *row = mem_table_find(lt->t, rows[k].id);
+
+		if (row && row->memmap_on_memory == MEM_MEMMAP_UNREAD)
+			row->memmap_on_memory = rows[k].memmap_on_memory;
+	}
+	pthread_rwlock_unlock(&lt->lock);
+	return (int)n;
 }
 
 int livetable_find(struct livetable *lt, uint64_t id, struct mem_block *out)

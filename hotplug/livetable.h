@@ -67,6 +67,15 @@ int livetable_rescan(struct livetable *lt, lt_change_fn fn, void *data);
  * same, or -errno. */
 int livetable_note(struct livetable *lt, const struct mem_block *m, lt_change_fn fn, void *data);
 
+/* The table is discovered lazily (hp_discover_lazy()): a standby block's
+ * memmap_on_memory is read when something needs it.  This reads it for
+ * the rows that have not, from block *FROM on, a batch at a time; *FROM is
+ * set where the next batch starts (UINT64_MAX: the end).  The caller owns
+ * the updates as for livetable_note(), and calls again until it returns 0.
+ * Returns the number of rows it looked at, or -errno.  No change is
+ * reported: the kernel's value was only not read yet. */
+int livetable_read_memmap(struct livetable *lt, uint64_t *from);
+
 int livetable_find(struct livetable *lt, uint64_t id, struct mem_block *out); /* -ENOENT */
 int livetable_snapshot(struct livetable *lt, struct mem_table **out);
 void livetable_lock(struct livetable *lt);

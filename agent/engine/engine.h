@@ -215,13 +215,17 @@ void engine_unsubscribe(struct engine *e, engine_transition_fn *fn, void *ctx);
 /* ---- views (agent/engine/views.c fills them) ------------------------------------------ */
 
 struct engine_memory {
+	bool has_firmware;        /* sys/firmware/memory (C0): standby memory to grant */
 	uint64_t block_size;
 	uint64_t online_bytes;
 	uint64_t standby_bytes;
 	uint64_t granted_bytes;
 };
 
-/* The machine's memory figures now; -errno when the kernel cannot be read. */
+/* The machine's memory figures now (from the live table's counts, no walk
+ * of it); -errno when the kernel cannot be read.  standby_bytes: what a
+ * grant can bring up (without sys/firmware/memory, the blocks the kernel
+ * keeps offline). */
 int engine_memory(struct engine *e, struct engine_memory *out);
 /* Where the backend reads sys/ and proc/ ("/" on a guest, the sim's tree). */
 const char *engine_backend_root(struct engine *e);

@@ -487,6 +487,21 @@ void machine_free(struct engine *e)
 	e->machine_stop_fd = -1;
 }
 
+int machine_read_memmap(struct engine *e)
+{
+	uint64_t from = 0;
+	int r;
+
+	if (!e->live)
+		return -ENODEV;
+	do { /* a batch per hold: the watcher and the executor wait no longer */
+		pthread_mutex_lock(&e->machine_update_lock);
+		r = livetable_read_memmap(e->live, &from);
+		pthread_mutex_unlock(&e->machine_update_lock);
+	} while (r > 0 && from != UINT64_MAX);
+	return r < 0 ? r : 0;
+}
+
 int machine_snapshot(struct engine *e, struct mem_table **out)
 {
 	if (!e->live)
@@ -559,6 +574,7 @@ int machine_figures(struct engine *e, struct machine_figures *out, uint64_t *gra
 		b = step_up && step_block >= e->boot_end ? mem_table_find(t, step_block) : NULL;
 		owned_online += b && b->configured && b->state == MEM_STATE_ONLINE;
 		livetable_counts_locked(e->live, &c);
+		out->has_firmware = t->has_firmware;
 	}
 	livetable_unlock(e->live);
 	out->block_size = c.block_size;

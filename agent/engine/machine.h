@@ -20,6 +20,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hotplug/block.h"
@@ -47,6 +48,10 @@ void machine_sync(struct engine *e);
  * table's row.  Without e->lock. */
 int machine_block_state(void *engine, struct hp_backend *b, uint64_t block, enum block_step after,
 			struct mem_block *out);
+/* Reads what the table has not read yet, for a view that shows every
+ * block: the memmap_on_memory of standby blocks (livetable_read_memmap(),
+ * once per block for the agent's life).  Without e->lock; 0 or -errno. */
+int machine_read_memmap(struct engine *e);
 /* A copy of the table; -errno when there is no table. */
 int machine_snapshot(struct engine *e, struct mem_table **out);
 /* The live table itself, read-locked until machine_table_release(): a plan
@@ -61,6 +66,7 @@ void machine_table_release(struct engine *e);
 void machine_zone_bytes_locked(struct engine *e, uint64_t *movable, uint64_t *normal);
 
 struct machine_figures {
+	bool has_firmware;        /* sys/firmware/memory (C0) */
 	uint64_t block_size;
 	uint64_t online_bytes, standby_bytes;
 	uint64_t in_flight_bytes; /* configured, not online: between two steps of a block */

@@ -26,6 +26,7 @@ int engine_memory(struct engine *e, struct engine_memory *out)
 	if (r < 0)
 		return r;
 	out->granted_bytes = granted;
+	out->has_firmware = f.has_firmware;
 	out->block_size = f.block_size;
 	out->online_bytes = f.online_bytes;
 	out->standby_bytes = f.standby_bytes;
@@ -75,7 +76,9 @@ int engine_blocks(struct engine *e, struct engine_blocks *out)
 
 	memset(out, 0, sizeof(*out));
 	machine_sync(e);
-	r = machine_snapshot(e, &out->table);
+	r = machine_read_memmap(e);
+	if (r == 0)
+		r = machine_snapshot(e, &out->table);
 	if (r < 0)
 		return r;
 	out->owner = calloc(out->table->n + 1, sizeof(*out->owner));

@@ -30,6 +30,11 @@ static int ps_discover(struct hp_backend *b, struct mem_table **out)
 	return hp_discover(of(b)->reader, out);
 }
 
+static int ps_discover_lazy(struct hp_backend *b, struct mem_table **out)
+{
+	return hp_discover_lazy(of(b)->reader, out);
+}
+
 static int ps_read_block(struct hp_backend *b, uint64_t id, struct mem_block *out)
 {
 	return hp_read_block(of(b)->reader, id, out);
@@ -274,6 +279,7 @@ int hp_privsep_open(int fd, struct hp_backend *reader, struct hp_backend **out)
 	p->ops = (struct hp_backend_ops){
 		.name = reader->ops->name,
 		.discover = ps_discover,
+		.discover_lazy = ps_discover_lazy,
 		.read_block = ps_read_block,
 		.reread = ps_reread,
 		.write_attr = ps_write_attr,

@@ -336,7 +336,15 @@ static int read_block_size(struct hp_path *p, uint64_t *out, char *err, size_t e
 	return 0;
 }
 
-int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size_t errlen)
+/* Whether P1 says if memmap on memory is supported (policy_memmap_supported()):
+ * only then may a standby block's memmap_on_memory wait until it is needed. */
+static bool param_decides_memmap(const char *param)
+{
+	return param[0] == 'Y' || param[0] == 'y' || param[0] == 'N' || param[0] == 'n' ||
+	       streq(param, "force");
+}
+
+int hp_discover_table(struct hp_path *p, bool lazy_memmap, struct mem_table **out, char *err, size_t errlen)
 {
 	_cleanup_mem_table_ struct mem_table *t = NULL;
 	_cleanup_(closedirp) DIR *dd = NULL;
@@ -363,6 +371,7 @@ int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size
 	r = read_field(p, MEMMAP_PARAM, t->memmap_param, sizeof(t->memmap_param), err, errlen);
 	if (r < 0)
 		return r;
+	lazy_memmap = lazy_memmap && param_decides_memmap(t->memmap_param);
 
 	r = hp_path_opendir(p, DEV_DIR, &dd);
 	if (r < 0) {
@@ -431,13 +440,23 @@ int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size
 					root_prefix(p), de->d_name);
 				return -EINVAL;
 			}
+			/* Only the sorted devices part is searched; ids are unique per directory. */
+			b = mem_blocks_search(t->blocks, n_dev, id);
+			if (!b && lazy_memmap) {
+				/* C14: no devices block, deconfigured; one configured
+				 * since is announced (its uevent, read whole) */
+				e = (struct fw_entry){ .id = id, .config = 0, .memmap = MEM_MEMMAP_UNREAD };
+				b = mem_table_add(t, id);
+				if (!b)
+					return -ENOMEM;
+				merge_fw(b, false, &e);
+				continue;
+			}
 			r = read_fw_entry(p, dirfd(fd), de->d_name, id, &e, err, errlen);
 			if (r < 0)
 				return r;
 			if (r == 0)
 				continue;
-			/* Only the sorted devices part is searched; ids are unique per directory. */
-			b = mem_blocks_search(t->blocks, n_dev, id);
 			if (b) {
 				merge_fw(b, true, &e);
 				continue;

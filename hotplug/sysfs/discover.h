@@ -10,7 +10,8 @@
  *   sys/devices/system/memory/auto_online_blocks A2, "" when absent
  *   sys/devices/system/memory/memoryN/           state (A7), valid_zones (A9),
  *       phys_index (A4, must equal N), removable (A5), nodeX link
- *   sys/firmware/memory/memoryN/                 config, memmap_on_memory (C1, C3)
+ *   sys/firmware/memory/memoryN/                 config, memmap_on_memory (C1, C3);
+ *       lazily only the name of an entry without a devices block (C14)
  *   sys/module/memory_hotplug/parameters/memmap_on_memory  P1, "" when absent
  *
  * Merge rules:
@@ -35,7 +36,8 @@
  *   other    from open/read
  * Cost: one readdir per directory (the two memory directories and each block
  * directory, for the node link) and one openat per attribute, relative to
- * the already open parent directory.
+ * the already open parent directory; with LAZY_MEMMAP none for a standby
+ * block (on a big machine most of them), whose name alone says it.
  */
 #pragma once
 
@@ -46,8 +48,13 @@
 #include "hotplug/block.h"
 #include "hotplug/sysfs/path.h"
 
-/* Whole table; *out is sorted by id and owned by the caller. */
-int hp_discover_table(struct hp_path *p, struct mem_table **out, char *err, size_t errlen);
+/* Whole table; *out is sorted by id and owned by the caller.
+ * LAZY_MEMMAP: a firmware entry without a devices block is taken as what
+ * C14 says it is (deconfigured) without opening its files, its
+ * memmap_on_memory left MEM_MEMMAP_UNREAD; only where the module parameter
+ * (P1) says whether memmap on memory is supported, else the blocks' own
+ * values say it (C2) and every entry is read. */
+int hp_discover_table(struct hp_path *p, bool lazy_memmap, struct mem_table **out, char *err, size_t errlen);
 
 /* One block, merged the same way; -ENOENT when neither memoryN directory
  * exists.  Does not need block_size_bytes. */

@@ -36,9 +36,9 @@ static struct hp_path *path_of(struct hp_backend *b)
 	return ((struct sysfs_backend *)b)->path;
 }
 
-static int sysfs_discover(struct hp_backend *b, struct mem_table **out)
+static int discover(struct hp_backend *b, bool lazy_memmap, struct mem_table **out)
 {
-	int r = hp_discover_table(path_of(b), out, NULL, 0);
+	int r = hp_discover_table(path_of(b), lazy_memmap, out, NULL, 0);
 
 	/* the first devices block says it for all (most machines start with
 	 * their first blocks online) */
@@ -48,6 +48,16 @@ static int sysfs_discover(struct hp_backend *b, struct mem_table **out)
 			break;
 		}
 	return r;
+}
+
+static int sysfs_discover(struct hp_backend *b, struct mem_table **out)
+{
+	return discover(b, false, out);
+}
+
+static int sysfs_discover_lazy(struct hp_backend *b, struct mem_table **out)
+{
+	return discover(b, true, out);
 }
 
 static int sysfs_read_block(struct hp_backend *b, uint64_t id, struct mem_block *out)
@@ -152,6 +162,7 @@ static void sysfs_close(struct hp_backend *b)
 static const struct hp_backend_ops sysfs_ops = {
 	.name = "sysfs",
 	.discover = sysfs_discover,
+	.discover_lazy = sysfs_discover_lazy,
 	.read_block = sysfs_read_block,
 	.reread = sysfs_reread,
 	.write_attr = sysfs_write_attr,

@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (hp_path_open(root, &p) < 0)
 		abort();
-	r = hp_discover_table(p, &t, err, sizeof(err));
+	r = hp_discover_table(p, false, &t, err, sizeof(err));
 	if (r < 0 && (t || !err[0]))
 		abort();
 	if (r == 0) {

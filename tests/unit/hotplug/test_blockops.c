@@ -190,6 +190,61 @@ static void test_bring_up_changes_memmap_first(void **state)
 	assert_string_equal(MEM_ZONES_TEXT(res.after.zones), "Normal");
 }
 
+/* A reader whose rows came from a lazy discover: memmap_on_memory unread
+ * until it is asked with STEP_MEMMAP, which reads the backend. */
+struct lazy_reader {
+	char asked[64]; /* the steps it was asked after, "N" none, "M" memmap, "R" read */
+};
+
+static int lazy_read(void *ctx, struct hp_backend *b, uint64_t id, enum block_step after, struct mem_block *out)
+{
+	struct lazy_reader *lr = ctx;
+	size_t n = strlen(lr->asked);
+	int r = hp_read_block(b, id, out);
+
+	if (n + 1 < sizeof(lr->asked)) {
+		lr->asked[n] = after == STEP_NONE ? 'N' : after == STEP_MEMMAP ? 'M' : after == STEP_READ ? 'R' : '.';
+		lr->asked[n + 1] = '\0';
+	}
+	if (r == 0 && after == STEP_NONE && !out->configured)
+		out->memmap_on_memory = MEM_MEMMAP_UNREAD;
+	return r;
+}
+
+/* An unread memmap_on_memory is read before the writes: written only when
+ * it differs, put back by the undo to what it was (and the reader told),
+ * reported as it is even when the grant keeps it (-1). */
+static void test_bring_up_reads_unread_memmap(void **state)
+{
+	struct fx *f = *state;
+	struct lazy_reader lr = { "" };
+	struct block_reader rd = { .read = lazy_read, .ctx = &lr };
+	struct block_result res;
+	struct mem_block m;
+	uint64_t b18 = 18;
+
+	assert_int_equal(block_bring_up_r(f->b, &rd, 16, 1, ONLINE_MOVABLE, &res), 0);
+	assert_string_equal(f->rec.log, "config16=1 state16=online_movable"); /* C2: it was 1 */
+	assert_true(startswith(lr.asked, "NM"));
+	assert_int_equal(res.after.memmap_on_memory, 1);
+
+	f->rec.log[0] = lr.asked[0] = '\0';
+	assert_int_equal(block_bring_up_r(f->b, &rd, 17, -1, ONLINE_MOVABLE, &res), 0);
+	assert_string_equal(f->rec.log, "config17=1 state17=online_movable");
+	assert_int_equal(res.after.memmap_on_memory, 1);
+
+	f->rec.log[0] = lr.asked[0] = '\0';
+	set_faults(f, &b18, NULL, NULL);
+	assert_int_equal(block_bring_up_r(f->b, &rd, 18, 0, ONLINE_MOVABLE, &res), -EIO);
+	assert_string_equal(f->rec.log, "memmap18=0 config18=1 memmap18=1");
+	/* read before, after the write and after its undo: a reader's row
+	 * never keeps the value the undo took back (no notification tells) */
+	assert_string_equal(lr.asked, "NMMM");
+	read_block(f, 18, &m);
+	assert_false(m.configured);
+	assert_int_equal(m.memmap_on_memory, 1);
+}
+
 static void test_noops(void **state)
 {
 	struct fx *f = *state;
@@ -446,6 +501,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 		T(test_bring_up_and_take_down),
 		T(test_bring_up_changes_memmap_first),
+		T(test_bring_up_reads_unread_memmap),
 		T(test_noops),
 		T(test_configure_eio_restores_memmap),
 		T(test_online_failure_rolls_back),

@@ -349,6 +349,80 @@ static void test_tree_outside_changes_seen(void **state)
 	wait_for(f, 5, MEM_STATE_OFFLINE, false, &s);
 }
 
+/* Configured blocks of the table, under livetable_lock. */
+static size_t configured_of_locked(struct fx *f)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < livetable_table(f->lt)->n; i++)
+		n += livetable_table(f->lt)->blocks[i].configured;
+	return n;
+}
+
+static size_t configured_of(struct fx *f)
+{
+	size_t n;
+
+	livetable_lock(f->lt);
+	n = configured_of_locked(f);
+	livetable_unlock(f->lt);
+	return n;
+}
+
+/* Rows of the table whose memmap_on_memory is not read. */
+static size_t unread_of(struct fx *f)
+{
+	size_t n = 0;
+
+	livetable_lock(f->lt);
+	for (size_t i = 0; i < livetable_table(f->lt)->n; i++)
+		n += livetable_table(f->lt)->blocks[i].memmap_on_memory == MEM_MEMMAP_UNREAD;
+	livetable_unlock(f->lt);
+	return n;
+}
+
+/* The table discovers lazily: standby rows start with memmap_on_memory
+ * unread, a block configured since is read whole, livetable_read_memmap()
+ * reads the rest in batches without reporting a change, and a re-scan
+ * keeps what was read. */
+static void test_tree_lazy_memmap(void **state)
+{
+	struct fx *f = *state;
+	struct seen s = { 0 };
+	struct mem_block m;
+	uint64_t from = 0;
+	size_t standby, turns = 0;
+	int r;
+
+	open_over_tree(f);
+	livetable_lock(f->lt);
+	standby = livetable_table(f->lt)->n - configured_of_locked(f);
+	livetable_unlock(f->lt);
+	assert_true(standby > 1);
+	assert_int_equal(unread_of(f), standby);
+	other_process(f, bring_up_16);
+	wait_for(f, 16, MEM_STATE_ONLINE, true, &s);
+	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
+	assert_int_equal(m.memmap_on_memory, 1); /* C2: the sim supports it */
+	assert_int_equal(unread_of(f), standby - 1);
+
+	echo_into(f, "sys/firmware/memory/memory17/memmap_on_memory", "0\n");
+	while ((r = livetable_read_memmap(f->lt, &from)) > 0 && from != UINT64_MAX)
+		turns++;
+	assert_true(r >= 0);
+	assert_int_equal(unread_of(f), 0);
+	assert_int_equal(livetable_find(f->lt, 17, &m), 0);
+	assert_int_equal(m.memmap_on_memory, 0);
+	assert_int_equal(livetable_find(f->lt, 18, &m), 0);
+	assert_int_equal(m.memmap_on_memory, 1);
+	s.n = 0;
+	assert_int_equal(livetable_rescan(f->lt, record, &s), 0);
+	assert_int_equal(s.n, 0);
+	assert_int_equal(unread_of(f), 0);
+	assert_int_equal(livetable_find(f->lt, 17, &m), 0);
+	assert_int_equal(m.memmap_on_memory, 0);
+}
+
 /* The inotify watches of the live table's fd (/proc/self/fdinfo). */
 static size_t watches_of(int fd)
 {
@@ -365,17 +439,6 @@ static size_t watches_of(int fd)
 	return n;
 }
 
-/* Configured blocks of the table. */
-static size_t configured_of(struct fx *f)
-{
-	size_t n = 0;
-
-	livetable_lock(f->lt);
-	for (size_t i = 0; i < livetable_table(f->lt)->n; i++)
-		n += livetable_table(f->lt)->blocks[i].configured;
-	livetable_unlock(f->lt);
-	return n;
-}
 
 /* One watch per configured block (its devices directory) and the two
  * parents, none per standby block: a tree of 262,144 standby blocks fits
@@ -660,6 +723,7 @@ int main(void)
 		T(test_sim_neighbour_zones_follow),
 		T(test_sim_overflow_rescans),
 		T(test_tree_outside_changes_seen),
+		T(test_tree_lazy_memmap),
 		T(test_tree_one_watch_per_configured_block),
 		T(test_tree_overflow_rescans),
 		T(test_tree_failed_read_rereads_the_block),

@@ -37,7 +37,7 @@ static struct mem_table *discover_ok(const char *root)
 	char err[256] = "";
 
 	assert_int_equal(hp_path_open(root, &p), 0);
-	if (hp_discover_table(p, &t, err, sizeof(err)) != 0)
+	if (hp_discover_table(p, false, &t, err, sizeof(err)) != 0)
 		fail_msg("discover: %s", err);
 	return t;
 }
@@ -50,7 +50,7 @@ static int discover_err(const char *root, char *err, size_t len)
 
 	assert_int_equal(hp_path_open(root, &p), 0);
 	err[0] = '\0';
-	r = hp_discover_table(p, &t, err, len);
+	r = hp_discover_table(p, false, &t, err, len);
 	assert_null(t);
 	return r;
 }
@@ -204,6 +204,81 @@ static void test_merge_config_value(void **state)
 	assert_true(mem_table_find(t, 9)->configured);
 	assert_false(mem_table_find(t, 9)->in_firmware);
 	assert_int_equal(mem_table_find(t, 9)->memmap_on_memory, -1);
+}
+
+static void gt_rm_rel(const char *root, const char *rel)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	rm_rf(path);
+}
+
+static struct mem_table *discover_lazy(const char *root)
+{
+	_cleanup_hp_path_ struct hp_path *p = NULL;
+	struct mem_table *t = NULL;
+	char err[256] = "";
+
+	assert_int_equal(hp_path_open(root, &p), 0);
+	if (hp_discover_table(p, true, &t, err, sizeof(err)) != 0)
+		fail_msg("lazy discover: %s", err);
+	return t;
+}
+
+/* C14 read from the names alone: a standby block's firmware files are not
+ * opened (here they could not be read), its memmap_on_memory is unread
+ * until hp_read_memmap(); a devices block's entry is read as before; with
+ * no P1 parameter the blocks' own values say whether memmap on memory is
+ * supported (C2), so every entry is read. */
+static void test_lazy_memmap_C14_P1(void **state)
+{
+	const char *root = *state;
+	_cleanup_mem_table_ struct mem_table *t = NULL;
+	_cleanup_backend_ struct hp_backend *be = NULL;
+	char err[256] = "";
+
+	gt_machine(root, 2, 3, 1);
+	gt_fw_block(root, 1, 1, 1);
+	gt_put(root, "sys/firmware/memory/memory2/config", "garbage\n");
+	gt_put(root, "sys/firmware/memory/memory4/memmap_on_memory", "0\n");
+	t = discover_lazy(root);
+	assert_int_equal(t->n, 5);
+	assert_int_equal(t->blocks[0].memmap_on_memory, 0);
+	assert_int_equal(t->blocks[1].memmap_on_memory, 1);
+	for (size_t i = 2; i < 5; i++) {
+		assert_true(t->blocks[i].in_firmware);
+		assert_false(t->blocks[i].configured);
+		assert_true(mem_block_is_standby(&t->blocks[i]));
+		assert_int_equal(t->blocks[i].memmap_on_memory, MEM_MEMMAP_UNREAD);
+	}
+	/* the eager discover opens them all, and says which file is bad */
+	assert_int_equal(discover_err(root, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "memory2/config"));
+
+	gt_put(root, "sys/firmware/memory/memory2/config", "0\n");
+	assert_int_equal(hp_sysfs_open(root, &be), 0);
+	assert_int_equal(hp_read_memmap(be, t->blocks, t->n), 3);
+	assert_int_equal(t->blocks[2].memmap_on_memory, 1);
+	assert_int_equal(t->blocks[3].memmap_on_memory, 1);
+	assert_int_equal(t->blocks[4].memmap_on_memory, 0);
+	assert_int_equal(hp_read_memmap(be, t->blocks, t->n), 0); /* nothing left */
+	/* an entry gone since stays unread, the others are read */
+	mem_table_free(t);
+	t = discover_lazy(root);
+	gt_rm_rel(root, "sys/firmware/memory/memory3");
+	assert_int_equal(hp_read_memmap(be, t->blocks, t->n), 2);
+	assert_int_equal(t->blocks[3].memmap_on_memory, MEM_MEMMAP_UNREAD);
+	assert_int_equal(t->blocks[4].memmap_on_memory, 0);
+
+	/* without P1 every entry is read (policy_memmap_supported()) */
+	gt_fw_block(root, 3, 0, 1);
+	gt_rm_rel(root, "sys/module/memory_hotplug/parameters/memmap_on_memory");
+	mem_table_free(t);
+	t = discover_lazy(root);
+	for (size_t i = 2; i < 5; i++)
+		assert_int_not_equal(t->blocks[i].memmap_on_memory, MEM_MEMMAP_UNREAD);
+	assert_int_equal(t->blocks[4].memmap_on_memory, 0);
 }
 
 static void test_missing_block_size_ENOENT(void **state)
@@ -595,6 +670,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_state_fallback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_node_link, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_merge_config_value, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_memmap_C14_P1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_missing_block_size_ENOENT, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_block_size_EINVAL, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_attributes_EINVAL, setup, teardown),
