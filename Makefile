@@ -230,7 +230,7 @@ check: deps
 
 # benchmarks, not part of check: bench/run.sh prints each figure against its
 # reference and writes $(B)/bench/summary.json (docs/performance.md)
-bench: all
+bench: all bench-bin
 	$(Q)BUILD=$(B) sh bench/run.sh
 
 # a real kernel under QEMU (TCG): tests/vm/run.sh, docs/vm-test.md
@@ -277,10 +277,12 @@ distclean: clean
 	rm -f config.mk
 
 # --- benchmarks (figures, not tests): build/bench/* -----------------------------
-BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(if $(filter 1,$(HAVE_LIBVIRT)),$(wildcard bench/*.c),$(filter-out bench/autoscale.c,$(wildcard bench/*.c))))
+BENCH_HOST := bench/autoscale.c bench/serve_scale.c
+BENCH_BIN := $(patsubst bench/%.c,$(B)/bench/%,$(if $(filter 1,$(HAVE_LIBVIRT)),$(wildcard bench/*.c),$(filter-out $(BENCH_HOST),$(wildcard bench/*.c))))
 bench-bin: $(BENCH_BIN)
-# bench/autoscale runs memgrant-host serve's control law (libhost.a)
-$(B)/bench/autoscale: $(B)/bench/autoscale.o $(HOST_LIB) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
+# bench/autoscale runs memgrant-host serve's control law, bench/serve_scale
+# its controller and reports (libhost.a)
+$(patsubst bench/%.c,$(B)/bench/%,$(BENCH_HOST)): $(B)/bench/%: $(B)/bench/%.o $(HOST_LIB) $(AGENT_LIB) $(WIRE_LIB) $(HOTPLUG_LIB) $(MG_LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBVIRT_LIBS) $(HOST_XML_LIBS) $(AGENT_LIBS)
 $(B)/bench/%: $(B)/bench/%.o $(HOTPLUG_LIB) $(MG_LIB)

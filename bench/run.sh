@@ -500,6 +500,19 @@ if [ "${BENCH_FLEET_N:-20}" -gt 0 ]; then
 	sed -n '/^fleet of/,$p' "$T/fleet.out"
 fi
 
+# ---- 11. memgrant-host serve with 1,000 guests (bench/serve_scale.c) ------------------
+echo
+echo "11. memgrant-host serve's tick with 1000 guests (fake hypervisor and agents): CPU per guest, status file writes (build/bench/serve_scale)"
+if [ -x "$BUILD/bench/serve_scale" ]; then
+	BENCH_FIGS=1 "$BUILD/bench/serve_scale" >"$T/serve.out" 2>&1 ||
+		{ echo "bench: serve_scale failed: $(tail -3 "$T/serve.out")"; exit 1; }
+	sed -n 's/^FIG //p' "$T/serve.out" | while read -r k v u ld r rl; do fig "$k" "$v" "$u" "${r:-}" "${rl:-}" "${ld#load=}"; done
+	sed -n 's/^NOTE //p' "$T/serve.out" | while read -r l; do note "$l"; done
+	sed -n 's/^TARGET /  target: /p' "$T/serve.out"
+else
+	note "build/bench/serve_scale not built (make bench-bin; memgrant-host needs libvirt): skipped"
+fi
+
 # ---- summary --------------------------------------------------------------------------
 total=$(secs "$start" "$(now)")
 echo

@@ -16,7 +16,7 @@
  *   the status it recorded; can be `dead` (answers nothing).
  * Time is the test's own clock; fh_run() advances it in 100 ms steps,
  * delivering guest lines and device events, and ticking the controller.
- * Header-only, included by the tests and by bench/autoscale.c.
+ * Header-only, included by the tests and by bench/serve_scale.c.
  */
 #pragma once
 
@@ -30,7 +30,9 @@
 
 #define FH_MIB (1ull << 20)
 #define FH_BLOCK (128 * FH_MIB)
+#ifndef FH_MAX_DOMS /* bench/serve_scale.c defines its own */
 #define FH_MAX_DOMS 4
+#endif
 #define FH_STEP_MS 100
 
 struct fh_grant {
@@ -401,8 +403,8 @@ static inline void fh_init(struct fh *f, const char *state_dir)
 	f->cfg.defaults.query_interval = 1000;
 }
 
-/* One step: devices move, events (coalesced), guests work and talk, the controller ticks. */
-static inline void fh_step(struct fh *f)
+/* One step without the controller's tick: devices move, events (coalesced), guests work and talk. */
+static inline void fh_step_guests(struct fh *f)
 {
 	f->now += FH_STEP_MS;
 	for (int i = 0; i < FH_MAX_DOMS; i++) {
@@ -462,6 +464,12 @@ static inline void fh_step(struct fh *f)
 			d->out_len -= pos;
 		}
 	}
+}
+
+/* One step: fh_step_guests(), then the controller ticks. */
+static inline void fh_step(struct fh *f)
+{
+	fh_step_guests(f);
 	ctl_tick(f->ctl, f->now);
 }
 
