@@ -339,9 +339,31 @@ int ctl_view(const struct ctl *c, size_t i, struct dom_view *out);
 
 /* ---- reports (serve_report.c) ------------------------------------------------------------- */
 
+/* The status object.  Counts of routine traffic (lines read) are in the
+ * metrics alone: in the status they would change it at every query. */
 json_t *serve_status_json(const struct ctl *c, const struct serve_config *cfg);
 char *serve_metrics_text(const struct ctl *c);
 void serve_print_status(FILE *f, json_t *status);
+
+/* ---- view files (serve_views.c) ------------------------------------------------------------ */
+
+/* A file that shows serve's state (status_file, metrics_file): rendered at
+ * most once per SERVE_VIEW_MS, written only when its text changed. */
+#define SERVE_VIEW_MS 1000
+struct serve_view {
+	const char *path;   /* not owned */
+	char *last;         /* the text written last */
+	bool rendered;
+	int64_t due;        /* the next rendering, monotonic ms */
+	uint64_t writes;    /* files written */
+};
+/* Whether to render the view at NOW (then the next is SERVE_VIEW_MS on). */
+bool serve_view_due(struct serve_view *v, int64_t now);
+/* TEXT (taken; NULL: out of memory) replaces the file when it differs from
+ * the text written last: 1 written, 0 the same, -errno (the next rendering
+ * tries again). */
+int serve_view_put(struct serve_view *v, char *text);
+void serve_view_done(struct serve_view *v);
 
 /* ---- the command (serve_loop.c) ------------------------------------------------------------ */
 

@@ -68,7 +68,7 @@ struct serve {
 	int64_t last_rescan;
 	int tick_timer;
 	int cb_ids[6];
-	char *status_text, *metrics_text; /* as last written: a file is written when it changes */
+	struct serve_view status, metrics;
 };
 
 static volatile sig_atomic_t stop_sig;
@@ -494,34 +494,18 @@ static void ev_removal_failed(virConnectPtr conn, virDomainPtr dom, const char *
 
 /* ---- the tick ------------------------------------------------------------------------------------ */
 
-/* TEXT (taken) to PATH when it differs from *LAST (what was written last):
- * the status and metrics files are views of state the journal holds, so
- * they are replaced whole, without fsync, and only when they change. */
-static void write_view(struct serve *sv, const char *path, char *text, char **last)
+/* The status and metrics files, when due (serve_views.c); FORCE: now (at the end). */
+static void write_reports(struct serve *sv, int64_t now, bool force)
 {
-	if (!text)
-		return;
-	if (*last && streq(*last, text)) {
-		free(text);
-		return;
-	}
-	if (file_write_view(path, text, strlen(text), 0644) < 0) {
-		log_debug(&sv->log, "cannot write %s", path);
-		free(text); /* tried again at the next tick */
-		return;
-	}
-	free(*last);
-	*last = text;
-}
+	_cleanup_json_ json_t *st = NULL;
 
-static void write_reports(struct serve *sv)
-{
-	_cleanup_json_ json_t *st = serve_status_json(sv->ctl, sv->cfg);
-
-	write_view(sv, sv->cfg->status_file, st ? json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL,
-		   &sv->status_text);
-	if (sv->cfg->metrics_file)
-		write_view(sv, sv->cfg->metrics_file, serve_metrics_text(sv->ctl), &sv->metrics_text);
+	if (!serve_view_due(&sv->status, now) && !force)
+		return;
+	st = serve_status_json(sv->ctl, sv->cfg);
+	if (serve_view_put(&sv->status, st ? json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL) < 0)
+		log_debug(&sv->log, "cannot write %s", sv->status.path);
+	if (sv->metrics.path && serve_view_put(&sv->metrics, serve_metrics_text(sv->ctl)) < 0)
+		log_debug(&sv->log, "cannot write %s", sv->metrics.path);
 }
 
 static void tick_cb(int timer, void *opaque)
@@ -546,7 +530,7 @@ static void tick_cb(int timer, void *opaque)
 		i++;
 	}
 	ctl_tick(sv->ctl, now);
-	write_reports(sv);
+	write_reports(sv, now, false);
 	if (now - sv->last_rescan >= RESCAN_MS)
 		rescan(sv);
 	virEventUpdateTimeout(sv->tick_timer, (int)(ctl_next_ms(sv->ctl, now) > 200 ? 200 : ctl_next_ms(sv->ctl, now)));
@@ -617,6 +601,8 @@ int cmd_serve(const struct host_opts *o, int argc, char **argv)
 			return HOST_EXIT_STATE;
 		}
 	}
+	sv.status.path = sv.cfg->status_file;
+	sv.metrics.path = sv.cfg->metrics_file;
 	if (events) {
 		free(sv.cfg->events);
 		sv.cfg->events = strdup(events);
@@ -683,15 +669,15 @@ int cmd_serve(const struct host_opts *o, int argc, char **argv)
 			break;
 	}
 	log_notice(&sv.log, "stopping (signal %d); the journal keeps what is in flight", (int)stop_sig);
-	write_reports(&sv);
+	write_reports(&sv, (int64_t)mono_ms(), true);
 out:
 	if (sv.tick_timer >= 0)
 		virEventRemoveTimeout(sv.tick_timer);
 	while (sv.n_ch)
 		chan_close(&sv, sv.ch[0]);
 	free(sv.ch);
-	free(sv.status_text);
-	free(sv.metrics_text);
+	serve_view_done(&sv.status);
+	serve_view_done(&sv.metrics);
 	for (size_t i = 0; sv.conn && i < 5; i++)
 		if (sv.cb_ids[i] >= 0)
 			virConnectDomainEventDeregisterAny(sv.conn, sv.cb_ids[i]);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What memgrant-host serve shows: the per-domain status object (written to
- * the status file each interval; `memgrant-host status` prints it), the
+ * What memgrant-host serve shows: the per-domain status object (the status
+ * file, serve_views.c; `memgrant-host status` prints it), the
  * Prometheus text (metrics_file, for node_exporter's textfile collector or
  * any scraper that reads a file), and the status table.
  */
@@ -30,11 +30,11 @@ json_t *serve_status_json(const struct ctl *c, const struct serve_config *cfg)
 		if (!d)
 			continue;
 		json_object_set_new(d, "counts",
-				    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "grows", (json_int_t)v.grows,
+				    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "grows", (json_int_t)v.grows,
 					      "shrinks", (json_int_t)v.shrinks, "plugs", (json_int_t)v.plugs, "unplugs",
 					      (json_int_t)v.unplugs, "refused_floor", (json_int_t)v.refused_floor,
 					      "failed_revokes", (json_int_t)v.failed_revokes, "not_onlined",
-					      (json_int_t)v.not_onlined, "lines", (json_int_t)v.lines, "lines_bad",
+					      (json_int_t)v.not_onlined, "lines_bad",
 					      (json_int_t)v.lines_bad, "reads_paused", (json_int_t)v.lines_dropped,
 					      "requests", (json_int_t)v.requests, "requests_capped",
 					      (json_int_t)v.requests_capped));

@@ -845,10 +845,76 @@ static void test_dry_run(void **state)
 	assert_int_equal(d->requested, 0);
 }
 
+static char *status_text(struct fh *f)
+{
+	json_t *st = serve_status_json(f->ctl, &f->cfg);
+	char *text = st ? json_dumps(st, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+
+	json_decref(st);
+	assert_non_null(text);
+	return text;
+}
+
+/* The status file is a view of state, written when it changes, rendered at
+ * most once per SERVE_VIEW_MS: routine traffic (the agent's answers to the
+ * queries) leaves it as it is (the lines read are in the metrics); a
+ * guest's figures that change make one write; a file that cannot be
+ * written is tried again at the next rendering. */
+static void test_status_view_written_on_change(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	char path[128], *text, *again, *metrics, *metrics_again;
+	struct serve_view v = { .path = path };
+
+	snprintf(path, sizeof(path), "%s/serve-status.json", t->dir);
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 3000);
+	assert_true(serve_view_due(&v, f->now));
+	assert_false(serve_view_due(&v, f->now + SERVE_VIEW_MS - 1));
+	assert_true(serve_view_due(&v, f->now + SERVE_VIEW_MS));
+	text = status_text(f);
+	metrics = serve_metrics_text(f->ctl);
+	assert_int_equal(serve_view_put(&v, text), 1);
+	fh_run(f, 5000); /* five queries answered */
+	again = status_text(f);
+	metrics_again = serve_metrics_text(f->ctl);
+	assert_string_equal(again, v.last);
+	assert_string_not_equal(metrics_again, metrics); /* memgrant_host_guest_lines_total */
+	assert_null(strstr(again, "\"lines\""));
+	assert_int_equal(serve_view_put(&v, again), 0);
+	assert_int_equal(v.writes, 1);
+
+	d->used_mem += 64 * M;
+	fh_run(f, 2000);
+	assert_int_equal(serve_view_put(&v, status_text(f)), 1);
+	assert_int_equal(v.writes, 2);
+	{
+		_cleanup_free_ char *file = NULL;
+		size_t len;
+
+		assert_int_equal(file_read_all(path, 1u << 20, &file, &len), 0);
+		assert_string_equal(file, v.last);
+	}
+	/* unwritable: the last text stays what was written, tried again */
+	snprintf(path, sizeof(path), "%s/no-such-folder/serve-status.json", t->dir);
+	d->used_mem += 64 * M;
+	fh_run(f, 2000);
+	assert_true(serve_view_put(&v, status_text(f)) < 0);
+	assert_int_equal(v.writes, 2);
+	snprintf(path, sizeof(path), "%s/serve-status.json", t->dir);
+	assert_int_equal(serve_view_put(&v, status_text(f)), 1);
+	serve_view_done(&v);
+	free(metrics);
+	free(metrics_again);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_grow_two_phase_coalesced, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_status_view_written_on_change, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shrink_and_floor, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_plugged_not_onlined, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_take_back_state_unwritable, setup, teardown),
