@@ -30,16 +30,21 @@ static int teardown(void **state)
 	return 0;
 }
 
-static struct mem_table *discover_ok(const char *root)
+static struct mem_table *discover_with(const char *root, bool lazy_memmap)
 {
 	_cleanup_hp_path_ struct hp_path *p = NULL;
 	struct mem_table *t = NULL;
 	char err[256] = "";
 
 	assert_int_equal(hp_path_open(root, &p), 0);
-	if (hp_discover_table(p, false, &t, err, sizeof(err)) != 0)
-		fail_msg("discover: %s", err);
+	if (hp_discover_table(p, lazy_memmap, &t, err, sizeof(err)) != 0)
+		fail_msg("discover%s: %s", lazy_memmap ? " (lazy)" : "", err);
 	return t;
+}
+
+static struct mem_table *discover_ok(const char *root)
+{
+	return discover_with(root, false);
 }
 
 static int discover_err(const char *root, char *err, size_t len)
@@ -216,14 +221,7 @@ static void gt_rm_rel(const char *root, const char *rel)
 
 static struct mem_table *discover_lazy(const char *root)
 {
-	_cleanup_hp_path_ struct hp_path *p = NULL;
-	struct mem_table *t = NULL;
-	char err[256] = "";
-
-	assert_int_equal(hp_path_open(root, &p), 0);
-	if (hp_discover_table(p, true, &t, err, sizeof(err)) != 0)
-		fail_msg("lazy discover: %s", err);
-	return t;
+	return discover_with(root, true);
 }
 
 /* C14 read from the names alone: a standby block's firmware files are not
