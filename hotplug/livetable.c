@@ -133,6 +133,8 @@ static void count_row(struct livetable *lt, const struct mem_block *row, int sig
 	uint64_t d = (uint64_t)(int64_t)sign;
 
 	c->blocks += d;
+	if (row->memmap_on_memory == MEM_MEMMAP_UNREAD)
+		c->memmap_unread += d;
 	if (row->configured && row->state == MEM_STATE_ONLINE) {
 		enum mem_zone side = mem_block_ratio_side(row);
 
@@ -412,8 +414,11 @@ int livetable_read_memmap(struct livetable *lt, uint64_t *from)
 	for (size_t k = 0; k < n; k++) {
 		struct mem_block *row = mem_table_find(lt->t, rows[k].id);
 
-		if (row && row->memmap_on_memory == MEM_MEMMAP_UNREAD)
+		if (row && row->memmap_on_memory == MEM_MEMMAP_UNREAD &&
+		    rows[k].memmap_on_memory != MEM_MEMMAP_UNREAD) {
 			row->memmap_on_memory = rows[k].memmap_on_memory;
+			lt->counts.memmap_unread--;
+		}
 	}
 	pthread_rwlock_unlock(&lt->lock);
 	return (int)n;

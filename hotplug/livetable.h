@@ -87,12 +87,14 @@ const struct mem_table *livetable_table(const struct livetable *lt); /* under li
  * firmware, not configured; in_flight = configured, not online (between two
  * steps of a block); online_from_mark = online with id >= the mark;
  * online_movable, online_kernel = online blocks on each side of the
- * MOVABLE:NORMAL ratio (mem_block_ratio_side()). */
+ * MOVABLE:NORMAL ratio (mem_block_ratio_side()); memmap_unread = rows
+ * livetable_read_memmap() has to read. */
 struct livetable_counts {
 	uint64_t block_size;
 	uint64_t blocks;
 	uint64_t online, standby, in_flight, online_from_mark;
 	uint64_t online_movable, online_kernel;
+	uint64_t memmap_unread; /* rows whose memmap_on_memory is MEM_MEMMAP_UNREAD */
 };
 void livetable_counts(struct livetable *lt, struct livetable_counts *out);
 /* The same under livetable_lock (consistent with livetable_table()). */

@@ -489,11 +489,17 @@ void machine_free(struct engine *e)
 
 int machine_read_memmap(struct engine *e)
 {
+	struct livetable_counts c;
 	uint64_t from = 0;
 	int r;
 
 	if (!e->live)
 		return -ENODEV;
+	/* mostly none (a sim, a view before): no wait for the update lock,
+	 * which the HTTPS threads' views would take at the same moments */
+	livetable_counts(e->live, &c);
+	if (c.memmap_unread == 0)
+		return 0;
 	do { /* a batch per hold: the watcher and the executor wait no longer */
 		pthread_mutex_lock(&e->machine_update_lock);
 		r = livetable_read_memmap(e->live, &from);

@@ -389,6 +389,7 @@ static void test_tree_lazy_memmap(void **state)
 {
 	struct fx *f = *state;
 	struct seen s = { 0 };
+	struct livetable_counts c;
 	struct mem_block m;
 	uint64_t from = 0;
 	size_t standby, turns = 0;
@@ -400,6 +401,8 @@ static void test_tree_lazy_memmap(void **state)
 	livetable_unlock(f->lt);
 	assert_true(standby > 1);
 	assert_int_equal(unread_of(f), standby);
+	livetable_counts(f->lt, &c);
+	assert_int_equal(c.memmap_unread, standby);
 	other_process(f, bring_up_16);
 	wait_for(f, 16, MEM_STATE_ONLINE, true, &s);
 	assert_int_equal(livetable_find(f->lt, 16, &m), 0);
@@ -411,6 +414,8 @@ static void test_tree_lazy_memmap(void **state)
 		turns++;
 	assert_true(r >= 0);
 	assert_int_equal(unread_of(f), 0);
+	livetable_counts(f->lt, &c);
+	assert_int_equal(c.memmap_unread, 0);
 	assert_int_equal(livetable_find(f->lt, 17, &m), 0);
 	assert_int_equal(m.memmap_on_memory, 0);
 	assert_int_equal(livetable_find(f->lt, 18, &m), 0);
@@ -419,6 +424,8 @@ static void test_tree_lazy_memmap(void **state)
 	assert_int_equal(livetable_rescan(f->lt, record, &s), 0);
 	assert_int_equal(s.n, 0);
 	assert_int_equal(unread_of(f), 0);
+	livetable_counts(f->lt, &c);
+	assert_int_equal(c.memmap_unread, 0);
 	assert_int_equal(livetable_find(f->lt, 17, &m), 0);
 	assert_int_equal(m.memmap_on_memory, 0);
 }
