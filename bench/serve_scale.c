@@ -122,10 +122,13 @@ static int io_send(void *ud, const char *domain, const char *buf, size_t len)
 	return 0;
 }
 
+/* as serve_loop.c's: an event makes the status due at the tick's end */
 static void io_event(void *ud, json_t *ev)
 {
-	(void)ud;
+	struct bench *b = ud;
+
 	(void)ev;
+	serve_view_soon(&b->status);
 }
 
 static void io_log(void *ud, int prio, const char *domain, const char *msg)

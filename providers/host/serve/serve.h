@@ -348,7 +348,8 @@ void serve_print_status(FILE *f, json_t *status);
 /* ---- view files (serve_views.c) ------------------------------------------------------------ */
 
 /* A file that shows serve's state (status_file, metrics_file): rendered at
- * most once per SERVE_VIEW_MS, written only when its text changed. */
+ * most once per SERVE_VIEW_MS or at once after an event, written only when
+ * its text changed. */
 #define SERVE_VIEW_MS 1000
 struct serve_view {
 	const char *path;   /* not owned */
@@ -359,6 +360,8 @@ struct serve_view {
 };
 /* Whether to render the view at NOW (then the next is SERVE_VIEW_MS on). */
 bool serve_view_due(struct serve_view *v, int64_t now);
+/* Due at once: an event was said, whose state the next rendering shows. */
+void serve_view_soon(struct serve_view *v);
 /* TEXT (taken; NULL: out of memory) replaces the file when it differs from
  * the text written last: 1 written, 0 the same, -errno (the next rendering
  * tries again). */

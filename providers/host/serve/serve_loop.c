@@ -184,6 +184,12 @@ static void io_event(void *ud, json_t *ev)
 	struct timespec now;
 	struct tm tm;
 
+	/* the state the event tells of is in the status file at this tick's
+	 * end; an event outside a tick (a device's, a guest's line) brings
+	 * the tick forward, so that a reader of the events finds it there */
+	serve_view_soon(&sv->status);
+	if (sv->tick_timer >= 0)
+		virEventUpdateTimeout(sv->tick_timer, 0);
 	if (!sv->events)
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);

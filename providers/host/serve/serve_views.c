@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * memgrant-host serve's view files (the status file, the metrics file):
- * rendered at most once per SERVE_VIEW_MS, replaced whole only when the
- * text changed, without fsync (they are views of what the journal holds).
+ * rendered at most once per SERVE_VIEW_MS, or at the tick an event brings
+ * (a phase, a grant, an unplug: what a reader of the events then looks
+ * up), replaced whole only when the text changed, without fsync
+ * (they are views of what the journal holds).
  * A host of 1,000 guests renders 1.6 MB of text for them: at every tick
  * (200 ms) that was most of serve's CPU, and a guest's figures change
  * somewhere at nearly every tick.
@@ -18,6 +20,11 @@ bool serve_view_due(struct serve_view *v, int64_t now)
 	v->rendered = true;
 	v->due = now + SERVE_VIEW_MS;
 	return true;
+}
+
+void serve_view_soon(struct serve_view *v)
+{
+	v->due = INT64_MIN;
 }
 
 int serve_view_put(struct serve_view *v, char *text)

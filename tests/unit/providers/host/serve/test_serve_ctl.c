@@ -856,7 +856,7 @@ static char *status_text(struct fh *f)
 }
 
 /* The status file is a view of state, written when it changes, rendered at
- * most once per SERVE_VIEW_MS: routine traffic (the agent's answers to the
+ * most once per SERVE_VIEW_MS or at once after an event: routine traffic (the agent's answers to the
  * queries) leaves it as it is (the lines read are in the metrics); a
  * guest's figures that change make one write; a file that cannot be
  * written is tried again at the next rendering. */
@@ -874,6 +874,10 @@ static void test_status_view_written_on_change(void **state)
 	assert_true(serve_view_due(&v, f->now));
 	assert_false(serve_view_due(&v, f->now + SERVE_VIEW_MS - 1));
 	assert_true(serve_view_due(&v, f->now + SERVE_VIEW_MS));
+	assert_false(serve_view_due(&v, f->now + SERVE_VIEW_MS + 1));
+	serve_view_soon(&v); /* an event: its state shows at the tick's end */
+	assert_true(serve_view_due(&v, f->now + SERVE_VIEW_MS + 1));
+	assert_false(serve_view_due(&v, f->now + SERVE_VIEW_MS + 2));
 	text = status_text(f);
 	metrics = serve_metrics_text(f->ctl);
 	assert_int_equal(serve_view_put(&v, text), 1);
