@@ -891,6 +891,16 @@ void ctl_channel_down(struct ctl *c, const char *domain, int64_t now)
 	dc_emit(c, d, "channel.down", NULL);
 }
 
+void dc_unplug_done(struct ctl *c, struct dom *d, int64_t now)
+{
+	d->v.unplugs++;
+	d->v.shrinks++;
+	d->v.last_shrink_ms = now - d->phase_at;
+	dc_emit(c, d, "unplugged", json_pack("{s:I,s:I}", "plugged", (json_int_t)d->hv.plugged, "took_ms",
+					  (json_int_t)(now - d->phase_at)));
+	dc_go_idle(c, d, now);
+}
+
 void ctl_hv_event(struct ctl *c, const char *domain, const struct hv_event *ev, int64_t now)
 {
 	struct dom *d = dc_find(c, domain);
@@ -917,14 +927,9 @@ void ctl_hv_event(struct ctl *c, const char *domain, const struct hv_event *ev, 
 	dc_refresh_hv(c, d);
 	if (d->rec.phase == PH_PLUGGING && d->hv_known && d->hv.plugged >= d->rec.target)
 		dc_start_grant(c, d, d->rec.op_bytes, now);
-	else if (d->rec.phase == PH_UNPLUGGING && d->hv_known && d->hv.plugged <= d->rec.target && !d->hv.busy) {
-		d->v.unplugs++;
-		d->v.shrinks++;
-		d->v.last_shrink_ms = now - d->phase_at;
-		dc_emit(c, d, "unplugged", json_pack("{s:I,s:I}", "plugged", (json_int_t)d->hv.plugged, "took_ms",
-						  (json_int_t)(now - d->phase_at)));
-		dc_go_idle(c, d, now);
-	} else if (d->rec.phase == PH_UNPLUGGING && ev->kind == HV_EV_REMOVAL_FAILED) {
+	else if (d->rec.phase == PH_UNPLUGGING && d->hv_known && d->hv.plugged <= d->rec.target && !d->hv.busy)
+		dc_unplug_done(c, d, now);
+	else if (d->rec.phase == PH_UNPLUGGING && ev->kind == HV_EV_REMOVAL_FAILED) {
 		d->deadline = now; /* the guest refused the detach: handled as a partial unplug */
 	}
 }

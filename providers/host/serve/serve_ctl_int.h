@@ -77,6 +77,8 @@ void dc_go_idle(struct ctl *c, struct dom *d, int64_t now);
 void dc_ack_when_journaled(struct ctl *c, struct dom *d, int64_t now);
 void dc_start_grant(struct ctl *c, struct dom *d, uint64_t bytes, int64_t now);
 void dc_start_unplug(struct ctl *c, struct dom *d, uint64_t bytes, int64_t now);
+/* The device is down to the unplug's target: counted, said ("unplugged"), idle. */
+void dc_unplug_done(struct ctl *c, struct dom *d, int64_t now);
 void dc_start_grow(struct ctl *c, struct dom *d, uint64_t bytes, const char *why_grow, int64_t now);
 void dc_start_shrink(struct ctl *c, struct dom *d, uint64_t bytes, const char *why_shrink, int64_t now);
 void dc_take_back(struct ctl *c, struct dom *d, int64_t now);

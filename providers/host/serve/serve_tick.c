@@ -156,6 +156,11 @@ void ctl_tick(struct ctl *c, int64_t now)
 		if (d->rec.phase == PH_PLUGGING && d->hv_known && d->hv.kind != HV_DIMM && !d->hv.always_plugged &&
 		    d->hv.plugged >= d->rec.target)
 			dc_start_grant(c, d, d->rec.op_bytes, now);
+		/* the same for an unplug: the device got down to its target while
+		 * no service ran (killed after it asked), so no event says so */
+		if (d->rec.phase == PH_UNPLUGGING && d->hv_known && d->hv.kind != HV_DIMM && !d->hv.always_plugged &&
+		    d->hv.plugged <= d->rec.target && !d->hv.busy)
+			dc_unplug_done(c, d, now);
 		if (d->rec.phase == PH_GRANTING && d->regrant_at > 0 && now >= d->regrant_at && d->synced) {
 			d->regrant_at = 0;
 			dc_send_op(c, d, now);

@@ -509,6 +509,43 @@ static void test_restart_mid_plug(void **state)
 	assert_int_equal(d->plugged, 512 * M);
 }
 
+/* The same for an unplug: the service is killed after it asked the device
+ * to shrink, the device gets there before the restart (its event went to
+ * the dead service); the restarted one finishes it at once: "unplugged",
+ * the shrink counted, idle, long before the unplug deadline. */
+static void test_restart_mid_unplug(void **state)
+{
+	struct t *t = *state;
+	struct fh *f = &t->f;
+	struct fh_dom *d = fh_add(f, "vm", HV_VIRTIO_MEM);
+	struct dom_view v;
+
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000);
+	fh_advice(d, "request", 512 * M);
+	fh_run(f, 5000);
+	assert_int_equal(fh_view(f, "vm").granted, 512 * M);
+	fh_run(f, 6000); /* past the shrink cooldown */
+	fh_advice(d, "offer", 512 * M);
+	for (int i = 0; i < 50 && fh_view(f, "vm").phase != PH_UNPLUGGING; i++)
+		fh_run(f, 100);
+	assert_int_equal(fh_view(f, "vm").phase, PH_UNPLUGGING);
+	ctl_free(f->ctl);
+	f->ctl = NULL;
+	d->out_len = 0;
+	d->plugged = d->requested; /* the device finished; its event went to the dead service */
+	d->last_event_size = d->plugged;
+	f->now += 2000;
+	assert_int_equal(fh_start(f), 0);
+	fh_run(f, 1000); /* far below the unplug deadline */
+	v = fh_view(f, "vm");
+	assert_int_equal(v.phase, PH_IDLE);
+	assert_int_equal(v.granted, 0);
+	assert_int_equal(d->plugged, 0);
+	assert_int_equal(v.shrinks, 1);
+	assert_true(fh_events_named(f, "vm", "unplugged") >= 1);
+}
+
 /* kill -9 of the service: its memory is gone, the journal and the device stay */
 static void fh_kill_restart(struct fh *f, struct fh_dom *d, int64_t down_ms)
 {
@@ -936,6 +973,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dimm_grant_before_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_standing_refusal_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restart_mid_plug, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restart_mid_unplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_between_plug_and_grant, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_between_revoke_and_unplug, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_during_grow, setup, teardown),
