@@ -477,6 +477,19 @@ static void test_restart_mid_grow(void **state)
 	assert_int_equal(d->requested, 512 * M);
 }
 
+/* kill -9 of the service while the device moves; the device gets to its
+ * target while no service runs (its event goes to the dead one); restart */
+static void restart_after_device_done(struct fh *f, struct fh_dom *d)
+{
+	ctl_free(f->ctl);
+	f->ctl = NULL;
+	d->out_len = 0;
+	d->plugged = d->requested;
+	d->last_event_size = d->plugged;
+	f->now += 2000;
+	assert_int_equal(fh_start(f), 0);
+}
+
 /* kill -9 while plugging; the device got there while the service was down,
  * so no size event comes: the restarted service grants from the device's
  * size at once (not at the plug deadline), and only once. */
@@ -493,13 +506,7 @@ static void test_restart_mid_plug(void **state)
 	for (int i = 0; i < 30 && fh_view(f, "vm").phase != PH_PLUGGING; i++)
 		fh_run(f, 100);
 	assert_int_equal(fh_view(f, "vm").phase, PH_PLUGGING);
-	ctl_free(f->ctl);
-	f->ctl = NULL;
-	d->out_len = 0;
-	d->plugged = d->requested; /* the device finished; its event went to the dead service */
-	d->last_event_size = d->plugged;
-	f->now += 2000;
-	assert_int_equal(fh_start(f), 0);
+	restart_after_device_done(f, d);
 	fh_run(f, 4000); /* far below the plug deadline */
 	v = fh_view(f, "vm");
 	assert_int_equal(v.phase, PH_IDLE);
@@ -530,13 +537,7 @@ static void test_restart_mid_unplug(void **state)
 	for (int i = 0; i < 50 && fh_view(f, "vm").phase != PH_UNPLUGGING; i++)
 		fh_run(f, 100);
 	assert_int_equal(fh_view(f, "vm").phase, PH_UNPLUGGING);
-	ctl_free(f->ctl);
-	f->ctl = NULL;
-	d->out_len = 0;
-	d->plugged = d->requested; /* the device finished; its event went to the dead service */
-	d->last_event_size = d->plugged;
-	f->now += 2000;
-	assert_int_equal(fh_start(f), 0);
+	restart_after_device_done(f, d);
 	fh_run(f, 1000); /* far below the unplug deadline */
 	v = fh_view(f, "vm");
 	assert_int_equal(v.phase, PH_IDLE);
